@@ -1,0 +1,1 @@
+"""kelpie_dst: deterministic simulation testing for trio programs."""

@@ -1,1 +1,259 @@
-def main() -> None: ...
+"""The ``kelpie-dst`` command line (design.md §2, CLI; exit codes in §1.5).
+
+Other tooling depends on these spellings; keep them stable. Usage errors print one line and exit
+64; failures print their class, the program's traceback and a ``replay:`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+
+from ._determinism import check_determinism
+from ._entry import format_duration, load_entry, parse_duration
+from ._errors import UsageError
+from ._faults import Fault, fault_types
+from ._result import RunResult
+from ._run import run as run_simulation
+
+__all__ = ["main"]
+
+EXIT_USAGE = 64
+# click >= 8.2 raises this (a UsageError) for a bare group invocation; older clicks print help.
+_NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+_console = Console(highlight=False, soft_wrap=True)
+
+
+def _seed_option(f: Any) -> Any:
+    return click.option("--seed", type=int, default=None, help="The seed (default: random).")(f)
+
+
+def _run_options(f: Any) -> Any:
+    options = [
+        click.option("--entry", required=True, help="package.module:function to run."),
+        click.option("--strict", is_flag=True, help="Fail (exit 4) on wall clock/entropy/threads."),
+        click.option(
+            "--strategy",
+            type=click.Choice(["random", "pct"]),
+            default="random",
+            show_default=True,
+            help="Scheduling strategy.",
+        ),
+        click.option(
+            "--fault", "faults", multiple=True, metavar="TYPE=PROB", help="Enable a fault type."
+        ),
+        click.option("--swarm", is_flag=True, help="Let the seed choose a fault profile too."),
+        click.option("--max-time", default=None, metavar="DURATION", help="Virtual time limit."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _options(
+    strict: bool, strategy: str, faults: Sequence[str], swarm: bool, max_time: str | None
+) -> dict[str, Any]:
+    parsed = [Fault.parse(f) for f in faults]  # validates early, with a one-line error
+    return {
+        "guards": "strict" if strict else "redirect",
+        "strategy": strategy,
+        "faults": [f"{f.type}={f.probability}" for f in parsed],
+        "swarm": swarm,
+        "max_time": parse_duration(max_time) if max_time is not None else None,
+    }
+
+
+def replay_command(entry: str, seed: int, options: dict[str, Any]) -> str:
+    """The copy-pasteable command that replays ``seed`` with the same options."""
+    parts = ["kelpie-dst", "run", "--entry", entry, "--seed", str(seed)]
+    if options.get("guards") == "strict":
+        parts.append("--strict")
+    if options.get("strategy", "random") != "random":
+        parts += ["--strategy", options["strategy"]]
+    for fault in options.get("faults", ()):
+        parts += ["--fault", fault]
+    if options.get("swarm"):
+        parts.append("--swarm")
+    if options.get("max_time") is not None:
+        parts += ["--max-time", format_duration(options["max_time"])]
+    hashseed = os.environ.get("PYTHONHASHSEED", "0")
+    prefix = f"PYTHONHASHSEED={hashseed} " if hashseed != "0" else ""
+    return prefix + shlex.join(parts)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kelpie", prog_name="kelpie-dst")
+def cli() -> None:
+    """Deterministic simulation testing for trio programs."""
+
+
+@cli.command("run")
+@_run_options
+@_seed_option
+@click.option("--trace", "trace_path", default=None, metavar="FILE", help="Write the full trace.")
+def run_command(
+    entry: str,
+    strict: bool,
+    strategy: str,
+    faults: tuple[str, ...],
+    swarm: bool,
+    max_time: str | None,
+    seed: int | None,
+    trace_path: str | None,
+) -> None:
+    """Run one seed of ENTRY, an unmodified trio program, in the simulator."""
+    options = _options(strict, strategy, faults, swarm, max_time)
+    main_fn = load_entry(entry)
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**32)
+    _console.print(f"kelpie-dst: running {entry} with seed {seed} (strategy {strategy})")
+    trace_file = open(trace_path, "wb") if trace_path else None  # noqa: SIM115
+    try:
+        result = run_simulation(main_fn, seed=seed, trace_file=trace_file, **options)
+    finally:
+        if trace_file is not None:
+            trace_file.close()
+    if result.faults:
+        profile = ", ".join(f.describe() for f in result.faults)
+        _console.print(f"faults: {profile}")
+    _report(result, replay_command(entry, seed, options))
+    sys.exit(result.exit_code)
+
+
+def _report(result: RunResult, replay: str) -> None:
+    if result.faults_fired:
+        fired = ", ".join(f"{k}={v}" for k, v in result.faults_fired.items())
+        _console.print(f"faults fired: {fired}")
+    if result.redirected:
+        sites = len(result.redirected)
+        _console.print(f"guards redirected {sites} call site(s); --strict makes them fail")
+    if result.failure is not None:
+        _console.print(f"[bold red]{result.failure.describe()}[/]", markup=True)
+        print(result.summary_line())
+        print(f"replay: {replay}")
+    else:
+        print(result.summary_line())
+
+
+@cli.command("check-determinism")
+@_run_options
+@click.option("--seed", type=int, required=True, help="The seed to check.")
+@click.option("--runs", type=click.IntRange(min=2), default=3, show_default=True)
+@click.option("--vary-hashseed", is_flag=True, help="Give each fresh process its own hash seed.")
+def check_determinism_command(
+    entry: str,
+    strict: bool,
+    strategy: str,
+    faults: tuple[str, ...],
+    swarm: bool,
+    max_time: str | None,
+    seed: int,
+    runs: int,
+    vary_hashseed: bool,
+) -> None:
+    """Run one seed several times (same process and fresh ones) and compare trace hashes."""
+    options = _options(strict, strategy, faults, swarm, max_time)
+    report = check_determinism(
+        entry, seed=seed, runs=runs, vary_hashseed=vary_hashseed, options=options
+    )
+    print(report.describe())
+    if not report.deterministic:
+        print(f"replay: {replay_command(entry, seed, options)}")
+        sys.exit(4)
+
+
+@cli.command("faults")
+def faults_command() -> None:
+    """List the registered fault types and their parameters."""
+    for name, spec in fault_types().items():
+        params = ", ".join(f"{k}={v:g}" for k, v in spec.params.items())
+        print(f"{name:<24} {spec.description}" + (f" [{params}]" if params else ""))
+
+
+@cli.command("_worker", hidden=True)
+@click.option("--entry", required=True)
+@click.option("--seed", type=int, required=True)
+@click.option("--options", "options_json", required=True)
+@click.option("--trace-out", required=True)
+def worker_command(entry: str, seed: int, options_json: str, trace_out: str) -> None:
+    """One perturbed run for check-determinism; prints its result as JSON."""
+    _perturb()
+    main_fn = load_entry(entry)
+    with open(trace_out, "wb") as trace_file:
+        result = run_simulation(main_fn, seed=seed, trace_file=trace_file, **json.loads(options_json))
+    failure = None
+    if result.failure is not None:
+        failure = [int(result.failure.kind), result.failure.message]
+    print(
+        json.dumps(
+            {
+                "seed": result.seed,
+                "trace_hash": result.trace_hash,
+                "virtual_time": result.virtual_time,
+                "events": result.events,
+                "failure": failure,
+            }
+        )
+    )
+
+
+_noise: list[object] = []
+
+
+def _perturb() -> None:
+    """Shift allocations and timing so that address- or timing-dependent code diverges."""
+    noise = int(os.environ.get("KELPIE_DST_NOISE", "0"))
+    rng = random.Random(noise * 104729 + os.getpid())  # deliberately not reproducible
+    for _ in range(rng.randrange(100, 5000)):
+        _noise.append(bytes(rng.randrange(1, 200)) if rng.random() < 0.5 else {"k": rng.random()})
+    time.sleep(rng.random() * 0.02)
+
+
+def _usage_error(message: str) -> NoReturn:
+    print(f"kelpie-dst: error: {message}", file=sys.stderr)
+    sys.exit(EXIT_USAGE)
+
+
+def _pin_hashseed() -> None:
+    """Re-execute with PYTHONHASHSEED pinned, so runs match across processes (design.md §1.2)."""
+    if os.environ.get("KELPIE_DST_NO_REEXEC") == "1":
+        return
+    if os.environ.get("PYTHONHASHSEED", "random") in ("", "random"):
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        os.execve(sys.executable, [sys.executable, "-m", "kelpie_dst", *sys.argv[1:]], env)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point: maps usage errors to one line and exit 64."""
+    if argv is None:
+        _pin_hashseed()
+    try:
+        cli.main(
+            args=list(argv) if argv is not None else None,
+            prog_name="kelpie-dst",
+            standalone_mode=False,
+        )
+    except UsageError as error:
+        _usage_error(str(error))
+    except _NO_ARGS_IS_HELP as error:
+        assert error.ctx is not None
+        print(error.ctx.get_help())
+        sys.exit(0)
+    except click.UsageError as error:
+        _usage_error(error.format_message().replace("\n", " "))
+    except click.exceptions.Exit as error:
+        sys.exit(error.exit_code)
+    except click.Abort:
+        print("kelpie-dst: aborted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)

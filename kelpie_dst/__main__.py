@@ -1,0 +1,5 @@
+"""``python -m kelpie_dst`` is the ``kelpie-dst`` command."""
+
+from ._cli import main
+
+main()

@@ -1,0 +1,164 @@
+"""Determinism checks: run one seed several times and compare trace hashes.
+
+Runs 1 and 2 happen in this process (the repeat catches state leaking between runs, such as
+lazily imported modules drawing from ``random``). Further runs happen in fresh processes, each
+perturbed: extra allocations (which move object addresses, and so the order of sets of objects),
+a padded environment, a short real delay, and, with ``vary_hashseed``, a different
+``PYTHONHASHSEED`` (which changes the order of sets of strings). When hashes differ, the report
+names the first divergent event from each side.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ._entry import load_entry
+from ._errors import FailureKind, UsageError
+from ._result import Failure, RunResult
+from ._run import run
+from ._trace import Divergence, Event, decode_trace, first_divergence, read_trace
+
+__all__ = ["DeterminismReport", "check_determinism"]
+
+
+@attrs.frozen
+class DeterminismReport:
+    """Hashes of every run of one seed, and the first divergence if they differ."""
+
+    seed: int
+    runs: tuple[tuple[str, str], ...]  # (label, trace hash)
+    divergence: Divergence | None = None
+    divergent_runs: tuple[str, str] | None = None
+    failure: str | None = None
+
+    @property
+    def deterministic(self) -> bool:
+        return len({h for _, h in self.runs}) == 1
+
+    def describe(self) -> str:
+        lines = [f"  {label}: {h}" for label, h in self.runs]
+        if self.deterministic:
+            head = f"deterministic: seed={self.seed} trace_hash={self.runs[0][1]}"
+        else:
+            head = f"NONDETERMINISTIC: seed={self.seed} gave {len({h for _, h in self.runs})} hashes"
+        text = "\n".join([head, *lines])
+        if self.divergence is not None and self.divergent_runs is not None:
+            text += "\n" + self.divergence.describe(*self.divergent_runs)
+        if self.failure:
+            text += f"\nnote: every run failed the same way: {self.failure}"
+        return text
+
+
+def check_determinism(
+    entry: str,
+    *,
+    seed: int,
+    runs: int = 3,
+    vary_hashseed: bool = False,
+    options: Mapping[str, Any] | None = None,
+) -> DeterminismReport:
+    """Run ``entry`` (``module:function``) ``runs`` times (at least 2) and compare the traces.
+
+    ``options`` are keyword arguments for :func:`kelpie_dst.run` (JSON-serializable ones).
+    """
+    if runs < 2:
+        raise UsageError("--runs must be at least 2")
+    options = dict(options or {})
+    main = load_entry(entry)
+    recorded: list[tuple[str, RunResult, list[Event] | Path]] = []
+    for label in ("in-process", "in-process repeat"):
+        result = _run_recorded(main, seed, options)
+        recorded.append((label, result[0], result[1]))
+        if len(recorded) == runs:
+            break
+    with tempfile.TemporaryDirectory(prefix="kelpie-dst-") as tmp:
+        for index in range(len(recorded), runs):
+            path = Path(tmp) / f"run{index}.trace"
+            label = f"fresh process {index - 1}"
+            result = _run_fresh(entry, seed, options, path, index, vary_hashseed)
+            if vary_hashseed:
+                label += f" (PYTHONHASHSEED={_hashseed(index)})"
+            recorded.append((label, result, path))
+        hashes = tuple((label, result.trace_hash) for label, result, _ in recorded)
+        failures = {r.failure.message if r.failure else None for _, r, _ in recorded}
+        failure = next(iter(failures)) if len(failures) == 1 else None
+        first_label, first_result, first_events = recorded[0]
+        for label, result, events in recorded[1:]:
+            if result.trace_hash != first_result.trace_hash:
+                divergence = first_divergence(_events(first_events), _events(events))
+                return DeterminismReport(seed, hashes, divergence, (first_label, label), failure)
+        return DeterminismReport(seed, hashes, failure=failure)
+
+
+def _events(source: list[Event] | Path) -> list[Event]:
+    return source if isinstance(source, list) else list(read_trace(source))
+
+
+def _run_recorded(main: Any, seed: int, options: Mapping[str, Any]) -> tuple[RunResult, list[Event]]:
+    sink = io.BytesIO()
+    result = run(main, seed=seed, trace_file=sink, **options)
+    return result, list(decode_trace(sink.getvalue()))
+
+
+def _hashseed(index: int) -> int:
+    return 1 + (index * 7919) % 4_000_000_000
+
+
+def _run_fresh(
+    entry: str,
+    seed: int,
+    options: Mapping[str, Any],
+    trace_path: Path,
+    index: int,
+    vary_hashseed: bool,
+) -> RunResult:
+    env = dict(os.environ)
+    env["PYTHONHASHSEED"] = str(_hashseed(index)) if vary_hashseed else env.get(
+        "PYTHONHASHSEED", "0"
+    )
+    env["KELPIE_DST_NOISE"] = str(index)
+    env["KELPIE_DST_PAD"] = "x" * (97 * index % 4096)
+    env["KELPIE_DST_NO_REEXEC"] = "1"
+    env.setdefault("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env["PYTHONPATH"]) if p)
+    command = [
+        sys.executable,
+        "-m",
+        "kelpie_dst",
+        "_worker",
+        "--entry",
+        entry,
+        "--seed",
+        str(seed),
+        "--options",
+        json.dumps(dict(options)),
+        "--trace-out",
+        str(trace_path),
+    ]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise UsageError(
+            f"fresh-process run failed to start: {proc.stderr.strip().splitlines()[-1:]}"
+        )
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    failure = None
+    if data["failure"] is not None:
+        kind, message = data["failure"]
+        failure = Failure(FailureKind(kind), message)
+    return RunResult(
+        seed=data["seed"],
+        trace_hash=data["trace_hash"],
+        virtual_time=data["virtual_time"],
+        events=data["events"],
+        failure=failure,
+    )

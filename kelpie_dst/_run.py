@@ -1,0 +1,142 @@
+"""``kelpie_dst.run``: run one async program to completion in a seeded simulation."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import IO, Any
+
+import outcome
+import trio
+
+from ._errors import FailureKind, NondeterminismError
+from ._faults import Fault
+from ._reports import classify, format_exception
+from ._result import Failure, RunResult
+from ._runner import Session, check_main_signature
+from ._sim import DEFAULT_EPOCH, Simulation, make_config
+from ._trace import Trace
+
+__all__ = ["run"]
+
+
+def run(
+    main: Callable[..., Awaitable[Any]],
+    *,
+    seed: int = 0,
+    strategy: str = "random",
+    pct_depth: int = 3,
+    guards: str = "redirect",
+    guard_allow: Iterable[str] = (),
+    faults: Iterable[Fault | str] = (),
+    swarm: bool = False,
+    max_time: float | None = None,
+    epoch: float = DEFAULT_EPOCH,
+    buggify: bool = True,
+    record: bool = False,
+    trace_file: IO[bytes] | None = None,
+) -> RunResult:
+    """Run ``async def main()`` (or ``main(sim)``) in a fresh simulation; never raises for a
+    failure of the program, which is reported in :attr:`RunResult.failure`.
+
+    * ``seed`` decides everything: scheduling, fault decisions, the streams, the global
+      ``random`` module, and guarded values.
+    * ``strategy``: ``"random"`` (a uniform shuffle of each batch) or ``"pct"`` (priorities
+      with ``pct_depth - 1`` change points).
+    * ``guards``: ``"redirect"``, ``"strict"`` or ``"off"`` (see :mod:`kelpie_dst._guards`);
+      ``guard_allow`` lists module prefixes exempt from ``strict``.
+    * ``faults``: :class:`Fault` objects or ``"TYPE=PROBABILITY"`` strings; ``swarm=True``
+      lets the seed add a random fault profile.
+    * ``max_time``: the virtual time limit; reaching it is a liveness failure.
+    * ``record=True`` keeps every event in memory; ``trace_file`` streams them to a file.
+    """
+    config = make_config(
+        seed=seed,
+        strategy=strategy,
+        pct_depth=pct_depth,
+        guards=guards,
+        guard_allow=guard_allow,
+        faults=faults,
+        swarm=swarm,
+        max_time=max_time,
+        epoch=epoch,
+        buggify=buggify,
+        record=record,
+    )
+    takes_sim = check_main_signature(main)
+    sim = Simulation(config, Trace(record=record, file=trace_file))
+    box: list[Any] = []
+    with Session(sim) as session:
+        session.start(_root, sim, main, takes_sim, box)
+        session.drive()
+        liveness = session.interrupt_error()
+        if liveness is not None:
+            session.cancel_everything()
+        failure = _failure(sim, session, liveness)
+        sim.trace_event(
+            "run.end",
+            outcome="ok" if failure is None else failure.kind.name.lower(),
+            rng={name: s.digest() for name, s in sorted(sim._streams.items())},
+        )
+        return RunResult(
+            seed=seed,
+            trace_hash=sim.trace.hexdigest(),
+            virtual_time=sim.now(),
+            events=sim.trace.count,
+            failure=failure,
+            strategy=strategy,
+            faults=sim.fault_list,
+            faults_fired=dict(sorted(sim.faults.fired.items())),
+            redirected=tuple(sim.guards.redirected()),
+            value=box[0] if box else None,
+            wall_seconds=session.wall_seconds(),
+        )
+
+
+async def _root(
+    sim: Simulation, main: Callable[..., Awaitable[Any]], takes_sim: bool, box: list[Any]
+) -> None:
+    sim._token = trio.lowlevel.current_trio_token()
+    with trio.CancelScope() as scope:
+        sim._root_scope = scope
+        async with trio.open_nursery() as nursery:
+            sim._nursery = nursery
+            sim._start_background()
+            finished = trio.Event()
+
+            async def main_node(_node: object) -> None:
+                try:
+                    box.append(await (main(sim) if takes_sim else main()))
+                finally:
+                    finished.set()
+
+            sim.add_node(sim.main_node_name, main_node)
+            await finished.wait()
+            nursery.cancel_scope.cancel()
+
+
+def _failure(sim: Simulation, session: Session, liveness: Exception | None) -> Failure | None:
+    now = sim.now()
+    if sim.guards.violations:
+        # A strict-mode guard tripped, even if the program swallowed the exception.
+        first = sim.guards.violations[0]
+        details = ""
+        error = _error_of(session)
+        if error is not None:
+            details = format_exception(error)
+        return Failure(FailureKind.NONDETERMINISM, f"NondeterminismError: {first}", details, now)
+    if liveness is not None:
+        report = getattr(liveness, "report", "")
+        return Failure(FailureKind.LIVENESS, str(liveness), report, now)
+    error = _error_of(session)
+    if error is None:
+        return None
+    kind, leaf = classify(error)
+    if isinstance(leaf, NondeterminismError):
+        kind = FailureKind.NONDETERMINISM
+    message = f"{type(leaf).__name__}: {leaf}".rstrip(": ")
+    return Failure(kind, message, format_exception(error), now)
+
+
+def _error_of(session: Session) -> BaseException | None:
+    result = session.host.outcome
+    return result.error if isinstance(result, outcome.Error) else None

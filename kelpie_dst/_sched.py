@@ -1,0 +1,146 @@
+"""Scheduling strategies: deterministic replacements for trio's private scheduler RNG.
+
+With ``_ALLOW_DETERMINISTIC_SCHEDULING`` set, trio sorts each batch of runnable tasks by creation
+order and then calls ``_r.shuffle(batch)``; tasks run from the *end* of the list. Installing an
+object of our own as ``_r`` therefore decides the order of every batch:
+
+* :class:`RandomStrategy` shuffles uniformly from a seeded stream (what trio does under
+  Hypothesis, but with a seed per run instead of 0 for every run).
+* :class:`PCTStrategy` is a PCT-style priority scheduler (Burckhardt et al., 2010): every task
+  gets a random priority when first seen, batches run in priority order, and at ``depth - 1``
+  random change points the running task drops below all others. Bugs that need one task to win
+  consistently are found far more often than under a uniform shuffle.
+
+Both also hold back the tasks of paused nodes, which is how :meth:`Simulation.pause` freezes a
+node exactly (its tasks stay scheduled but do not run until it resumes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Iterator, MutableSequence
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._errors import DstError
+
+if TYPE_CHECKING:
+    from ._nodes import Node
+
+__all__ = ["STRATEGIES", "PCTStrategy", "RandomStrategy", "installed_scheduler"]
+
+_RUN_MODULE: Any = trio._core._run
+_REQUIRED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT")
+
+
+def check_trio_internals() -> None:
+    """Fail loudly if this trio release no longer has the private hooks the simulator needs."""
+    missing = [name for name in _REQUIRED if not hasattr(_RUN_MODULE, name)]
+    if missing:
+        raise DstError(
+            f"trio {trio.__version__} lacks {', '.join(missing)} in trio._core._run; "
+            "kelpie_dst needs them for deterministic scheduling (pin trio to a tested range)"
+        )
+
+
+class RandomStrategy(random.Random):
+    """Uniformly random order for each batch, from a seeded stream."""
+
+    name = "random"
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.steps = 0
+        self._parked: dict[Node, list[trio.lowlevel.Task]] = {}
+        self.pausing = False
+
+    def shuffle(self, x: MutableSequence[Any]) -> None:
+        if self.pausing:
+            self._park(x)
+        self.steps += len(x)
+        self._order(x)
+
+    def _order(self, batch: MutableSequence[Any]) -> None:
+        # Fisher-Yates with the C-level random() (batches are small, so the float's bias is
+        # negligible); about twice as fast as random.shuffle's _randbelow loop.
+        rnd = self.random
+        for i in range(len(batch) - 1, 0, -1):
+            j = int(rnd() * (i + 1))
+            batch[i], batch[j] = batch[j], batch[i]
+
+    def forget(self, task: trio.lowlevel.Task) -> None:
+        """Called when a task exits."""
+
+    # -- pausing -----------------------------------------------------------------------------
+    def _park(self, batch: MutableSequence[Any]) -> None:
+        from ._nodes import NODE
+
+        keep = []
+        for task in batch:
+            node = task.context.get(NODE, None)
+            if node is not None and node.paused:
+                self._parked.setdefault(node, []).append(task)
+            else:
+                keep.append(task)
+        batch[:] = keep
+
+    def release(self, node: Node) -> None:
+        """Put the tasks held back for ``node`` back on trio's run queue."""
+        tasks = self._parked.pop(node, [])
+        if not tasks:
+            return
+        runner = _RUN_MODULE.GLOBAL_RUN_CONTEXT.runner
+        if not runner.runq and runner.is_guest:
+            runner.force_guest_tick_asap()
+        runner.runq.extend(tasks)
+
+
+class PCTStrategy(RandomStrategy):
+    """Random task priorities with ``depth - 1`` change points over ``horizon`` task steps."""
+
+    name = "pct"
+
+    def __init__(self, seed: int, *, depth: int = 3, horizon: int = 2_000) -> None:
+        super().__init__(seed)
+        self.depth = depth
+        self._priority: dict[trio.lowlevel.Task, float] = {}
+        points = sorted(self.randrange(1, max(2, horizon)) for _ in range(max(0, depth - 1)))
+        self._change_points = points
+        self._changes = 0
+
+    def _order(self, batch: MutableSequence[Any]) -> None:
+        priority = self._priority
+        for task in batch:
+            if task not in priority:
+                # Initial priorities sit above every priority a change point can assign.
+                priority[task] = self.depth + self.random()
+        batch_list = sorted(batch, key=priority.__getitem__)
+        batch[:] = batch_list
+        if self._changes < len(self._change_points) and batch_list:
+            if self.steps >= self._change_points[self._changes]:
+                self._changes += 1
+                top = batch_list[-1]
+                priority[top] = self.depth - self._changes + self.random() * 0.5
+
+    def forget(self, task: trio.lowlevel.Task) -> None:
+        self._priority.pop(task, None)
+
+
+STRATEGIES: dict[str, type[RandomStrategy]] = {"random": RandomStrategy, "pct": PCTStrategy}
+
+
+@contextlib.contextmanager
+def installed_scheduler(strategy: RandomStrategy) -> Iterator[None]:
+    """Install ``strategy`` as trio's scheduler RNG with deterministic mode on; restore after."""
+    check_trio_internals()
+    saved_r = _RUN_MODULE._r
+    saved_allow = _RUN_MODULE._ALLOW_DETERMINISTIC_SCHEDULING
+    _RUN_MODULE._r = strategy
+    _RUN_MODULE._ALLOW_DETERMINISTIC_SCHEDULING = True
+    try:
+        yield
+    finally:
+        _RUN_MODULE._r = saved_r
+        _RUN_MODULE._ALLOW_DETERMINISTIC_SCHEDULING = saved_allow

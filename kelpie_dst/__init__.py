@@ -25,6 +25,7 @@ from ._faults import fault_types as fault_types
 from ._faults import register_fault as register_fault
 from ._nodes import Node as Node
 from ._nodes import NodeState as NodeState
+from ._process_faults import nemesis as _nemesis  # noqa: F401  (registers process.* faults)
 from ._public import current_simulation as current_simulation
 from ._public import log as log
 from ._result import Failure as Failure
@@ -35,6 +36,5 @@ from ._sim import DEFAULT_EPOCH as DEFAULT_EPOCH
 from ._sim import Simulation as Simulation
 from ._stepping import SimulationHandle as SimulationHandle
 from ._stepping import open_simulation as open_simulation
-from ._process_faults import nemesis as _nemesis  # noqa: F401  (registers process.* faults)
 
 __version__ = "0.1.0"

@@ -189,7 +189,9 @@ def worker_command(entry: str, seed: int, options_json: str, trace_out: str) -> 
     _perturb()
     main_fn = load_entry(entry)
     with open(trace_out, "wb") as trace_file:
-        result = run_simulation(main_fn, seed=seed, trace_file=trace_file, **json.loads(options_json))
+        result = run_simulation(
+            main_fn, seed=seed, trace_file=trace_file, **json.loads(options_json)
+        )
     failure = None
     if result.failure is not None:
         failure = [int(result.failure.kind), result.failure.message]
@@ -212,7 +214,7 @@ _noise: list[object] = []
 def _perturb() -> None:
     """Shift allocations and timing so that address- or timing-dependent code diverges."""
     noise = int(os.environ.get("KELPIE_DST_NOISE", "0"))
-    rng = random.Random(noise * 104729 + os.getpid())  # deliberately not reproducible
+    rng = random.Random(noise * 104729 + os.getpid())  # noqa: S311  (meant to vary)
     for _ in range(rng.randrange(100, 5000)):
         _noise.append(bytes(rng.randrange(1, 200)) if rng.random() < 0.5 else {"k": rng.random()})
     time.sleep(rng.random() * 0.02)

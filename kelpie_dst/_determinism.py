@@ -50,7 +50,9 @@ class DeterminismReport:
         if self.deterministic:
             head = f"deterministic: seed={self.seed} trace_hash={self.runs[0][1]}"
         else:
-            head = f"NONDETERMINISTIC: seed={self.seed} gave {len({h for _, h in self.runs})} hashes"
+            head = (
+                f"NONDETERMINISTIC: seed={self.seed} gave {len({h for _, h in self.runs})} hashes"
+            )
         text = "\n".join([head, *lines])
         if self.divergence is not None and self.divergent_runs is not None:
             text += "\n" + self.divergence.describe(*self.divergent_runs)
@@ -77,18 +79,18 @@ def check_determinism(
     main = load_entry(entry)
     recorded: list[tuple[str, RunResult, list[Event] | Path]] = []
     for label in ("in-process", "in-process repeat"):
-        result = _run_recorded(main, seed, options)
-        recorded.append((label, result[0], result[1]))
+        in_process, in_events = _run_recorded(main, seed, options)
+        recorded.append((label, in_process, in_events))
         if len(recorded) == runs:
             break
     with tempfile.TemporaryDirectory(prefix="kelpie-dst-") as tmp:
         for index in range(len(recorded), runs):
             path = Path(tmp) / f"run{index}.trace"
             label = f"fresh process {index - 1}"
-            result = _run_fresh(entry, seed, options, path, index, vary_hashseed)
+            fresh = _run_fresh(entry, seed, options, path, index, vary_hashseed)
             if vary_hashseed:
                 label += f" (PYTHONHASHSEED={_hashseed(index)})"
-            recorded.append((label, result, path))
+            recorded.append((label, fresh, path))
         hashes = tuple((label, result.trace_hash) for label, result, _ in recorded)
         failures = {r.failure.message if r.failure else None for _, r, _ in recorded}
         failure = next(iter(failures)) if len(failures) == 1 else None
@@ -104,7 +106,9 @@ def _events(source: list[Event] | Path) -> list[Event]:
     return source if isinstance(source, list) else list(read_trace(source))
 
 
-def _run_recorded(main: Any, seed: int, options: Mapping[str, Any]) -> tuple[RunResult, list[Event]]:
+def _run_recorded(
+    main: Any, seed: int, options: Mapping[str, Any]
+) -> tuple[RunResult, list[Event]]:
     sink = io.BytesIO()
     result = run(main, seed=seed, trace_file=sink, **options)
     return result, list(decode_trace(sink.getvalue()))
@@ -123,8 +127,8 @@ def _run_fresh(
     vary_hashseed: bool,
 ) -> RunResult:
     env = dict(os.environ)
-    env["PYTHONHASHSEED"] = str(_hashseed(index)) if vary_hashseed else env.get(
-        "PYTHONHASHSEED", "0"
+    env["PYTHONHASHSEED"] = (
+        str(_hashseed(index)) if vary_hashseed else env.get("PYTHONHASHSEED", "0")
     )
     env["KELPIE_DST_NOISE"] = str(index)
     env["KELPIE_DST_PAD"] = "x" * (97 * index % 4096)

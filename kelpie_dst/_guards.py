@@ -27,7 +27,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -79,18 +79,17 @@ class CallSite:
 
 
 def _call_site(depth: int = 2) -> CallSite:
-    frame = sys._getframe(depth)
-    fallback = frame
+    fallback = sys._getframe(depth)
+    frame: FrameType | None = fallback
     while frame is not None:
         name = frame.f_globals.get("__name__", "?")
         if not any(name == p or name.startswith(p + ".") for p in _PLUMBING):
             break
-        frame = frame.f_back  # type: ignore[assignment]
-    if frame is None:
-        frame = fallback
-    code = frame.f_code
+        frame = frame.f_back
+    chosen = frame if frame is not None else fallback
+    code = chosen.f_code
     return CallSite(
-        frame.f_globals.get("__name__", "?"), frame.f_lineno, code.co_filename, code.co_name
+        chosen.f_globals.get("__name__", "?"), chosen.f_lineno, code.co_filename, code.co_name
     )
 
 
@@ -106,7 +105,8 @@ _random_seed = random.Random.seed
 _sysrandom = {
     name: getattr(random.SystemRandom, name) for name in ("random", "getrandbits", "randbytes")
 }
-_secrets = {"randbits": secrets.randbits, "choice": secrets.choice}
+_secrets_randbits: Callable[[int], int] = secrets.randbits
+_secrets_choice: Callable[[Any], Any] = secrets.choice
 _thread_start = threading.Thread.start
 _to_thread = trio.to_thread.run_sync
 
@@ -155,9 +155,7 @@ class _SimDatetime(_real_datetime, metaclass=_FakeTypeMeta):
         return _guarded(
             "datetime.utcnow",
             _real_datetime.utcnow,
-            lambda g: _real_datetime.fromtimestamp(g.sim.wall_time(), _dt.UTC).replace(
-                tzinfo=None
-            ),
+            lambda g: _real_datetime.fromtimestamp(g.sim.wall_time(), _dt.UTC).replace(tzinfo=None),
         )
 
     @classmethod
@@ -183,9 +181,7 @@ class _SimDate(_real_date, metaclass=_FakeTypeMeta):
 
 
 def _sim_uuid4() -> uuid.UUID:
-    return _guarded(
-        "uuid.uuid4", _uuid4, lambda g: uuid.UUID(bytes=g.rng.randbytes(16), version=4)
-    )
+    return _guarded("uuid.uuid4", _uuid4, lambda g: uuid.UUID(bytes=g.rng.randbytes(16), version=4))
 
 
 def _sim_uuid1(node: int | None = None, clock_seq: int | None = None) -> uuid.UUID:
@@ -202,7 +198,9 @@ def _sim_urandom(size: int, /) -> bytes:
 
 def _sim_seed(self: random.Random, a: Any = None, version: int = 2) -> None:
     if a is None and _ACTIVE is not None:
-        a = _guarded("random.Random() without a seed", lambda: None, lambda g: g.rng.getrandbits(64))
+        a = _guarded(
+            "random.Random() without a seed", lambda: None, lambda g: g.rng.getrandbits(64)
+        )
     _random_seed(self, a, version)
 
 
@@ -221,11 +219,11 @@ def _sysrandom_method(name: str) -> Callable[..., Any]:
 
 
 def _sim_secrets_randbits(k: int) -> int:
-    return _guarded("secrets", lambda: _secrets["randbits"](k), lambda g: g.rng.getrandbits(k))
+    return _guarded("secrets", lambda: _secrets_randbits(k), lambda g: g.rng.getrandbits(k))
 
 
 def _sim_secrets_choice(seq: Any) -> Any:
-    return _guarded("secrets", lambda: _secrets["choice"](seq), lambda g: g.rng.choice(seq))
+    return _guarded("secrets", lambda: _secrets_choice(seq), lambda g: g.rng.choice(seq))
 
 
 def _sim_thread_start(self: threading.Thread) -> None:
@@ -282,8 +280,8 @@ _BY_IDENTITY: dict[int, tuple[object, object]] = {
         (_uuid4, _sim_uuid4),
         (_urandom, _sim_urandom),
         (_to_thread, _sim_to_thread),
-        (_secrets["randbits"], _sim_secrets_randbits),
-        (_secrets["choice"], _sim_secrets_choice),
+        (_secrets_randbits, _sim_secrets_randbits),
+        (_secrets_choice, _sim_secrets_choice),
     ]
 }
 _REVERSE: dict[int, tuple[object, object]] = {id(r): (r, o) for o, r in _BY_IDENTITY.values()}

@@ -34,7 +34,7 @@ _HIDDEN = (
 def _walk(task: trio.lowlevel.Task) -> Iterator[trio.lowlevel.Task]:
     yield task
     for nursery in task.child_nurseries:
-        for child in sorted(nursery.child_tasks, key=lambda t: t._counter):  # type: ignore[attr-defined]
+        for child in sorted(nursery.child_tasks, key=lambda t: t._counter):
             yield from _walk(child)
 
 
@@ -72,7 +72,7 @@ def blocked_tasks_report(sim: Simulation) -> str:
 
 def _waits_for_children(frame: Any) -> bool:
     code = frame.f_code
-    return code.co_name == "__aexit__" and code.co_filename.endswith("trio/_core/_run.py")
+    return bool(code.co_name == "__aexit__" and code.co_filename.endswith("trio/_core/_run.py"))
 
 
 def leaf_exceptions(error: BaseException) -> Iterator[BaseException]:

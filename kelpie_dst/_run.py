@@ -111,7 +111,7 @@ async def _root(
 
             sim.add_node(sim.main_node_name, main_node)
             await finished.wait()
-            nursery.cancel_scope.cancel()
+            sim.cancel_all()
 
 
 def _failure(sim: Simulation, session: Session, liveness: Exception | None) -> Failure | None:

@@ -221,7 +221,7 @@ class Session:
         sim.clock.clear_interrupt()
         sim.clock.time_limit = sim.now() + _TEARDOWN_GRACE
         assert sim._token is not None and sim._root_scope is not None
-        sim._token.run_sync_soon(sim._root_scope.cancel)
+        sim._token.run_sync_soon(sim.cancel_all)
         while not self.finished:
             self.drive()
             if sim.clock.interrupt is not None and self.host.outcome is None:

@@ -118,11 +118,11 @@ class PCTStrategy(RandomStrategy):
                 priority[task] = self.depth + self.random()
         batch_list = sorted(batch, key=priority.__getitem__)
         batch[:] = batch_list
-        if self._changes < len(self._change_points) and batch_list:
-            if self.steps >= self._change_points[self._changes]:
-                self._changes += 1
-                top = batch_list[-1]
-                priority[top] = self.depth - self._changes + self.random() * 0.5
+        points = self._change_points
+        if batch_list and self._changes < len(points) and self.steps >= points[self._changes]:
+            self._changes += 1
+            top = batch_list[-1]
+            priority[top] = self.depth - self._changes + self.random() * 0.5
 
     def forget(self, task: trio.lowlevel.Task) -> None:
         self._priority.pop(task, None)

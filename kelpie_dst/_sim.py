@@ -49,7 +49,7 @@ class SimConfig:
     pct_depth: int = 3
     guards: str = attrs.field(default="redirect", validator=_check_guards)
     guard_allow: tuple[str, ...] = ()
-    faults: FaultPlan = FaultPlan()
+    faults: FaultPlan = attrs.field(factory=FaultPlan)
     max_time: float = math.inf
     epoch: float = DEFAULT_EPOCH
     buggify: bool = True
@@ -263,6 +263,18 @@ class Simulation:
         assert self._nursery is not None
         if self.faults.enabled(CRASH.name) or self.faults.enabled(PAUSE.name):
             self._nursery.start_soon(nemesis, self, name="kelpie_dst.nemesis")
+
+    def cancel_all(self) -> None:
+        """End the run: release paused nodes (so their tasks can unwind), cancel everything."""
+        for node in self.nodes:
+            if node.paused:
+                node.state = NodeState.UP
+                self.trace_event("node.resume", node=node, reason="teardown")
+        self.strategy.pausing = False
+        for node in self.nodes:
+            self.strategy.release(node)
+        if self._root_scope is not None:
+            self._root_scope.cancel()
 
     def heal(self) -> None:
         """Switch every fault off and resume paused nodes (start of a liveness phase)."""

@@ -187,4 +187,3 @@ def open_simulation(
         record=record,
     )
     return SimulationHandle(Simulation(config, Trace(record=record)))
-

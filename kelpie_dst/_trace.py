@@ -136,11 +136,16 @@ def first_divergence(left: Iterable[Event], right: Iterable[Event]) -> Divergenc
         b = next(ri, None)
         if a is None and b is None:
             return None
-        if a is None or b is None or (a.time_ns, a.node, a.kind, a.fields) != (
-            b.time_ns,
-            b.node,
-            b.kind,
-            b.fields,
+        if (
+            a is None
+            or b is None
+            or (a.time_ns, a.node, a.kind, a.fields)
+            != (
+                b.time_ns,
+                b.node,
+                b.kind,
+                b.fields,
+            )
         ):
             return Divergence(index, a, b)
         index += 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -34,7 +34,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--dst-seeds",
         type=int,
         default=None,
-        help=f"seeds per @pytest.mark.dst test (default: the marker's seeds=, else {DEFAULT_SEEDS})",
+        help=f"seeds per @pytest.mark.dst test (default: marker's seeds=, else {DEFAULT_SEEDS})",
     )
     group.addoption("--dst-seed-start", type=int, default=0, help="first seed of the range")
 
@@ -63,7 +63,9 @@ def _options(marker: pytest.Mark | None) -> dict[str, Any]:
         return {}
     unknown = set(marker.kwargs) - _RUN_OPTIONS - {"seeds"}
     if unknown:
-        raise pytest.UsageError(f"@pytest.mark.dst got unknown options: {', '.join(sorted(unknown))}")
+        raise pytest.UsageError(
+            f"@pytest.mark.dst got unknown options: {', '.join(sorted(unknown))}"
+        )
     return {k: v for k, v in marker.kwargs.items() if k in _RUN_OPTIONS}
 
 
@@ -71,6 +73,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("dst")
     if marker is None:
         return
+    _options(marker)  # reject unknown options at collection time
     if "dst_seed" not in metafunc.fixturenames:
         metafunc.fixturenames.append("dst_seed")
     seeds = _seeds(metafunc.config, marker)
@@ -118,7 +121,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     test = pyfuncitem.obj
     names = pyfuncitem._fixtureinfo.argnames
     kwargs = {name: pyfuncitem.funcargs[name] for name in names if name != "dst_seed"}
-    seed = int(pyfuncitem.callspec.params["dst_seed"])
+    seed = cast(int, pyfuncitem.callspec.params["dst_seed"])
 
     async def main(sim: Any) -> None:
         if "dst" in kwargs:
@@ -127,10 +130,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
     result = run(main, seed=seed, **_options(marker))
     if result.failure is not None:
-        pytest.fail(
-            f"{result.failure.describe()}\n{result.summary_line()}\n{replay_line(pyfuncitem, seed)}",
-            pytrace=False,
-        )
+        report = [result.failure.describe(), result.summary_line(), replay_line(pyfuncitem, seed)]
+        pytest.fail("\n".join(report), pytrace=False)
     return True
 
 

@@ -77,9 +77,7 @@ def test_originals_are_restored_after_a_run() -> None:
 def test_isinstance_keeps_working_while_patched() -> None:
     async def main() -> bool:
         real = datetime.datetime(2020, 1, 1)
-        return isinstance(real, datetime.datetime) and type(real) is type(
-            datetime.datetime.now()
-        )
+        return isinstance(real, datetime.datetime) and type(real) is type(datetime.datetime.now())
 
     assert kelpie_dst.run(main).value is True
 

@@ -132,6 +132,7 @@ def test_unkillable_deadlock_is_abandoned_cleanly() -> None:
 
     result = kelpie_dst.run(main)
     assert result.failure is not None and result.failure.kind is FailureKind.LIVENESS
+
     # the thread is usable again afterwards
     async def again() -> int:
         await trio.sleep(1)
@@ -143,7 +144,7 @@ def test_unkillable_deadlock_is_abandoned_cleanly() -> None:
 
 def test_cannot_run_inside_trio() -> None:
     async def outer() -> None:
-        with pytest.raises(kelpie_dst.DstError, match="inside trio.run"):
+        with pytest.raises(kelpie_dst.DstError, match=r"inside trio\.run"):
             kelpie_dst.run(trio.sleep, seed=1)  # type: ignore[arg-type]
 
     trio.run(outer)

@@ -108,8 +108,10 @@ def test_same_seed_same_trace_across_handles() -> None:
 
 
 def test_only_one_simulation_per_thread() -> None:
-    with kelpie_dst.open_simulation(seed=8):
-        with pytest.raises(kelpie_dst.DstError, match="already open"):
-            kelpie_dst.open_simulation(seed=9)
+    with (
+        kelpie_dst.open_simulation(seed=8),
+        pytest.raises(kelpie_dst.DstError, match="already open"),
+    ):
+        kelpie_dst.open_simulation(seed=9)
     with kelpie_dst.open_simulation(seed=9) as again:  # fine once the first is closed
         again.advance(1)

@@ -1,0 +1,56 @@
+"""Repository contracts: the README's commands, CI, and kelpie_agent's determinism rules."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def _commands() -> list[str]:
+    blocks = re.findall(r"```sh\n(.*?)```", README, re.S)
+    return [line for block in blocks for line in block.splitlines() if line.startswith("python3")]
+
+
+def test_readme_has_the_two_quick_start_commands() -> None:
+    commands = _commands()
+    assert len(commands) == 2, commands
+    assert "kelpie-dst run" in commands[0]
+    assert "pytest" in commands[1]
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert _commands()[1] in ci
+
+
+def test_the_headline_run_from_the_readme_passes() -> None:
+    command = _commands()[0]
+    args = command.split("kelpie-dst ", 1)[1].split()
+    proc = subprocess.run(
+        [sys.executable, "-m", "kelpie_dst", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].startswith("seed=1 trace_hash=")
+    assert "faults fired:" in proc.stdout
+
+
+FORBIDDEN = re.compile(
+    r"time\.time\(|time_ns\(|datetime\.(now|utcnow|today)\(|date\.today\(|uuid[14]\(|"
+    r"os\.urandom|^\s*import random|^\s*from random import|threading\.Thread\(|SystemRandom"
+)
+
+
+def test_kelpie_agent_never_reads_the_wall_clock_or_entropy_directly() -> None:
+    offenders = []
+    for path in sorted((ROOT / "kelpie_agent").rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if FORBIDDEN.search(line) and "noqa: kelpie-determinism" not in line:
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offenders, "use the Clock/Rng/Ids ports instead:\n" + "\n".join(offenders)

@@ -10,6 +10,9 @@ See docs/tutorial.md.
 """
 
 from ._buggify import buggify as buggify
+from ._determinism import DeterminismReport as DeterminismReport
+from ._determinism import assert_deterministic as assert_deterministic
+from ._determinism import check_determinism as check_determinism
 from ._errors import DstError as DstError
 from ._errors import FailureKind as FailureKind
 from ._errors import InvariantViolation as InvariantViolation

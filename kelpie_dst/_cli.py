@@ -133,6 +133,11 @@ def _report(result: RunResult, replay: str) -> None:
     if result.faults_fired:
         fired = ", ".join(f"{k}={v}" for k, v in result.faults_fired.items())
         _console.print(f"faults fired: {fired}")
+    wall = max(result.wall_seconds, 1e-9)
+    _console.print(
+        f"virtual time {result.virtual_time:.3f}s in {wall:.3f}s of wall time "
+        f"({result.virtual_time / wall:,.0f}x), {result.events} events"
+    )
     if result.redirected:
         sites = len(result.redirected)
         _console.print(f"guards redirected {sites} call site(s); --strict makes them fail")

@@ -16,19 +16,19 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ._entry import load_entry
-from ._errors import FailureKind, UsageError
+from ._entry import entry_name, load_entry
+from ._errors import FailureKind, NondeterminismError, UsageError
 from ._result import Failure, RunResult
 from ._run import run
 from ._trace import Divergence, Event, decode_trace, first_divergence, read_trace
 
-__all__ = ["DeterminismReport", "check_determinism"]
+__all__ = ["DeterminismReport", "assert_deterministic", "check_determinism"]
 
 
 @attrs.frozen
@@ -62,21 +62,33 @@ class DeterminismReport:
 
 
 def check_determinism(
-    entry: str,
+    entry: str | Callable[..., Awaitable[Any]],
     *,
     seed: int,
     runs: int = 3,
     vary_hashseed: bool = False,
     options: Mapping[str, Any] | None = None,
 ) -> DeterminismReport:
-    """Run ``entry`` (``module:function``) ``runs`` times (at least 2) and compare the traces.
+    """Run ``entry`` ``runs`` times (at least 2) and compare the traces.
 
-    ``options`` are keyword arguments for :func:`kelpie_dst.run` (JSON-serializable ones).
+    ``entry`` is ``"module:function"`` or the function itself. Runs after the second happen in
+    fresh processes, which need the function to be importable by name. ``options`` are keyword
+    arguments for :func:`kelpie_dst.run` (JSON-serializable ones).
     """
     if runs < 2:
         raise UsageError("--runs must be at least 2")
     options = dict(options or {})
-    main = load_entry(entry)
+    if isinstance(entry, str):
+        main = load_entry(entry)
+    else:
+        main = entry
+        name = entry_name(entry)
+        if name is None and runs > 2:
+            raise UsageError(
+                f"{getattr(entry, '__qualname__', entry)!r} cannot be imported by name, so it "
+                "cannot run in a fresh process; use a module-level function or runs=2"
+            )
+        entry = name or ""
     recorded: list[tuple[str, RunResult, list[Event] | Path]] = []
     for label in ("in-process", "in-process repeat"):
         in_process, in_events = _run_recorded(main, seed, options)
@@ -100,6 +112,24 @@ def check_determinism(
                 divergence = first_divergence(_events(first_events), _events(events))
                 return DeterminismReport(seed, hashes, divergence, (first_label, label), failure)
         return DeterminismReport(seed, hashes, failure=failure)
+
+
+def assert_deterministic(
+    main: str | Callable[..., Awaitable[Any]],
+    *,
+    seeds: Iterable[int] = (0,),
+    runs: int = 3,
+    vary_hashseed: bool = False,
+    **options: Any,
+) -> None:
+    """For tests: raise :class:`NondeterminismError` naming the first divergent event if any
+    seed's runs differ. ``options`` are :func:`kelpie_dst.run` keyword arguments."""
+    for seed in seeds:
+        report = check_determinism(
+            main, seed=seed, runs=runs, vary_hashseed=vary_hashseed, options=options
+        )
+        if not report.deterministic:
+            raise NondeterminismError(report.describe())
 
 
 def _events(source: list[Event] | Path) -> list[Event]:

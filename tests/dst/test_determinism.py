@@ -79,3 +79,27 @@ def test_vary_hashseed_catches_string_set_order(tmp_path, monkeypatch) -> None: 
 def test_runs_must_be_at_least_two() -> None:
     with pytest.raises(kelpie_dst.UsageError):
         check_determinism("kelpie_dst.examples.interleave:main", seed=1, runs=1)
+
+
+async def module_level_program() -> None:
+    import trio
+
+    async with trio.open_nursery() as nursery:
+        for i in range(5):
+            nursery.start_soon(trio.sleep, i * 0.1)
+
+
+def test_assert_deterministic_helper_for_tests() -> None:
+    kelpie_dst.assert_deterministic(module_level_program, seeds=range(3))
+    kelpie_dst.assert_deterministic("kelpie_dst.examples.bank:main", seeds=[1], runs=2)
+    with pytest.raises(kelpie_dst.NondeterminismError, match="first divergent event"):
+        kelpie_dst.assert_deterministic("kelpie_dst.examples.setorder:main", seeds=[1], runs=2)
+
+
+def test_a_local_function_can_only_be_checked_in_process() -> None:
+    async def local() -> None:
+        pass
+
+    kelpie_dst.assert_deterministic(local, runs=2)
+    with pytest.raises(kelpie_dst.UsageError, match="cannot be imported by name"):
+        kelpie_dst.assert_deterministic(local, runs=3)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import trio
+import trio.lowlevel
 import trio.testing
 
 import kelpie_dst
@@ -25,7 +26,7 @@ WAKEUPS = 2_000  # per task
 async def checkpoints() -> None:
     async def task() -> None:
         for _ in range(CHECKPOINTS):
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
 
     async with trio.open_nursery() as nursery:
         for _ in range(TASKS):

@@ -39,5 +39,7 @@ from ._sim import DEFAULT_EPOCH as DEFAULT_EPOCH
 from ._sim import Simulation as Simulation
 from ._stepping import SimulationHandle as SimulationHandle
 from ._stepping import open_simulation as open_simulation
+from .net import NetworkConfig as NetworkConfig
+from .net import SimNetwork as SimNetwork
 
 __version__ = "0.1.0"

@@ -45,12 +45,14 @@ def blocked_tasks_report(sim: Simulation) -> str:
         return "(the run has already ended)"
     lines = []
     for task in _walk(runner.init_task):
-        if task.name.startswith("<") or task.name.startswith("trio."):
+        if task.name.startswith("<") or task.name == "kelpie_dst._run._root":
             continue
         frames = list(task.iter_await_frames())
         if any(_waits_for_children(frame) for frame, _ in frames):
             continue
         user = [f for f in frames if not any(h in f[0].f_code.co_filename for h in _HIDDEN)]
+        if not user:
+            user = frames[-1:]
         if not user:
             continue
         node = task.context.get(NODE, None)

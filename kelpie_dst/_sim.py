@@ -22,6 +22,7 @@ from ._nodes import NODE, Node, NodeState, in_trio_task
 from ._rng import RngStream, derive_seed
 from ._sched import STRATEGIES
 from ._trace import Trace
+from .net import SimNetwork
 
 __all__ = ["DEFAULT_EPOCH", "SimConfig", "Simulation", "make_config"]
 
@@ -114,6 +115,7 @@ class Simulation:
             self.strategy = strategy_cls(sched_seed, depth=config.pct_depth)  # type: ignore[call-arg]
         else:
             self.strategy = strategy_cls(sched_seed)
+        self.network = SimNetwork(self)
         self._nursery: trio.Nursery | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._root_scope: trio.CancelScope | None = None
@@ -159,10 +161,14 @@ class Simulation:
             raise UsageError("nodes can only be added while the simulation is running")
         if name in self._by_name:
             raise UsageError(f"a node named {name!r} already exists")
-        node = Node(self, name, address or f"10.0.0.{len(self.nodes) + 1}", main)
+        address = address or f"10.0.0.{len(self.nodes) + 1}"
+        if address in self.network.hosts or address == "127.0.0.1":
+            raise UsageError(f"address {address} is already taken")
+        node = Node(self, name, address, main)
         node.state = NodeState.UP  # booting: tasks started on it wait for its nursery
         self.nodes.append(node)
         self._by_name[name] = node
+        self.network.attach(node)
         self._spawn(node._incarnation, name=f"kelpie_dst.node[{name}]")
         return node
 
@@ -261,8 +267,11 @@ class Simulation:
         from ._process_faults import CRASH, PAUSE, nemesis
 
         assert self._nursery is not None
+        self.network.install()
         if self.faults.enabled(CRASH.name) or self.faults.enabled(PAUSE.name):
             self._nursery.start_soon(nemesis, self, name="kelpie_dst.nemesis")
+        if self.network.nemesis_enabled():
+            self._nursery.start_soon(self.network.nemesis, name="kelpie_dst.net.nemesis")
 
     def cancel_all(self) -> None:
         """End the run: release paused nodes (so their tasks can unwind), cancel everything."""

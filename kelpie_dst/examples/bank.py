@@ -27,9 +27,9 @@ TIMEOUT = 0.5
 
 class Bank:
     def __init__(self) -> None:
-        send, receive = trio.open_memory_channel[tuple[str, int, int, int, trio.MemorySendChannel[bool]]](
-            math.inf
-        )
+        send, receive = trio.open_memory_channel[
+            tuple[str, int, int, int, trio.MemorySendChannel[bool]]
+        ](math.inf)
         self.requests = send
         self._incoming = receive
 
@@ -52,7 +52,9 @@ class Bank:
             reply.send_nowait(applied[request_id])
 
 
-async def client(bank: Bank, number: int, sim: kelpie_dst.Simulation, acked: dict[str, bool]) -> None:
+async def client(
+    bank: Bank, number: int, sim: kelpie_dst.Simulation, acked: dict[str, bool]
+) -> None:
     rng = sim.rng(f"client/{number}")
     for i in range(TRANSFERS):
         request_id = f"c{number}-{i}"

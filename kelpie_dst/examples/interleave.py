@@ -7,6 +7,7 @@ interleaved identically.
 from __future__ import annotations
 
 import trio
+import trio.lowlevel
 
 import kelpie_dst
 
@@ -26,7 +27,7 @@ async def main() -> None:
             async with lock:
                 counter[0] += 1
                 kelpie_dst.log("lock", worker=i, round=round_, counter=counter[0])
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
             await send.send(i)
             if i % 10 == 0:
                 with trio.move_on_after(0.002):

@@ -9,6 +9,7 @@ event; a PCT scheduler, which gives worker 0 a high priority for the whole run w
 from __future__ import annotations
 
 import trio
+import trio.lowlevel
 
 WORKERS = 8
 ROUNDS = 4
@@ -20,7 +21,7 @@ async def main() -> None:
 
     async def worker(i: int) -> None:
         for round_ in range(ROUNDS):
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
             if len(turns) == round_ * WORKERS:
                 firsts.append(i)
             turns.append(i)

@@ -25,6 +25,7 @@ from ._errors import NodeDownError
 
 if TYPE_CHECKING:
     from ._sim import Simulation
+    from ._wallclock import NodeClock
 
 __all__ = ["NODE", "Node", "NodeState", "in_trio_task"]
 
@@ -57,6 +58,7 @@ class Node:
         self.durable: dict[str, Any] = {}
         self.volatile: dict[str, Any] = {}
         self.crash_hooks: list[Callable[[Node], None]] = []
+        self.clock: NodeClock  # the node's wall-clock port, set by Simulation.add_node
         self._scope: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
         self._pending: list[tuple[Callable[..., Awaitable[object]], tuple[Any, ...], str]] = []

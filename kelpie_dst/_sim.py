@@ -22,6 +22,7 @@ from ._nodes import NODE, Node, NodeState, in_trio_task
 from ._rng import RngStream, derive_seed
 from ._sched import STRATEGIES
 from ._trace import Trace
+from ._wallclock import JUMP, NodeClock, clock_nemesis
 from .net import SimNetwork
 
 __all__ = ["DEFAULT_EPOCH", "SimConfig", "Simulation", "make_config"]
@@ -132,9 +133,13 @@ class Simulation:
         """Virtual monotonic time in seconds (what ``trio.current_time()`` returns)."""
         return self.clock.current_time()
 
-    def wall_time(self) -> float:
-        """Virtual wall-clock time: the configured epoch plus virtual time."""
-        return self.config.epoch + self.clock.current_time()
+    def wall_time(self, node: Node | None = None) -> float:
+        """Wall-clock time on ``node`` (default: the calling task's node): the configured epoch
+        plus virtual time, plus that node's clock skew and jumps."""
+        node = node or NODE.get(None)
+        if node is None:
+            return self.config.epoch + self.clock.current_time()
+        return node.clock.now()
 
     def trace_event(self, kind: str, **fields: Any) -> None:
         node = NODE.get(None)
@@ -169,6 +174,7 @@ class Simulation:
         self.nodes.append(node)
         self._by_name[name] = node
         self.network.attach(node)
+        node.clock = NodeClock(self, node)
         self._spawn(node._incarnation, name=f"kelpie_dst.node[{name}]")
         return node
 
@@ -270,6 +276,8 @@ class Simulation:
         self.network.install()
         if self.faults.enabled(CRASH.name) or self.faults.enabled(PAUSE.name):
             self._nursery.start_soon(nemesis, self, name="kelpie_dst.nemesis")
+        if self.faults.enabled(JUMP.name):
+            self._nursery.start_soon(clock_nemesis, self, name="kelpie_dst.clock.nemesis")
         if self.network.nemesis_enabled():
             self._nursery.start_soon(self.network.nemesis, name="kelpie_dst.net.nemesis")
 

@@ -38,8 +38,8 @@ from ._run import run as run
 from ._sim import DEFAULT_EPOCH as DEFAULT_EPOCH
 from ._sim import Simulation as Simulation
 from ._stepping import SimulationHandle as SimulationHandle
-from ._wallclock import NodeClock as NodeClock
 from ._stepping import open_simulation as open_simulation
+from ._wallclock import NodeClock as NodeClock
 from .net import NetworkConfig as NetworkConfig
 from .net import SimNetwork as SimNetwork
 

@@ -42,5 +42,6 @@ from ._stepping import open_simulation as open_simulation
 from ._wallclock import NodeClock as NodeClock
 from .net import NetworkConfig as NetworkConfig
 from .net import SimNetwork as SimNetwork
+from .shims import open_kv as open_kv
 
 __version__ = "0.1.0"

@@ -1,0 +1,167 @@
+"""Fixtures for the storage tests: a throwaway PostgreSQL cluster, and store factories.
+
+The cluster is started once per session from the server binaries found (in order) in
+``$KELPIE_PG_BIN``, ``pg_config --bindir``, the newest ``/usr/lib/postgresql/*/bin`` (Debian's
+``postgresql`` package), or ``PATH``. It lives in a fresh temporary directory, listens only on
+a unix socket there, runs as the ``postgres`` user when the tests run as root (initdb refuses
+root), and is stopped and deleted at the end of the session. Set ``KELPIE_PG_DSN`` to use an
+existing server instead. Without binaries the PostgreSQL tests are skipped with a loud reason,
+unless ``$CI`` is set: then they fail, so CI cannot silently stop testing PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from kelpie_agent.storage import PostgresKV
+
+_MISSING = (
+    "!!! PostgreSQL server binaries NOT FOUND: PostgresKV is NOT being tested !!! "
+    "(apt-get install postgresql, or set KELPIE_PG_BIN / KELPIE_PG_DSN)"
+)
+
+
+def _find_bindir() -> Path | None:
+    candidates: list[str] = []
+    if os.environ.get("KELPIE_PG_BIN"):
+        candidates.append(os.environ["KELPIE_PG_BIN"])
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
+        candidates.append(out.stdout.strip())
+    debian = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name), reverse=True
+    )
+    candidates.extend(debian)
+    initdb = shutil.which("initdb")
+    if initdb:
+        candidates.append(str(Path(initdb).parent))
+    for candidate in candidates:
+        bindir = Path(candidate)
+        if all((bindir / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres")):
+            return bindir
+    return None
+
+
+def _server_user_problem() -> str | None:
+    """As root, the cluster must run as ``postgres`` through runuser; what is missing?"""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        return "running as root, but there is no 'postgres' user to run the server as"
+    if shutil.which("runuser") is None:
+        return "running as root, but runuser (util-linux) is missing"
+    return None
+
+
+def _as_server_user(argv: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return argv
+    return ["runuser", "-u", "postgres", "--", *argv]
+
+
+def _run(argv: list[str], what: str, cwd: Path, log: Path | None = None) -> None:
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120, cwd=cwd)
+    if result.returncode != 0:
+        server_log = log.read_text(errors="replace") if log and log.exists() else ""
+        raise RuntimeError(
+            f"{what} failed ({result.returncode}): {result.stdout}\n{result.stderr}\n{server_log}"
+        )
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A DSN for a superuser on a throwaway PostgreSQL cluster (started on first use)."""
+    if os.environ.get("KELPIE_PG_DSN"):
+        yield os.environ["KELPIE_PG_DSN"]
+        return
+    bindir = _find_bindir()
+    problem = _server_user_problem()
+    if bindir is None or problem:
+        message = (
+            _MISSING if bindir is None else f"!!! {problem}: PostgresKV is NOT being tested !!!"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(message + " -- failing because $CI is set", pytrace=False)
+        pytest.skip(message)
+    # The server user must reach the directory, and the socket path must stay short.
+    root = Path(tempfile.mkdtemp(prefix="kelpie-pg-", dir="/tmp" if os.geteuid() == 0 else None))
+    data, log = root / "data", root / "server.log"
+    try:
+        if os.geteuid() == 0:
+            shutil.chown(root, "postgres", "postgres")
+        _run(
+            _as_server_user(
+                [
+                    *(str(bindir / "initdb"), "-D", str(data), "-U", "kelpie", "--auth=trust"),
+                    *("-E", "UTF8", "--locale=C", "--no-sync"),
+                ]
+            ),
+            "initdb",
+            root,
+        )
+        # Durability is pointless for a throwaway cluster; the socket lives in our directory.
+        options = f"-p 5432 -k {root} -c listen_addresses='' -c fsync=off -c full_page_writes=off"
+        _run(
+            _as_server_user(
+                [
+                    *(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options),
+                    *("-w", "-t", "60", "start"),
+                ]
+            ),
+            "pg_ctl start",
+            root,
+            log,
+        )
+        try:
+            yield f"host={root} port=5432 user=kelpie dbname=postgres"
+        finally:
+            _run(
+                _as_server_user(
+                    [str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]
+                ),
+                "pg_ctl stop",
+                root,
+                log,
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+_schemas = itertools.count()
+
+
+@pytest.fixture
+def make_postgres_kv(postgres_dsn: str) -> Callable[[], Awaitable[PostgresKV]]:
+    """``await make()`` opens a PostgresKV on a fresh, empty schema of the test cluster."""
+    import psycopg
+    import trio
+    from psycopg.conninfo import make_conninfo
+
+    from kelpie_agent.storage import PostgresKV
+
+    def fresh_schema() -> str:
+        name = f"kelpie_test_{os.getpid()}_{next(_schemas)}"
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {name}")
+        return make_conninfo(postgres_dsn, options=f"-c search_path={name}")
+
+    async def make() -> PostgresKV:
+        dsn = await trio.to_thread.run_sync(fresh_schema)
+        return await PostgresKV.open(dsn)
+
+    return make

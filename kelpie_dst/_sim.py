@@ -294,8 +294,10 @@ class Simulation:
             self._root_scope.cancel()
 
     def heal(self) -> None:
-        """Switch every fault off and resume paused nodes (start of a liveness phase)."""
+        """Start a liveness phase: switch every fault off, heal network partitions and clogs,
+        and resume paused nodes. Crashed nodes come back through their scheduled restarts."""
         self.faults.heal()
+        self.network.heal()
         for node in self.nodes:
             if node.paused:
                 self.resume(node)

@@ -1,4 +1,4 @@
-"""``python -m kelpie_dst`` is the ``kelpie-dst`` command."""
+"""``python -m kelpie_dst`` is the ``kelpie-dst`` command (and where the launcher re-executes to)."""
 
 from ._cli import main
 

@@ -1,4 +1,4 @@
-"""``python -m kelpie_dst`` is the ``kelpie-dst`` command (and where the launcher re-executes to)."""
+"""``python -m kelpie_dst`` is the ``kelpie-dst`` command; the launcher re-executes into it."""
 
 from ._cli import main
 

@@ -177,11 +177,35 @@ def check_determinism_command(
 
 
 @cli.command("faults")
-def faults_command() -> None:
+@click.option("--markdown", is_flag=True, help="Print docs/faults.md-style tables per domain.")
+def faults_command(markdown: bool) -> None:
     """List the registered fault types and their parameters."""
-    for name, spec in fault_types().items():
+    specs = fault_types()
+    if markdown:
+        _faults_markdown()
+        return
+    width = max(len(name) for name in specs) + 2
+    for name, spec in specs.items():
         params = ", ".join(f"{k}={v:g}" for k, v in spec.params.items())
-        print(f"{name:<24} {spec.description}" + (f" [{params}]" if params else ""))
+        print(f"{name:<{width}}{spec.description}" + (f" [{params}]" if params else ""))
+
+
+def _faults_markdown() -> None:
+    domains: dict[str, list[Any]] = {}
+    for spec in fault_types().values():
+        domains.setdefault(spec.domain, []).append(spec)
+    for domain, specs in domains.items():
+        print(f"#### `{domain}.*`\n")
+        print("| Fault | Effect | Parameters (defaults) | Swarm range | What the code sees |")
+        print("|---|---|---|---|---|")
+        for spec in specs:
+            params = ", ".join(f"`{k}={v:g}`" for k, v in spec.params.items()) or "-"
+            low, high = spec.swarm_range
+            print(
+                f"| `{spec.name}` | {spec.description} | {params} | {low:g}-{high:g} "
+                f"| {spec.observed or '-'} |"
+            )
+        print()
 
 
 @cli.command("_worker", hidden=True)

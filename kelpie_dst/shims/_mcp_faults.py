@@ -1,0 +1,101 @@
+"""The MCP fault domain: what can go wrong with a simulated MCP server process.
+
+The specs are registered when this module is imported (it imports nothing heavy, so
+``kelpie_dst`` can import it eagerly). :class:`McpFaults` makes the decisions for
+``SimMcpServer``, one ``sim.faults.fires`` call per decision point:
+
+=================== =========================== ==============================================
+``mcp.server_crash`` each tools/call or tools/list the process dies: this request, every other
+                     the process receives         in-flight one and every later one on that
+                                                  connection fail until the client reconnects
+``mcp.slow_start``   each process start           ``initialize`` is answered ``delay`` virtual
+                     (its initialize request)     seconds late, so a start-up timeout may fire
+``mcp.tool_timeout`` each tools/call              the call is never answered (until the client
+                                                  cancels it), so the client's timeout fires
+=================== =========================== ==============================================
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._faults import FaultSpec, register_fault
+
+if TYPE_CHECKING:
+    from .._sim import Simulation
+
+__all__ = ["SERVER_CRASH", "SLOW_START", "TOOL_TIMEOUT", "McpFaults"]
+
+SERVER_CRASH = register_fault(
+    FaultSpec(
+        "mcp.server_crash",
+        "the MCP server process dies while it holds a request",
+        swarm_range=(0.0, 0.05),
+        observed=(
+            "in-flight and later calls on that connection raise McpConnectionError until "
+            "McpClient.reconnect starts a fresh process"
+        ),
+    )
+)
+SLOW_START = register_fault(
+    FaultSpec(
+        "mcp.slow_start",
+        "the MCP server process takes long to start",
+        params={"delay": 60.0},
+        swarm_range=(0.0, 0.2),
+        observed=(
+            "initialize is answered `delay` virtual seconds late; McpClient raises "
+            "McpStartupTimeoutError when that exceeds the server's startup_timeout"
+        ),
+    )
+)
+TOOL_TIMEOUT = register_fault(
+    FaultSpec(
+        "mcp.tool_timeout",
+        "a tool call is never answered",
+        swarm_range=(0.0, 0.1),
+        observed=(
+            "McpClient.call_tool raises McpTimeoutError after the call timeout; the "
+            "connection stays usable"
+        ),
+    )
+)
+
+
+class McpFaults:
+    """Fault decisions for one simulated MCP server (``sim`` is None outside a simulation)."""
+
+    def __init__(self, sim: Simulation | None, server: str) -> None:
+        self.sim = sim
+        self.server = server
+
+    def _node(self) -> str | None:
+        if self.sim is None:
+            return None
+        node = self.sim.current_node()
+        return node.name if node is not None else None
+
+    def start_delay(self) -> float:
+        """Extra seconds before ``initialize`` is answered (``mcp.slow_start``)."""
+        if self.sim is None:
+            return 0.0
+        fault = self.sim.faults.fires(SLOW_START.name, node=self._node(), server=self.server)
+        return fault.param("delay") if fault is not None else 0.0
+
+    def crashes(self, method: str, tool: str | None) -> bool:
+        """Does the process die on receiving this request (``mcp.server_crash``)?"""
+        if self.sim is None:
+            return False
+        fields = {"server": self.server, "method": method}
+        if tool is not None:
+            fields["tool"] = tool
+        return self.sim.faults.fires(SERVER_CRASH.name, node=self._node(), **fields) is not None
+
+    def hangs(self, tool: str) -> bool:
+        """Is this tool call never answered (``mcp.tool_timeout``)?"""
+        if self.sim is None:
+            return False
+        fault = self.sim.faults.fires(
+            TOOL_TIMEOUT.name, node=self._node(), server=self.server, tool=tool
+        )
+        return fault is not None

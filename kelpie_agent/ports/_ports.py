@@ -1,0 +1,27 @@
+"""The bundle of time, id and randomness ports one kelpie_agent process uses."""
+
+from __future__ import annotations
+
+import random  # noqa: kelpie-determinism  (the Random type only; never the module functions)
+
+import attrs
+
+from ._clock import Clock, SystemClock
+from ._ids import Ids, SystemIds
+
+__all__ = ["Ports", "system_ports"]
+
+
+@attrs.frozen
+class Ports:
+    """What a process needs besides storage, LLM, sandbox, embedder and MCP."""
+
+    clock: Clock
+    ids: Ids
+    rng: random.Random  # jitter, sampling; never the global ``random`` module
+
+
+def system_ports() -> Ports:
+    """Production ports: the host clock, uuid4 ids and an OS-seeded generator."""
+    rng = random.SystemRandom()  # noqa: kelpie-determinism  (production side)
+    return Ports(clock=SystemClock(), ids=SystemIds(), rng=rng)

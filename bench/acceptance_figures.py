@@ -22,26 +22,32 @@ def interleavings() -> None:
 
 def pct_vs_random() -> None:
     def failing(strategy: str, limit: int) -> list[int]:
-        return [s for s in range(limit) if not kelpie_dst.run(race.main, seed=s, strategy=strategy).ok]
+        runs = (kelpie_dst.run(race.main, seed=s, strategy=strategy) for s in range(limit))
+        return [r.seed for r in runs if not r.ok]
 
     pct = failing("pct", 200)
     uniform = failing("random", 3000)
     print(
         f"race: pct fails on {len(pct)}/200 seeds (first at seed {pct[0]}); "
-        f"random fails on {len(uniform)}/3000 seeds (first at seed {uniform[0] if uniform else '-'})"
+        f"random fails on {len(uniform)}/3000 seeds "
+        f"(first at seed {uniform[0] if uniform else '-'})"
     )
+
+
+CLI = [sys.executable, "-m", "kelpie_dst"]
 
 
 def deadlock_wall_time() -> None:
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "kelpie_dst", "run", "--entry", "kelpie_dst.examples.deadlock:main", "--seed", "1"],
+        [*CLI, "run", "--seed", "1", "--entry", "kelpie_dst.examples.deadlock:main"],
         capture_output=True,
         text=True,
         check=False,
     )
     elapsed = time.perf_counter() - start
-    inner = kelpie_dst.run(__import__("kelpie_dst.examples.deadlock", fromlist=["main"]).main, seed=1)
+    deadlock = __import__("kelpie_dst.examples.deadlock", fromlist=["main"])
+    inner = kelpie_dst.run(deadlock.main, seed=1)
     print(
         f"deadlock: CLI exit {proc.returncode} in {elapsed:.2f}s wall (process start included); "
         f"the run itself took {inner.wall_seconds * 1000:.1f} ms"
@@ -69,7 +75,8 @@ def network_faults() -> None:
         wall += result.wall_seconds
     print(
         f"network: 200 seeds of the http workload under all network faults: {failures} failures, "
-        f"{virtual:.0f}s virtual in {wall:.1f}s wall ({virtual / wall:.0f}x); fired {dict(sorted(fired.items()))}"
+        f"{virtual:.0f}s virtual in {wall:.1f}s wall ({virtual / wall:.0f}x); "
+        f"fired {dict(sorted(fired.items()))}"
     )
     start = time.perf_counter()
     result = kelpie_dst.run(_day_of_sleeps, seed=1)

@@ -39,9 +39,12 @@ from ._sim import DEFAULT_EPOCH as DEFAULT_EPOCH
 from ._sim import Simulation as Simulation
 from ._stepping import SimulationHandle as SimulationHandle
 from ._stepping import open_simulation as open_simulation
+from ._trace import TraceFile as TraceFile
+from ._trace import load_trace as load_trace
 from ._wallclock import NodeClock as NodeClock
 from .net import NetworkConfig as NetworkConfig
 from .net import SimNetwork as SimNetwork
 from .shims import open_kv as open_kv
+from .shims import open_sandbox as open_sandbox
 
 __version__ = "0.1.0"

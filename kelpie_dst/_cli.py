@@ -6,6 +6,7 @@ Other tooling depends on these spellings; keep them stable. Usage errors print o
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -16,42 +17,50 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import click
-from rich.console import Console
 
+from . import _cli_scenario
+from ._cli_common import console as _console
+from ._cli_common import interruptible, print_report, set_option
+from ._cli_scenario import list_command, run_scenario_command
+from ._cli_scenario import replay_command as replay_token_command
+from ._cli_shrink import shrink_command
+from ._cli_sweep import sweep_command
 from ._determinism import check_determinism
 from ._entry import format_duration, load_entry, parse_duration
 from ._errors import UsageError
-from ._faults import Fault, fault_types
-from ._result import RunResult
+from ._faults import Fault, FaultPlan, fault_types
 from ._run import run as run_simulation
+from .scenario import current_hashseed
 
 __all__ = ["main"]
 
 EXIT_USAGE = 64
 # click >= 8.2 raises this (a UsageError) for a bare group invocation; older clicks print help.
 _NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
-_console = Console(highlight=False, soft_wrap=True)
 
 
 def _seed_option(f: Any) -> Any:
     return click.option("--seed", type=int, default=None, help="The seed (default: random).")(f)
 
 
-def _run_options(f: Any) -> Any:
+def _run_options(f: Any, *, entry_required: bool = True) -> Any:
     options = [
-        click.option("--entry", required=True, help="package.module:function to run."),
+        click.option("--entry", required=entry_required, help="package.module:function to run."),
         click.option("--strict", is_flag=True, help="Fail (exit 4) on wall clock/entropy/threads."),
         click.option(
             "--strategy",
             type=click.Choice(["random", "pct"]),
-            default="random",
-            show_default=True,
-            help="Scheduling strategy.",
+            default=None,
+            help="Scheduling strategy (default: random).",
         ),
         click.option(
             "--fault", "faults", multiple=True, metavar="TYPE=PROB", help="Enable a fault type."
         ),
-        click.option("--swarm", is_flag=True, help="Let the seed choose a fault profile too."),
+        click.option(
+            "--swarm/--no-swarm",
+            default=None,
+            help="Let the seed choose a fault profile too (or not).",
+        ),
         click.option("--max-time", default=None, metavar="DURATION", help="Virtual time limit."),
     ]
     for option in reversed(options):
@@ -60,14 +69,18 @@ def _run_options(f: Any) -> Any:
 
 
 def _options(
-    strict: bool, strategy: str, faults: Sequence[str], swarm: bool, max_time: str | None
+    strict: bool,
+    strategy: str | None,
+    faults: Sequence[str],
+    swarm: bool | None,
+    max_time: str | None,
 ) -> dict[str, Any]:
     parsed = [Fault.parse(f) for f in faults]  # validates early, with a one-line error
     return {
         "guards": "strict" if strict else "redirect",
-        "strategy": strategy,
-        "faults": [f"{f.type}={f.probability}" for f in parsed],
-        "swarm": swarm,
+        "strategy": strategy or "random",
+        "faults": [f"{f.type}={f.probability!r}" for f in parsed],
+        "swarm": bool(swarm),
         "max_time": parse_duration(max_time) if max_time is not None else None,
     }
 
@@ -85,7 +98,12 @@ def replay_command(entry: str, seed: int, options: dict[str, Any]) -> str:
         parts.append("--swarm")
     if options.get("max_time") is not None:
         parts += ["--max-time", format_duration(options["max_time"])]
-    hashseed = os.environ.get("PYTHONHASHSEED", "0")
+    hashseed = current_hashseed()
+    if hashseed is None:
+        return (
+            "unavailable: this process runs under a random PYTHONHASHSEED, so the run may not "
+            "replay; set PYTHONHASHSEED (or unset KELPIE_DST_NO_REEXEC)"
+        )
     prefix = f"PYTHONHASHSEED={hashseed} " if hashseed != "0" else ""
     return prefix + shlex.join(parts)
 
@@ -97,56 +115,65 @@ def cli() -> None:
 
 
 @cli.command("run")
-@_run_options
+@click.argument("scenario", required=False)
+@functools.partial(_run_options, entry_required=False)
 @_seed_option
+@set_option
 @click.option("--trace", "trace_path", default=None, metavar="FILE", help="Write the full trace.")
 def run_command(
-    entry: str,
+    scenario: str | None,
+    entry: str | None,
     strict: bool,
-    strategy: str,
+    strategy: str | None,
     faults: tuple[str, ...],
-    swarm: bool,
+    swarm: bool | None,
     max_time: str | None,
     seed: int | None,
+    sets: tuple[str, ...],
     trace_path: str | None,
 ) -> None:
-    """Run one seed of ENTRY, an unmodified trio program, in the simulator."""
+    """Run one seed of SCENARIO (a name or a .toml file), or of --entry, an unmodified trio
+    program, in the simulator."""
+    if (scenario is None) == (entry is None):
+        raise UsageError("run takes a SCENARIO or --entry MODULE:FUNCTION (exactly one)")
+    if scenario is not None:
+        if max_time is not None:
+            raise UsageError("--max-time is for --entry runs; use --set duration=... instead")
+        overrides = list(sets)
+        if strict:
+            overrides.append("simulation.guards=strict")
+        if strategy is not None:
+            overrides.append(f"simulation.strategy={strategy}")
+        for fault in faults:
+            parsed = Fault.parse(fault)
+            overrides.append(f"faults.{parsed.type}.probability={parsed.probability!r}")
+        if swarm is not None:
+            overrides.append(f"swarm.enabled={str(swarm).lower()}")
+        run_scenario_command(scenario, seed, overrides, trace_path)
+    assert entry is not None
+    if sets:
+        raise UsageError("--set is for scenarios; --entry runs take --fault/--swarm/--max-time")
     options = _options(strict, strategy, faults, swarm, max_time)
     main_fn = load_entry(entry)
     if seed is None:
         seed = random.SystemRandom().randrange(2**32)
-    _console.print(f"kelpie-dst: running {entry} with seed {seed} (strategy {strategy})")
+    _console.print(
+        f"kelpie-dst: running {entry} with seed {seed} (strategy {options['strategy']})",
+        markup=False,
+    )
+    profile = FaultPlan(tuple(Fault.parse(f) for f in options["faults"]), options["swarm"])
+    chosen = profile.resolve(seed)
+    if chosen:
+        _console.print(f"faults: {', '.join(f.describe() for f in chosen)}", markup=False)
     trace_file = open(trace_path, "wb") if trace_path else None  # noqa: SIM115
     try:
-        result = run_simulation(main_fn, seed=seed, trace_file=trace_file, **options)
+        with interruptible():
+            result = run_simulation(main_fn, seed=seed, trace_file=trace_file, **options)
     finally:
         if trace_file is not None:
             trace_file.close()
-    if result.faults:
-        profile = ", ".join(f.describe() for f in result.faults)
-        _console.print(f"faults: {profile}")
-    _report(result, replay_command(entry, seed, options))
+    print_report(result, "replay: " + replay_command(entry, seed, options))
     sys.exit(result.exit_code)
-
-
-def _report(result: RunResult, replay: str) -> None:
-    if result.faults_fired:
-        fired = ", ".join(f"{k}={v}" for k, v in result.faults_fired.items())
-        _console.print(f"faults fired: {fired}")
-    wall = max(result.wall_seconds, 1e-9)
-    _console.print(
-        f"virtual time {result.virtual_time:.3f}s in {wall:.3f}s of wall time "
-        f"({result.virtual_time / wall:,.0f}x), {result.events} events"
-    )
-    if result.redirected:
-        sites = len(result.redirected)
-        _console.print(f"guards redirected {sites} call site(s); --strict makes them fail")
-    if result.failure is not None:
-        _console.print(f"[bold red]{result.failure.describe()}[/]", markup=True)
-        print(result.summary_line())
-        print(f"replay: {replay}")
-    else:
-        print(result.summary_line())
 
 
 @cli.command("check-determinism")
@@ -157,9 +184,9 @@ def _report(result: RunResult, replay: str) -> None:
 def check_determinism_command(
     entry: str,
     strict: bool,
-    strategy: str,
+    strategy: str | None,
     faults: tuple[str, ...],
-    swarm: bool,
+    swarm: bool | None,
     max_time: str | None,
     seed: int,
     runs: int,
@@ -263,10 +290,15 @@ def _pin_hashseed() -> None:
         os.execve(sys.executable, [sys.executable, "-m", "kelpie_dst", *sys.argv[1:]], env)
 
 
+for _command in (replay_token_command, sweep_command, shrink_command, list_command):
+    cli.add_command(_command)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console entry point: maps usage errors to one line and exit 64."""
+    """Console entry point: maps usage errors to one line and exit 64, Ctrl-C to exit 130."""
     if argv is None:
         _pin_hashseed()
+    _cli_scenario.REEXEC_ALLOWED[0] = argv is None
     try:
         cli.main(
             args=list(argv) if argv is not None else None,
@@ -283,8 +315,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         _usage_error(error.format_message().replace("\n", " "))
     except click.exceptions.Exit as error:
         sys.exit(error.exit_code)
-    except click.Abort:
-        print("kelpie-dst: aborted", file=sys.stderr)
+    except (click.Abort, KeyboardInterrupt):
+        print("kelpie-dst: interrupted", file=sys.stderr)
+        if argv is None:
+            # An interrupt can leave a half-stepped simulation behind, whose coroutines
+            # complain ("Exception ignored in ...") when the interpreter finalises them.
+            sys.unraisablehook = lambda _: None
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)

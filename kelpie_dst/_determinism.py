@@ -68,12 +68,14 @@ def check_determinism(
     runs: int = 3,
     vary_hashseed: bool = False,
     options: Mapping[str, Any] | None = None,
+    save_traces: str | os.PathLike[str] | None = None,
 ) -> DeterminismReport:
     """Run ``entry`` ``runs`` times (at least 2) and compare the traces.
 
     ``entry`` is ``"module:function"`` or the function itself. Runs after the second happen in
     fresh processes, which need the function to be importable by name. ``options`` are keyword
-    arguments for :func:`kelpie_dst.run` (JSON-serializable ones).
+    arguments for :func:`kelpie_dst.run` (JSON-serializable ones). With ``save_traces``, each
+    run's trace is kept in that directory as ``run<N>.trace``, for ``kelpie-dst trace diff``.
     """
     if runs < 2:
         raise UsageError("--runs must be at least 2")
@@ -90,14 +92,19 @@ def check_determinism(
             )
         entry = name or ""
     recorded: list[tuple[str, RunResult, list[Event] | Path]] = []
+    keep = Path(save_traces) if save_traces is not None else None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
     for label in ("in-process", "in-process repeat"):
-        in_process, in_events = _run_recorded(main, seed, options)
-        recorded.append((label, in_process, in_events))
+        in_process, data = _run_recorded(main, seed, options)
+        if keep is not None:
+            (keep / f"run{len(recorded) + 1}.trace").write_bytes(data)
+        recorded.append((label, in_process, list(decode_trace(data))))
         if len(recorded) == runs:
             break
     with tempfile.TemporaryDirectory(prefix="kelpie-dst-") as tmp:
         for index in range(len(recorded), runs):
-            path = Path(tmp) / f"run{index}.trace"
+            path = (keep or Path(tmp)) / f"run{index + 1}.trace"
             label = f"fresh process {index - 1}"
             fresh = _run_fresh(entry, seed, options, path, index, vary_hashseed)
             if vary_hashseed:
@@ -136,12 +143,10 @@ def _events(source: list[Event] | Path) -> list[Event]:
     return source if isinstance(source, list) else list(read_trace(source))
 
 
-def _run_recorded(
-    main: Any, seed: int, options: Mapping[str, Any]
-) -> tuple[RunResult, list[Event]]:
+def _run_recorded(main: Any, seed: int, options: Mapping[str, Any]) -> tuple[RunResult, bytes]:
     sink = io.BytesIO()
     result = run(main, seed=seed, trace_file=sink, **options)
-    return result, list(decode_trace(sink.getvalue()))
+    return result, sink.getvalue()
 
 
 def _hashseed(index: int) -> int:

@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import re
 import sys
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from typing import Any
 
 from ._errors import UsageError
 
-__all__ = ["entry_name", "load_entry", "parse_duration"]
+__all__ = ["entry_name", "format_duration", "load_entry", "parse_duration"]
 
 _ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|)")
+_COMPOUND = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d)?)+$")
+_UNITS = {
+    "ms": Decimal("0.001"),
+    "s": Decimal(1),
+    "m": Decimal(60),
+    "h": Decimal(3600),
+    "d": Decimal(86400),
+    "": Decimal(1),
+}
 
 
 def load_entry(spec: str) -> Callable[..., Awaitable[Any]]:
@@ -56,19 +66,36 @@ def entry_name(fn: Callable[..., Any]) -> str | None:
     return f"{module}:{qualname}"
 
 
-def parse_duration(text: str) -> float:
-    """``90s``, ``10m``, ``1h``, ``500ms``, ``2d`` or plain seconds, as seconds."""
-    match = _DURATION.match(str(text))
-    if not match:
-        raise UsageError(f"bad duration {text!r}: use a number with a unit, like 90s, 10m or 1h")
-    value = float(match.group(1)) * _UNITS[match.group(2)]
-    if value <= 0:
-        raise UsageError(f"bad duration {text!r}: it must be positive")
+def parse_duration(text: str | float) -> float:
+    """``90s``, ``10m``, ``1h30m``, ``500ms``, ``2d``, ``1.5h`` or plain seconds, as seconds.
+
+    Parts are added in exact decimal arithmetic and rounded to a float once, so that
+    ``parse_duration(format_duration(x)) == x`` for every positive float ``x``.
+    """
+    source = re.sub(r"\s+", "", str(text))
+    if isinstance(text, int | float) and not isinstance(text, bool) and math.isfinite(text):
+        source = format(Decimal(repr(text)), "f")
+    parts = _PART.findall(source) if _COMPOUND.match(source) else []
+    if not parts:
+        raise UsageError(
+            f"bad duration {text!r}: use a number with a unit, like 90s, 10m, 1h30m or 500ms"
+        )
+    units = [unit for _, unit in parts]
+    if len(parts) > 1 and ("" in units or len(set(units)) != len(units)):
+        raise UsageError(f"bad duration {text!r}: every part needs its own unit, like 1h30m")
+    total = sum((Decimal(number) * _UNITS[unit] for number, unit in parts), Decimal(0))
+    value = float(total)
+    if not value > 0 or value == math.inf:
+        raise UsageError(f"bad duration {text!r}: it must be positive and finite")
     return value
 
 
 def format_duration(seconds: float) -> str:
-    for unit, size in (("h", 3600.0), ("m", 60.0), ("s", 1.0)):
-        if seconds >= size and (seconds / size).is_integer():
-            return f"{int(seconds / size)}{unit}"
-    return f"{seconds:g}s"
+    """The exact text of ``seconds`` that :func:`parse_duration` reads back as the same float:
+    the largest whole unit when there is one (``5400`` is ``90m``), else decimal seconds with
+    no exponent (``1e-07`` is ``0.0000001s``)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size and float(seconds).is_integer() and int(seconds) % size == 0:
+            return f"{int(seconds) // size}{unit}"
+    text = format(Decimal(repr(float(seconds))), "f")
+    return f"{text}s"

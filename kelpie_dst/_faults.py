@@ -7,7 +7,8 @@ filter. At run time, shims ask :meth:`FaultInjector.fires`; decisions are drawn 
 per domain, and each fault that fires is traced (design.md §1.3).
 
 In swarm mode the seed itself picks which fault types are on and how likely each is, within the
-ranges their specs declare (TigerBeetle's ``options_swarm``); the chosen profile is printed.
+ranges their specs declare (TigerBeetle's ``options_swarm``), each type from its own stream
+``swarm/<type>``; the chosen profile is printed.
 """
 
 from __future__ import annotations
@@ -152,8 +153,9 @@ class FaultPlan:
         explicit = {f.type for f in self.faults}
         chosen = list(self.faults)
         if self.swarm:
-            rng = RngStream(seed, "swarm")
             for name, spec in fault_types().items():
+                # One stream per type: registering a new type never moves the others' draws.
+                rng = RngStream(seed, f"swarm/{name}")
                 on = rng.random() < 0.5
                 low, high = spec.swarm_range
                 probability = low + (high - low) * rng.random()

@@ -12,11 +12,18 @@ threads (design.md §1). While a simulation steps, each of these is replaced:
 Replacement is by identity: every module attribute that *is* one of the originals is swapped (so
 ``from time import time`` is caught too, as freezegun does), and swapped back when the step ends.
 The replacements are module-level singletons that fall back to the original when no guard set is
-active, so a reference captured by a module imported mid-run is harmless afterwards.
+active, or when called from another thread (the host's progress bar, trio's I/O thread), so a
+reference captured by a module imported mid-run is harmless afterwards.
+
+Also: simulated machines run in UTC (no value depends on the host's ``TZ``); calls made by an
+import inside the simulation are plumbing (served quietly from the importing module's stream);
+``time.monotonic``/``perf_counter`` read virtual time and are never violations. The reasons are
+in docs/architecture.md ("Guards").
 """
 
 from __future__ import annotations
 
+import calendar
 import datetime as _dt
 import os
 import random
@@ -27,70 +34,48 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import attrs
 import outcome
 import trio
 
 from ._errors import NondeterminismError
+from ._guard_sites import (
+    CallSite,
+    References,
+    call_site,
+    import_stream,
+    importing_module,
+    real_time_caller,
+)
 
 if TYPE_CHECKING:
     from ._sim import Simulation
 
-__all__ = ["POLICIES", "CallSite", "Guards"]
+__all__ = ["MONOTONIC_OFFSET", "POLICIES", "CallSite", "Guards"]
 
 POLICIES = ("redirect", "strict", "off")
 T = TypeVar("T")
 
-# Frames in these modules are plumbing: the call site reported is the first frame outside them.
-_PLUMBING = (
-    "kelpie_dst._guards",
-    "random",
-    "uuid",
-    "secrets",
-    "threading",
-    "tempfile",
-    "trio",
-    "anyio",
-    "sniffio",
-    "outcome",
-    "contextlib",
-    "functools",
-    "asyncio",
-)
-
+MONOTONIC_OFFSET = 100_000.0  # time.monotonic() at virtual time 0, as on a host up for a day
+_get_ident = threading.get_ident
 _ACTIVE: Guards | None = None
 
 
-@attrs.frozen(order=True)
-class CallSite:
-    """Where a guarded call came from. ``module:line`` is stable across machines."""
-
-    module: str
-    line: int
-    file: str
-    function: str
+class _Source(Protocol):
+    """Where served values come from: the run's guards, or an importing module's stream."""
 
     @property
-    def key(self) -> str:
-        return f"{self.module}:{self.line}"
+    def sim(self) -> Simulation: ...
+
+    @property
+    def rng(self) -> random.Random: ...
 
 
-def _call_site(depth: int = 2) -> CallSite:
-    fallback = sys._getframe(depth)
-    frame: FrameType | None = fallback
-    while frame is not None:
-        name = frame.f_globals.get("__name__", "?")
-        if not any(name == p or name.startswith(p + ".") for p in _PLUMBING):
-            break
-        frame = frame.f_back
-    chosen = frame if frame is not None else fallback
-    code = chosen.f_code
-    return CallSite(
-        chosen.f_globals.get("__name__", "?"), chosen.f_lineno, code.co_filename, code.co_name
-    )
+class _ImportSource:
+    def __init__(self, sim: Simulation, rng: random.Random) -> None:
+        self.sim = sim
+        self.rng = rng
 
 
 # -- originals -------------------------------------------------------------------------------
@@ -109,15 +94,37 @@ _secrets_randbits: Callable[[int], int] = secrets.randbits
 _secrets_choice: Callable[[Any], Any] = secrets.choice
 _thread_start = threading.Thread.start
 _to_thread = trio.to_thread.run_sync
+_localtime, _gmtime, _ctime, _asctime = time.localtime, time.gmtime, time.ctime, time.asctime
+_mktime, _strftime = time.mktime, time.strftime
+_monotonic, _monotonic_ns = time.monotonic, time.monotonic_ns
+_perf_counter, _perf_counter_ns = time.perf_counter, time.perf_counter_ns
 
 
 # -- replacements ----------------------------------------------------------------------------
-def _guarded(what: str, original: Callable[[], T], simulated: Callable[[Guards], T]) -> T:
+def _active() -> Guards | None:
+    """The guards of the simulation stepping on this thread, if any."""
     guards = _ACTIVE
+    return guards if guards is not None and guards.thread == _get_ident() else None
+
+
+def _guarded(
+    what: str, original: Callable[[], T], simulated: Callable[[_Source], T], imports: bool = True
+) -> T:
+    """Serve ``simulated`` (and report the call) on the simulation's thread while it steps;
+    ``original`` otherwise. With ``imports``, calls made by an import are served quietly."""
+    guards = _active()
     if guards is None:
         return original()
-    guards.hit(what, _call_site(3))
+    module = importing_module(3) if imports else None
+    if module is not None:
+        return simulated(_ImportSource(guards.sim, import_stream(module)))
+    guards.hit(what, call_site(3))
     return simulated(guards)
+
+
+def _utc(timestamp: float) -> _real_datetime:
+    """The naive UTC datetime of ``timestamp``: a simulated machine's local time."""
+    return _real_datetime.fromtimestamp(timestamp, _dt.UTC).replace(tzinfo=None)
 
 
 def _sim_time() -> float:
@@ -147,7 +154,11 @@ class _SimDatetime(_real_datetime, metaclass=_FakeTypeMeta):
         return _guarded(
             "datetime.now",
             lambda: _real_datetime.now(tz),
-            lambda g: _real_datetime.fromtimestamp(g.sim.wall_time(), tz),
+            lambda g: (
+                _utc(g.sim.wall_time())
+                if tz is None
+                else _real_datetime.fromtimestamp(g.sim.wall_time(), tz)
+            ),
         )
 
     @classmethod
@@ -155,16 +166,18 @@ class _SimDatetime(_real_datetime, metaclass=_FakeTypeMeta):
         return _guarded(
             "datetime.utcnow",
             _real_datetime.utcnow,
-            lambda g: _real_datetime.fromtimestamp(g.sim.wall_time(), _dt.UTC).replace(tzinfo=None),
+            lambda g: _utc(g.sim.wall_time()),
         )
 
     @classmethod
     def today(cls) -> _real_datetime:  # type: ignore[override]
-        return _guarded(
-            "datetime.today",
-            _real_datetime.today,
-            lambda g: _real_datetime.fromtimestamp(g.sim.wall_time()),
-        )
+        return _guarded("datetime.today", _real_datetime.today, lambda g: _utc(g.sim.wall_time()))
+
+    @classmethod
+    def fromtimestamp(cls, t: float, tz: _dt.tzinfo | None = None) -> _real_datetime:  # type: ignore[override]
+        if tz is None and _active() is not None:
+            return _utc(t)
+        return _real_datetime.fromtimestamp(t, tz)
 
 
 class _SimDate(_real_date, metaclass=_FakeTypeMeta):
@@ -173,11 +186,68 @@ class _SimDate(_real_date, metaclass=_FakeTypeMeta):
 
     @classmethod
     def today(cls) -> _real_date:  # type: ignore[override]
-        return _guarded(
-            "date.today",
-            _real_date.today,
-            lambda g: _real_date.fromtimestamp(g.sim.wall_time()),
-        )
+        return _guarded("date.today", _real_date.today, lambda g: _utc(g.sim.wall_time()).date())
+
+
+# time's C functions read the real clock when given no time, and the host's zone always.
+def _sim_struct(
+    what: str, secs: float | None, original: Callable[[], time.struct_time]
+) -> time.struct_time:
+    if _active() is None:
+        return original()
+    if secs is None:
+        return _guarded(what, original, lambda g: _gmtime(g.sim.wall_time()))
+    return _gmtime(secs)
+
+
+def _sim_localtime(secs: float | None = None, /) -> time.struct_time:
+    return _sim_struct("time.localtime", secs, lambda: _localtime(secs))
+
+
+def _sim_gmtime(secs: float | None = None, /) -> time.struct_time:
+    return _sim_struct("time.gmtime", secs, lambda: _gmtime(secs))
+
+
+def _sim_ctime(secs: float | None = None, /) -> str:
+    if _active() is None:
+        return _ctime(secs)
+    return _asctime(_sim_struct("time.ctime", secs, lambda: _localtime(secs)))
+
+
+def _sim_asctime(t: Any = None, /) -> str:
+    if t is not None or _active() is None:
+        return _asctime() if t is None else _asctime(t)
+    return _asctime(_sim_struct("time.asctime", None, _localtime))
+
+
+def _sim_strftime(format: str, t: Any = None, /) -> str:
+    if t is not None or _active() is None:
+        return _strftime(format) if t is None else _strftime(format, t)
+    return _strftime(format, _sim_struct("time.strftime", None, _localtime))
+
+
+def _sim_mktime(t: Any, /) -> float:
+    return float(calendar.timegm(t)) if _active() is not None else _mktime(t)
+
+
+def _virtual_clock(original: Callable[[], T], ns: bool) -> Callable[[], T]:
+    def read() -> T:
+        guards = _active()
+        if guards is None:
+            return original()
+        if real_time_caller(2):
+            return original()
+        now = MONOTONIC_OFFSET + guards.sim.now()
+        return round(now * 1e9) if ns else now  # type: ignore[return-value]
+
+    read.__name__ = read.__qualname__ = original.__name__
+    return read
+
+
+_sim_monotonic = _virtual_clock(_monotonic, ns=False)
+_sim_monotonic_ns = _virtual_clock(_monotonic_ns, ns=True)
+_sim_perf_counter = _virtual_clock(_perf_counter, ns=False)
+_sim_perf_counter_ns = _virtual_clock(_perf_counter_ns, ns=True)
 
 
 def _sim_uuid4() -> uuid.UUID:
@@ -197,7 +267,7 @@ def _sim_urandom(size: int, /) -> bytes:
 
 
 def _sim_seed(self: random.Random, a: Any = None, version: int = 2) -> None:
-    if a is None and _ACTIVE is not None:
+    if a is None and _active() is not None:
         a = _guarded(
             "random.Random() without a seed", lambda: None, lambda g: g.rng.getrandbits(64)
         )
@@ -232,7 +302,7 @@ def _sim_thread_start(self: threading.Thread) -> None:
         _thread_start(self)
         return
 
-    def inline(_: Guards) -> None:
+    def inline(_: _Source) -> None:
         # Run the thread's body now, on the simulation thread, and leave the Thread object
         # looking finished, so join() and is_alive() behave.
         self._started.set()  # type: ignore[attr-defined]
@@ -242,7 +312,7 @@ def _sim_thread_start(self: threading.Thread) -> None:
             self._is_stopped = True  # type: ignore[attr-defined]
             self._tstate_lock = None  # type: ignore[attr-defined]
 
-    _guarded("threading.Thread.start", lambda: _thread_start(self), inline)
+    _guarded("threading.Thread.start", lambda: _thread_start(self), inline, imports=False)
 
 
 async def _sim_to_thread(
@@ -253,7 +323,8 @@ async def _sim_to_thread(
     limiter: Any = None,
     cancellable: bool | None = None,
 ) -> T:
-    if _ACTIVE is None:
+    guards = _active()
+    if guards is None:
         return await _to_thread(
             sync_fn,
             *args,
@@ -261,7 +332,7 @@ async def _sim_to_thread(
             abandon_on_cancel=abandon_on_cancel,
             limiter=limiter,
         )
-    _ACTIVE.hit("trio.to_thread.run_sync", _call_site(2))
+    guards.hit("trio.to_thread.run_sync", call_site(2))
     await trio.lowlevel.checkpoint_if_cancelled()
     result = outcome.capture(sync_fn, *args)
     await trio.lowlevel.cancel_shielded_checkpoint()
@@ -282,9 +353,18 @@ _BY_IDENTITY: dict[int, tuple[object, object]] = {
         (_to_thread, _sim_to_thread),
         (_secrets_randbits, _sim_secrets_randbits),
         (_secrets_choice, _sim_secrets_choice),
+        (_localtime, _sim_localtime),
+        (_gmtime, _sim_gmtime),
+        (_ctime, _sim_ctime),
+        (_asctime, _sim_asctime),
+        (_strftime, _sim_strftime),
+        (_mktime, _sim_mktime),
+        (_monotonic, _sim_monotonic),
+        (_monotonic_ns, _sim_monotonic_ns),
+        (_perf_counter, _sim_perf_counter),
+        (_perf_counter_ns, _sim_perf_counter_ns),
     ]
 }
-_REVERSE: dict[int, tuple[object, object]] = {id(r): (r, o) for o, r in _BY_IDENTITY.values()}
 # class attributes patched directly (inherited by subclasses)
 _CLASS_PATCHES: list[tuple[type, str, object, object]] = [
     (random.Random, "seed", _random_seed, _sim_seed),
@@ -294,38 +374,7 @@ _CLASS_PATCHES: list[tuple[type, str, object, object]] = [
 _SKIP_MODULES = frozenset({__name__, "_datetime"})
 
 
-class _References:
-    """Where the originals are referenced, found by scanning ``sys.modules`` incrementally."""
-
-    def __init__(self) -> None:
-        self.scanned: set[str] = set()
-        self.locations: list[tuple[dict[str, Any], str, object, object]] = []
-
-    def scan_new(self) -> None:
-        for name, module in list(sys.modules.items()):
-            if name in self.scanned or not isinstance(module, ModuleType):
-                continue
-            self.scanned.add(name)
-            if name in _SKIP_MODULES:
-                continue
-            namespace = module.__dict__
-            for attr, value in list(namespace.items()):
-                pair = _BY_IDENTITY.get(id(value))
-                if pair is not None and pair[0] is value:
-                    self.locations.append((namespace, attr, pair[0], pair[1]))
-
-    def scan_and_restore_strays(self) -> None:
-        """Undo replacements captured by modules imported while the guards were on."""
-        for name, module in list(sys.modules.items()):
-            if name in self.scanned or not isinstance(module, ModuleType):
-                continue
-            for attr, value in list(module.__dict__.items()):
-                pair = _REVERSE.get(id(value))
-                if pair is not None and pair[0] is value:
-                    module.__dict__[attr] = pair[1]
-
-
-_REFERENCES = _References()
+_REFERENCES = References(_BY_IDENTITY, _SKIP_MODULES)
 
 
 class Guards:
@@ -340,6 +389,7 @@ class Guards:
         self.rng = sim.rng("guards")
         self.report: Counter[tuple[str, CallSite]] = Counter()
         self.violations: list[str] = []
+        self.thread: int | None = None  # the thread that steps the simulation
 
     def hit(self, what: str, site: CallSite) -> None:
         if self.policy == "strict" and not any(
@@ -368,6 +418,7 @@ class Guards:
             namespace[attr] = replacement
         for cls, attr, _original, replacement in _CLASS_PATCHES:
             setattr(cls, attr, replacement)
+        self.thread = _get_ident()
         _ACTIVE = self
 
     def uninstall(self) -> None:

@@ -103,27 +103,46 @@ class Node:
             self._nursery.start_soon(_in_node, self, fn, args, name=name)
 
     async def _incarnation(self) -> None:
-        """One life of the node: boot, run main, end on crash (cancel) or when main returns."""
+        """One life of the node: boot, run main, end on crash (cancel) or when main returns.
+
+        Errors that escape the node's tasks after it crashed (a ``finally`` block that tried
+        I/O and got :class:`NodeDownError`, say) die with the node: a killed process raises
+        nothing. They are traced as ``node.absorbed``, not propagated to the simulation.
+        """
         NODE.set(self)
         self.incarnation += 1
+        incarnation = self.incarnation
         self.volatile = {}
         self.state = NodeState.UP
-        self.sim.trace_event("node.start", node=self, incarnation=self.incarnation)
-        with trio.CancelScope() as scope:
-            self._scope = scope
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                self._start_pending()
-                if self.main is not None:
-                    await self.main(self)
-                    if self.alive:
-                        self.state = NodeState.STOPPED
-                        self.sim.trace_event("node.stop", node=self)
-                        nursery.cancel_scope.cancel()
-                else:
-                    await trio.sleep_forever()
-        self._nursery = None
-        self._scope = None
+        self.sim.trace_event("node.start", node=self, incarnation=incarnation)
+        try:
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    self._start_pending()
+                    if self.main is not None:
+                        await self.main(self)
+                        if self.alive:
+                            self.state = NodeState.STOPPED
+                            self.sim.trace_event("node.stop", node=self)
+                            nursery.cancel_scope.cancel()
+                    else:
+                        await trio.sleep_forever()
+        except* Exception as group:
+            if self.state is not NodeState.DOWN or self.incarnation != incarnation:
+                raise
+            errors = sorted({type(e).__name__ for e in _leaves(group)})
+            self.sim.trace_event("node.absorbed", node=self, errors=errors)
+        finally:
+            self._nursery = None
+            self._scope = None
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
 
 
 async def _in_node(node: Node, fn: Callable[..., Awaitable[object]], args: tuple[Any, ...]) -> None:

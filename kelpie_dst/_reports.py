@@ -28,6 +28,9 @@ _HIDDEN = (
     "/kelpie_dst/_stepping.py",
     "/kelpie_dst/_nodes.py",
     "/kelpie_dst/_guards.py",
+    "/kelpie_dst/pytest_plugin.py",
+    "/kelpie_dst/scenario/_runtime.py",
+    "/kelpie_dst/scenario/_workload.py",
 )
 
 

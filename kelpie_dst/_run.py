@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import IO, Any
 
@@ -13,8 +14,8 @@ from ._faults import Fault
 from ._reports import classify, format_exception
 from ._result import Failure, RunResult
 from ._runner import Session, check_main_signature
-from ._sim import DEFAULT_EPOCH, Simulation, make_config
-from ._trace import Trace
+from ._sim import DEFAULT_EPOCH, SimConfig, Simulation, make_config
+from ._trace import Trace, open_trace_file
 
 __all__ = ["run"]
 
@@ -33,7 +34,7 @@ def run(
     epoch: float = DEFAULT_EPOCH,
     buggify: bool = True,
     record: bool = False,
-    trace_file: IO[bytes] | None = None,
+    trace_file: IO[bytes] | str | os.PathLike[str] | None = None,
 ) -> RunResult:
     """Run ``async def main()`` (or ``main(sim)``) in a fresh simulation; never raises for a
     failure of the program, which is reported in :attr:`RunResult.failure`.
@@ -47,7 +48,9 @@ def run(
     * ``faults``: :class:`Fault` objects or ``"TYPE=PROBABILITY"`` strings; ``swarm=True``
       lets the seed add a random fault profile.
     * ``max_time``: the virtual time limit; reaching it is a liveness failure.
-    * ``record=True`` keeps every event in memory; ``trace_file`` streams them to a file.
+    * ``record=True`` keeps every event in memory; ``trace_file`` streams them to a binary
+      file object, or to a path (gzip-compressed if it ends in ``.gz``), which
+      :func:`kelpie_dst.load_trace` reads back with the same hash.
     """
     config = make_config(
         seed=seed,
@@ -63,7 +66,20 @@ def run(
         record=record,
     )
     takes_sim = check_main_signature(main)
-    sim = Simulation(config, Trace(record=record, file=trace_file))
+    if not isinstance(trace_file, str | os.PathLike):
+        return _run(config, main, takes_sim, trace_file)
+    with open_trace_file(trace_file) as sink:
+        return _run(config, main, takes_sim, sink)
+
+
+def _run(
+    config: SimConfig,
+    main: Callable[..., Awaitable[Any]],
+    takes_sim: bool,
+    sink: IO[bytes] | None,
+) -> RunResult:
+    seed, strategy = config.seed, config.strategy
+    sim = Simulation(config, Trace(record=config.record, file=sink))
     box: list[Any] = []
     with Session(sim) as session:
         session.start(_root, sim, main, takes_sim, box)

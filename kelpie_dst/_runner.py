@@ -22,10 +22,10 @@ import outcome
 import trio
 
 from . import _buggify
+from ._blocked import blocked_tasks_report
 from ._clock import Interrupt
 from ._errors import DstError, LivenessError, SimulationCrashed, UsageError
 from ._nodes import NODE
-from ._reports import blocked_tasks_report
 from ._rng import derive_seed
 from ._sched import installed_scheduler
 from ._sim import Simulation

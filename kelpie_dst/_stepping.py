@@ -11,18 +11,20 @@ frozen, and the real clock belongs to the host again (the guards are off).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import outcome
 import trio
+import trio.testing
 
 from ._errors import DstError
 from ._faults import Fault
 from ._runner import Session, simulation_crashed
 from ._sim import DEFAULT_EPOCH, Simulation, make_config
-from ._trace import Trace
+from ._trace import Trace, open_trace_file
 
 __all__ = ["SimulationHandle", "open_simulation"]
 
@@ -32,8 +34,9 @@ T = TypeVar("T")
 class SimulationHandle:
     """An open simulation. Use :func:`open_simulation` to create one; close it when done."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: Simulation, owned_file: IO[bytes] | None = None) -> None:
         self.sim = sim
+        self._owned_file = owned_file  # a trace file opened from a path, closed with the handle
         self._session = Session(sim)
         self._session.__enter__()
         self.closed = False
@@ -113,6 +116,8 @@ class SimulationHandle:
                 self._session.cancel_everything()
         finally:
             self._session.__exit__(None, None, None)
+            if self._owned_file is not None:
+                self._owned_file.close()
 
     def __enter__(self) -> SimulationHandle:
         return self
@@ -171,8 +176,10 @@ def open_simulation(
     epoch: float = DEFAULT_EPOCH,
     buggify: bool = True,
     record: bool = False,
+    trace_file: IO[bytes] | str | os.PathLike[str] | None = None,
 ) -> SimulationHandle:
-    """Open a persistent simulation; the options are those of :func:`kelpie_dst.run`."""
+    """Open a persistent simulation; the options are those of :func:`kelpie_dst.run`. A trace
+    file given by path is complete once the handle is closed."""
     config = make_config(
         seed=seed,
         strategy=strategy,
@@ -186,4 +193,11 @@ def open_simulation(
         buggify=buggify,
         record=record,
     )
-    return SimulationHandle(Simulation(config, Trace(record=record)))
+    if not isinstance(trace_file, str | os.PathLike):
+        return SimulationHandle(Simulation(config, Trace(record=record, file=trace_file)))
+    sink = open_trace_file(trace_file)
+    try:
+        return SimulationHandle(Simulation(config, Trace(record=record, file=sink)), sink)
+    except BaseException:
+        sink.close()
+        raise

@@ -5,22 +5,39 @@ An event is ``(virtual time in ns, node, kind, fields)``. Its canonical encoding
 over the concatenated encodings, updated incrementally. Two runs of one seed are deterministic
 exactly when their hashes match; when they do not, :func:`first_divergence` names the first event
 that differs (design.md §1.4).
+
+A trace file is the plain concatenation of the encodings, optionally gzip-compressed (a path
+ending in ``.gz``), so blake2b over its (decompressed) bytes *is* the run's trace hash.
 """
 
 from __future__ import annotations
 
 import collections
+import gzip
 import hashlib
+import io
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import IO, Any
 
 import attrs
 import msgpack
 
-__all__ = ["Divergence", "Event", "Trace", "decode_trace", "first_divergence", "read_trace"]
+from ._errors import UsageError
+
+__all__ = [
+    "Divergence",
+    "Event",
+    "Trace",
+    "TraceFile",
+    "decode_trace",
+    "first_divergence",
+    "load_trace",
+    "open_trace_file",
+    "read_trace",
+]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _TAIL = 200
@@ -47,8 +64,10 @@ class Event:
 
 def _canon(value: Any) -> Any:
     """A msgpack-encodable, address-free, order-stable form of ``value``."""
-    if value is None or isinstance(value, bool | int | str | bytes):
+    if value is None or isinstance(value, bool | str | bytes):
         return value
+    if isinstance(value, int):  # msgpack holds 64 bits; larger integers are kept as text
+        return value if -(2**63) <= value < 2**64 else str(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
     if isinstance(value, Mapping):
@@ -94,10 +113,39 @@ class Trace:
         return self._hash.hexdigest()
 
 
-def read_trace(path: str | Path) -> Iterator[Event]:
-    """Events from a trace file written with ``trace_file=``."""
-    with open(path, "rb") as f:
-        yield from decode_trace(f.read())
+def open_trace_file(path: str | os.PathLike[str]) -> IO[bytes]:
+    """A buffered binary sink for a trace file; gzip-compressed when ``path`` ends in ``.gz``
+    (with a zero time stamp in the header, so one run always gives the same bytes)."""
+    try:
+        if not os.fspath(path).endswith(".gz"):
+            return open(path, "wb", buffering=1 << 16)
+        compressed = gzip.GzipFile(path, "wb", compresslevel=6, mtime=0)
+    except OSError as error:
+        why = error.strerror or str(error)
+        raise UsageError(f"cannot write trace file {os.fspath(path)!r}: {why}") from None
+    return io.BufferedWriter(compressed, 1 << 16)
+
+
+def _read_bytes(path: str | os.PathLike[str]) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as error:
+        why = error.strerror or str(error)
+        raise UsageError(f"cannot read trace file {os.fspath(path)!r}: {why}") from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as error:
+            raise UsageError(
+                f"trace file {os.fspath(path)!r} is a damaged gzip file: {error}"
+            ) from None
+    return data
+
+
+def read_trace(path: str | os.PathLike[str]) -> Iterator[Event]:
+    """Events from a trace file written with ``trace_file=`` (plain or gzip-compressed)."""
+    yield from decode_trace(_read_bytes(path))
 
 
 def decode_trace(data: bytes) -> Iterator[Event]:
@@ -109,27 +157,97 @@ def decode_trace(data: bytes) -> Iterator[Event]:
 
 
 @attrs.frozen
+class TraceFile:
+    """A trace loaded from a file: its events and its hash (equal to the run's trace hash)."""
+
+    path: str
+    events: list[Event] = attrs.field(eq=False, repr=False)
+    trace_hash: str
+    truncated: bool = False  # the file ends in the middle of an event (the prefix is loaded)
+
+    @property
+    def seed(self) -> int | None:
+        """The seed, from the ``run.start`` event (``None`` if the trace has none)."""
+        for event in self.events[:1]:
+            if event.kind == "run.start" and isinstance(event.fields.get("seed"), int):
+                return int(event.fields["seed"])
+        return None
+
+    @property
+    def outcome(self) -> str | None:
+        """``ok``, ``invariant``, ``liveness``, ... from ``run.end``; ``None`` if unfinished."""
+        for event in self.events[-1:]:
+            if event.kind == "run.end":
+                return str(event.fields.get("outcome"))
+        return None
+
+
+def load_trace(path: str | os.PathLike[str]) -> TraceFile:
+    """Load a trace file; a one-line :class:`UsageError` if it is missing or not a trace."""
+    data = _read_bytes(path)
+    if not data:
+        raise UsageError(f"trace file {os.fspath(path)!r} is empty")
+    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    events: list[Event] = []
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+    unpacker.feed(data)
+    try:
+        for index, item in enumerate(unpacker):
+            time_ns, node, kind, fields = item
+            if not (isinstance(time_ns, int) and isinstance(node, str) and isinstance(kind, str)):
+                raise ValueError("not [time_ns, node, kind, fields]")
+            if not isinstance(fields, dict):
+                raise ValueError("fields are not a map")
+            events.append(Event(index, time_ns, node, kind, fields))
+    except (ValueError, TypeError, msgpack.UnpackException) as error:
+        raise UsageError(
+            f"{os.fspath(path)!r} is not a kelpie_dst trace (event {len(events)}: {error})"
+        ) from None
+    return TraceFile(os.fspath(path), events, digest, truncated=unpacker.tell() != len(data))
+
+
+@attrs.frozen
 class Divergence:
-    """The first event at which two traces differ (``None`` on a side that ended early)."""
+    """The first event at which two traces differ (``None`` on a side that ended early), and
+    the equal events just before it (``before``, oldest first)."""
 
     index: int
     left: Event | None
     right: Event | None
+    before: tuple[Event, ...] = ()
 
     def describe(self, left_name: str = "run A", right_name: str = "run B") -> str:
         def side(event: Event | None) -> str:
             return event.describe() if event is not None else "<trace ended>"
 
-        return (
-            f"first divergent event at index {self.index}:\n"
-            f"  {left_name}: {side(self.left)}\n"
-            f"  {right_name}: {side(self.right)}"
-        )
+        lines = [f"first divergent event at index {self.index}:"]
+        if self.before:
+            lines.append(f"  the {len(self.before)} equal events before it:")
+            lines += [f"    {event.describe()}" for event in self.before]
+        lines += [f"  {left_name}: {side(self.left)}", f"  {right_name}: {side(self.right)}"]
+        return "\n".join(lines)
+
+    def changed_fields(self) -> list[str]:
+        """``key: left != right`` for each field that differs, when only fields differ."""
+        a, b = self.left, self.right
+        if a is None or b is None or (a.time_ns, a.node, a.kind) != (b.time_ns, b.node, b.kind):
+            return []
+        keys = sorted(set(a.fields) | set(b.fields))
+        missing = "<absent>"
+        return [
+            f"{k}: {a.fields.get(k, missing)!r} != {b.fields.get(k, missing)!r}"
+            for k in keys
+            if a.fields.get(k, missing) != b.fields.get(k, missing)
+        ]
 
 
-def first_divergence(left: Iterable[Event], right: Iterable[Event]) -> Divergence | None:
-    """The first index where the event streams differ, or ``None`` if they are identical."""
+def first_divergence(
+    left: Iterable[Event], right: Iterable[Event], *, context: int = 0
+) -> Divergence | None:
+    """The first index where the event streams differ, or ``None`` if they are identical;
+    ``context`` equal events before it are kept in :attr:`Divergence.before`."""
     li, ri = iter(left), iter(right)
+    recent: collections.deque[Event] = collections.deque(maxlen=max(context, 0) or None)
     index = 0
     while True:
         a = next(li, None)
@@ -139,13 +257,9 @@ def first_divergence(left: Iterable[Event], right: Iterable[Event]) -> Divergenc
         if (
             a is None
             or b is None
-            or (a.time_ns, a.node, a.kind, a.fields)
-            != (
-                b.time_ns,
-                b.node,
-                b.kind,
-                b.fields,
-            )
+            or (a.time_ns, a.node, a.kind, a.fields) != (b.time_ns, b.node, b.kind, b.fields)
         ):
-            return Divergence(index, a, b)
+            return Divergence(index, a, b, tuple(recent) if context > 0 else ())
+        if context > 0:
+            recent.append(a)
         index += 1

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import inspect
 import os
+import shlex
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -109,8 +112,28 @@ def dst_sim(request: pytest.FixtureRequest, dst_seed: int) -> Iterator[Simulatio
 
 
 def replay_line(item: pytest.Item, seed: int) -> str:
-    path = item.nodeid.split("[", 1)[0]
-    return f"replay: DST_SEED={seed} pytest '{path}'"
+    """``replay: [cd ROOTDIR && ]DST_SEED=N pytest 'path::test'``: the path is relative to the
+    rootdir, with a ``cd`` when pytest was started elsewhere, and the hash seed is named when
+    it is pinned (with a note when it is random, since the replay may then differ)."""
+    rootdir = item.config.rootpath
+    try:
+        path = item.path.relative_to(rootdir).as_posix()
+    except ValueError:
+        path = item.path.as_posix()
+    parts = item.nodeid.split("::")[1:]
+    if parts:
+        parts[-1] = parts[-1].split("[", 1)[0]
+    target = "::".join([path, *parts])
+    cd = "" if Path.cwd() == rootdir else f"cd {shlex.quote(str(rootdir))} && "
+    hashseed = os.environ.get("PYTHONHASHSEED", "")
+    env = f"PYTHONHASHSEED={hashseed} " if hashseed not in ("", "random", "0") else ""
+    line = f"replay: {cd}{env}DST_SEED={seed} pytest '{target}'"
+    if hashseed in ("", "random") and sys.flags.hash_randomization:
+        line += (
+            "\nnote: pytest ran under a random PYTHONHASHSEED; if the replay differs, "
+            "run pytest with PYTHONHASHSEED=0"
+        )
+    return line
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,24 +1,20 @@
-"""Human-readable reports: blocked tasks on a deadlock, failure classes, trimmed tracebacks."""
+"""Human-readable reports: failure classes and trimmed tracebacks (deadlocks: _blocked.py)."""
 
 from __future__ import annotations
 
-import linecache
 import traceback
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
 from ._errors import FailureKind, LivenessError, NondeterminismError
-from ._nodes import NODE
-from ._trace import sanitize
 
 if TYPE_CHECKING:
-    from ._sim import Simulation
+    pass
 
-__all__ = ["blocked_tasks_report", "classify", "format_exception", "leaf_exceptions"]
+__all__ = ["classify", "format_exception", "leaf_exceptions"]
 
-_RUN: Any = trio._core._run
 # Frames from these files are machinery, not the user's program.
 _HIDDEN = (
     "/trio/",
@@ -32,52 +28,6 @@ _HIDDEN = (
     "/kelpie_dst/scenario/_runtime.py",
     "/kelpie_dst/scenario/_workload.py",
 )
-
-
-def _walk(task: trio.lowlevel.Task) -> Iterator[trio.lowlevel.Task]:
-    yield task
-    for nursery in task.child_nurseries:
-        for child in sorted(nursery.child_tasks, key=lambda t: t._counter):
-            yield from _walk(child)
-
-
-def blocked_tasks_report(sim: Simulation) -> str:
-    """One line per leaf task (a task without open nurseries): its node and where it waits."""
-    runner = getattr(_RUN.GLOBAL_RUN_CONTEXT, "runner", None)
-    if runner is None or runner.init_task is None:
-        return "(the run has already ended)"
-    lines = []
-    for task in _walk(runner.init_task):
-        if task.name.startswith("<") or task.name == "kelpie_dst._run._root":
-            continue
-        frames = list(task.iter_await_frames())
-        if any(_waits_for_children(frame) for frame, _ in frames):
-            continue
-        user = [f for f in frames if not any(h in f[0].f_code.co_filename for h in _HIDDEN)]
-        if not user:
-            user = frames[-1:]
-        if not user:
-            continue
-        node = task.context.get(NODE, None)
-        frame, lineno = user[-1]
-        code = frame.f_code
-        where = f"{code.co_filename}:{lineno} in {code.co_name}"
-        source = linecache.getline(code.co_filename, lineno).strip()
-        if source:
-            where += f": {source}"
-        state = ""
-        if node is not None and node.paused:
-            state = " (node paused)"
-        node_name = node.name if node is not None else "-"
-        lines.append(f"  task {sanitize(task.name)!r} on node {node_name!r}{state}\n    at {where}")
-    if not lines:
-        return "  (no user tasks are alive)"
-    return "\n".join(lines)
-
-
-def _waits_for_children(frame: Any) -> bool:
-    code = frame.f_code
-    return bool(code.co_name == "__aexit__" and code.co_filename.endswith("trio/_core/_run.py"))
 
 
 def leaf_exceptions(error: BaseException) -> Iterator[BaseException]:

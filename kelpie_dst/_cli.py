@@ -30,6 +30,7 @@ from ._entry import format_duration, load_entry, parse_duration
 from ._errors import UsageError
 from ._faults import Fault, FaultPlan, fault_types
 from ._run import run as run_simulation
+from ._trace_cli import trace
 from .scenario import current_hashseed
 
 __all__ = ["main"]
@@ -165,13 +166,8 @@ def run_command(
     chosen = profile.resolve(seed)
     if chosen:
         _console.print(f"faults: {', '.join(f.describe() for f in chosen)}", markup=False)
-    trace_file = open(trace_path, "wb") if trace_path else None  # noqa: SIM115
-    try:
-        with interruptible():
-            result = run_simulation(main_fn, seed=seed, trace_file=trace_file, **options)
-    finally:
-        if trace_file is not None:
-            trace_file.close()
+    with interruptible():  # a path ending in .gz is written gzip-compressed
+        result = run_simulation(main_fn, seed=seed, trace_file=trace_path, **options)
     print_report(result, "replay: " + replay_command(entry, seed, options))
     sys.exit(result.exit_code)
 
@@ -290,7 +286,7 @@ def _pin_hashseed() -> None:
         os.execve(sys.executable, [sys.executable, "-m", "kelpie_dst", *sys.argv[1:]], env)
 
 
-for _command in (replay_token_command, sweep_command, shrink_command, list_command):
+for _command in (replay_token_command, sweep_command, shrink_command, list_command, trace):
     cli.add_command(_command)
 
 

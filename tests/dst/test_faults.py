@@ -1,17 +1,25 @@
 """The fault registry, fault plans, swarm profiles and the injector."""
 
 import math
+from collections.abc import Iterator
 
 import pytest
 import trio
 
 import kelpie_dst
-from kelpie_dst import Fault, FaultPlan, FaultSpec, UsageError
+from kelpie_dst import Fault, FaultPlan, FaultSpec, UsageError, _faults
 from kelpie_dst._faults import fault_types, register_fault
 
-TEST_FAULT = register_fault(
-    FaultSpec("testdomain.hiccup", "a fault used by these tests", params={"size": 3.0})
-)
+TEST_FAULT = FaultSpec("testdomain.hiccup", "a fault used by these tests", params={"size": 3.0})
+
+
+@pytest.fixture(autouse=True)
+def _test_fault_registered() -> Iterator[None]:
+    """Register the test-only fault type for this module's tests, and remove it afterwards so
+    the registry other tests see (documented domains, allowed-domain lists) stays real."""
+    register_fault(TEST_FAULT)
+    yield
+    _faults._REGISTRY.pop(TEST_FAULT.name, None)
 
 
 def test_registry_lists_process_faults_and_rejects_bad_names() -> None:

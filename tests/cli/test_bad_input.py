@@ -1,0 +1,94 @@
+"""The error contract: every malformed scenario file and every bad argument gives ONE line
+naming the file and the field (and the allowed values), exit 64, and no traceback."""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from pathlib import Path
+
+import pytest
+
+from .helpers import assert_usage_error, cli, subprocess_cli
+
+BAD = Path(__file__).parent / "bad"
+FILES = sorted(BAD.glob("*.toml"))
+
+
+def test_the_corpus_is_large() -> None:
+    assert len(FILES) >= 20
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_malformed_scenario_file(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    expected = path.read_text().splitlines()[0].removeprefix("# expect: ")
+    line = assert_usage_error(cli(capsys, "run", str(path), "--seed", "1"))
+    assert line.startswith(f"kelpie-dst: error: {path}: "), line
+    assert expected in line, (expected, line)
+
+
+def _token(raw: bytes) -> str:
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return "kd1." + base64.urlsafe_b64encode(packer.compress(raw) + packer.flush()).decode()
+
+
+BAD_ARGS = [
+    (["run"], "exactly one"),
+    (["run", "kv_linearizability", "--entry", "kelpie_dst.examples.bank:main"], "exactly one"),
+    (["run", "no_such_scenario"], "unknown scenario 'no_such_scenario' (allowed: "),
+    (["run", "missing/file.toml"], "no scenario file 'missing/file.toml'"),
+    (["run", "kv_linearizability", "--seed", "abc"], "'abc' is not a valid integer"),
+    (["run", "kv_linearizability", "--set", "noequals"], "--set 'noequals': expected PATH=VALUE"),
+    (["run", "kv_linearizability", "--set", "bad path=1"], "expected PATH=VALUE"),
+    (
+        ["run", "kv_linearizability", "--set", "faults.network.partition.probability=2"],
+        "faults.network.partition.probability: a probability must be within [0, 1], got 2.0 "
+        "(set by --set)",
+    ),
+    (
+        ["run", "kv_linearizability", "--set", "workload.params.clients=abc"],
+        "workload.params.clients: expected an integer, got string 'abc' (set by --set)",
+    ),
+    (
+        ["run", "kv_linearizability", "--set", "duration.x=1"],
+        "--set duration.x=1: duration is string '1m', not a table",
+    ),
+    (["run", "kv_linearizability", "--set", "nope=1"], "nope: unknown field (set by --set)"),
+    (["run", "kv_linearizability", "--fault", "disk.melt=0.1"], "unknown fault type 'disk.melt'"),
+    (["run", "kv_linearizability", "--max-time", "10s"], "use --set duration"),
+    (["run", "--entry", "kelpie_dst.examples.bank:main", "--set", "x=1"], "--set is for"),
+    (["sweep"], "at least one SCENARIO or --corpus"),
+    (["sweep", "kv_linearizability", "--shard", "3/2"], "K must be between 1 and N"),
+    (["sweep", "kv_linearizability", "--shard", "x"], "--shard takes K/N"),
+    (["sweep", "kv_linearizability", "--seeds", "0"], "Invalid value for '--seeds'"),
+    (["sweep", "kv_linearizability", "--jobs", "0"], "Invalid value for '--jobs'"),
+    (["sweep", "kv_linearizability", "--time-budget", "soon"], "bad duration 'soon'"),
+    (["sweep", "--corpus", "/nonexistent/seeds"], "no such file or directory"),
+    (["sweep", "--corpus", str(Path(__file__).parent / "bad_corpus")], "has no note"),
+    (["replay", "garbage"], "not a replay token"),
+    (["replay", "kd1.!!!!"], "damaged replay token"),
+    (["replay", _token(b"[1, 2]")], "damaged replay token"),
+    (["replay", _token(b'{"s": 3, "n": 1}')], "damaged replay token"),
+    (["shrink", "kv_linearizability"], "Missing option '--seed'"),
+    (["list", "--path", "/nonexistent/dir"], "no such directory"),
+    (["sweep", "kv_linearizability", "--bogus"], "No such option"),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), BAD_ARGS, ids=[" ".join(a) for a, _ in BAD_ARGS])
+def test_bad_arguments(args: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    line = assert_usage_error(cli(capsys, *args))
+    assert expected in line, (expected, line)
+
+
+def test_a_seed_that_passes_has_nothing_to_shrink(capsys: pytest.CaptureFixture[str]) -> None:
+    line = assert_usage_error(
+        cli(capsys, "shrink", "kv_linearizability", "--seed", "0", "--set", "workload.params.ops=2")
+    )
+    assert "does not fail, so there is nothing to shrink" in line
+
+
+def test_in_a_real_process_too() -> None:
+    """The same contract from the real command line (two samples; the rest run in-process)."""
+    for args in (["run", str(BAD / "fault_unknown_type.toml")], ["replay", "garbage"]):
+        assert_usage_error(subprocess_cli(*args))

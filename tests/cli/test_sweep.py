@@ -1,0 +1,127 @@
+"""`kelpie-dst sweep`: parallel results equal serial ones, shards partition the seeds, reports
+parse, fail-fast and time budgets stop early, the corpus passes; `kelpie-dst list`."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kelpie_dst.scenario import ReplayToken
+
+from .helpers import QUALITY, ROOT, cli
+
+LOST = str(QUALITY / "lost_update.toml")
+
+
+def sweep_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> dict[str, Any]:
+    path = tmp_path / "report.json"
+    out = cli(capsys, "sweep", *args, "--json", str(path))
+    data: dict[str, Any] = json.loads(path.read_text())
+    data["_out"] = out
+    return data
+
+
+def without_wall(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Results minus wall times. Messages are cut to their first line and details dropped:
+    pytest rewrites the asserts of kelpie_dst (it ships a pytest plugin) in this process but
+    not in spawned workers, which appends the assert's introspection to the message."""
+    return [
+        {k: v for k, v in r.items() if k not in ("wall_seconds", "details")}
+        | {"message": r["message"].split("\n")[0]}
+        for r in results
+    ]
+
+
+def test_two_jobs_give_the_same_results_as_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = (LOST, "kv_linearizability", "bank", "http_echo", "--seeds", "5")
+    serial = sweep_json(capsys, tmp_path, *args)
+    parallel = sweep_json(capsys, tmp_path, *args, "--jobs", "2")
+    assert without_wall(serial["results"]) == without_wall(parallel["results"])
+    assert len(serial["results"]) == 20
+    assert serial["_out"].code == parallel["_out"].code == 1  # the canary fails some seeds
+
+
+def test_shards_cover_exactly_the_unsharded_seeds(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = (LOST, "kv_linearizability", "--seeds", "5", "--start", "10")
+    whole = sweep_json(capsys, tmp_path, *args)
+    parts = [sweep_json(capsys, tmp_path, *args, "--shard", f"{k}/2") for k in (1, 2)]
+    key = [(r["scenario"], r["seed"]) for r in whole["results"]]
+    shard_keys = [(r["scenario"], r["seed"]) for p in parts for r in p["results"]]
+    assert sorted(shard_keys) == sorted(key) and len(set(shard_keys)) == len(key) == 10
+    assert {s for _, s in key} == set(range(10, 15))
+    merged = sorted(
+        without_wall([r for p in parts for r in p["results"]]),
+        key=lambda r: (r["scenario"], r["seed"]),
+    )
+    assert merged == sorted(
+        without_wall(whole["results"]), key=lambda r: (r["scenario"], r["seed"])
+    )
+
+
+def test_reports_and_failure_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    junit = tmp_path / "junit.xml"
+    data = sweep_json(capsys, tmp_path, LOST, "--seeds", "6", "--junit", str(junit))
+    out = data["_out"]
+    summary = data["summary"]
+    failed = [r for r in data["results"] if not r["ok"]]
+    assert out.code == 1 and failed
+    assert summary["seeds_run"] == 6 and summary["failures"] == len(failed)
+    assert summary["failures_by_class"] == {"invariant": len(failed)}
+    assert summary["faults_fired"]["storage.latency"] > 0
+    assert summary["events_per_second"] > 0 and summary["virtual_to_wall"] > 0
+    for r in failed:  # every failure printed its replay line, and the JSON carries it
+        assert f"FAILED canary_lost_update seed={r['seed']}: invariant: " in out.out
+        assert r["replay"] in out.out
+        token = ReplayToken.decode(r["replay"].split()[-1])
+        assert (token.seed, token.trace_hash) == (r["seed"], r["trace_hash"])
+    assert "sweep summary" in out.out and "failures: invariant" in out.out
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites" and root.get("tests") == "6"
+    assert root.get("failures") == str(len(failed))
+    [suite] = list(root)
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [f"seed={s}" for s in range(6)]
+    failures = [c.find("failure") for c in cases if c.find("failure") is not None]
+    assert len(failures) == len(failed)
+    assert all(
+        f is not None and "replay: kelpie-dst replay kd1." in (f.text or "") for f in failures
+    )
+
+
+def test_fail_fast_and_time_budget(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    fast = sweep_json(capsys, tmp_path, LOST, "--seeds", "20", "--fail-fast")
+    results = fast["results"]
+    assert fast["summary"]["stopped"] == "fail-fast" and not results[-1]["ok"]
+    assert all(r["ok"] for r in results[:-1]) and len(results) < 20
+    assert "stopped early" in fast["_out"].out
+    budget = sweep_json(
+        capsys, tmp_path, "kv_linearizability", "--seeds", "1000", "--time-budget", "300ms"
+    )
+    assert budget["summary"]["stopped"] == "time budget"
+    assert 0 < budget["summary"]["seeds_run"] < 1000 and budget["_out"].code == 0
+
+
+def test_the_seed_corpus_passes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = sweep_json(capsys, tmp_path, "--corpus", str(ROOT / "seeds"))
+    assert data["_out"].code == 0, data["_out"].out
+    assert len(data["results"]) >= 10 and all(r["ok"] for r in data["results"])
+    assert {r["scenario"] for r in data["results"]} >= {"kv_linearizability", "bank", "http_echo"}
+
+
+def test_list(capsys: pytest.CaptureFixture[str]) -> None:
+    out = cli(capsys, "list")
+    assert out.code == 0
+    lines = out.out.splitlines()
+    assert lines[0].split() == ["NAME", "SEEDS", "DESCRIPTION"]
+    kv = next(line for line in lines if line.startswith("kv_linearizability "))
+    assert kv.split()[1] == "200" and "linearizable" in kv
+    canaries = cli(capsys, "list", "--path", str(QUALITY))
+    assert canaries.out.count("canary_") == 4

@@ -21,7 +21,7 @@ class SystemClock:
     """Production: the host's wall clock."""
 
     def now(self) -> float:
-        return time.time()  # noqa: kelpie-determinism  (the production side of the port)
+        return time.time()  # determinism-ok: the production side of the port
 
 
 def utc_datetime(clock: Clock) -> _dt.datetime:

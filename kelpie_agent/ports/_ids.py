@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import random  # noqa: kelpie-determinism  (the Random type only; never the module functions)
+import random  # determinism-ok: the Random type only; never the module functions
 import uuid
 from typing import Protocol
 
@@ -21,7 +21,7 @@ class SystemIds:
     """Production: ``uuid4`` from the operating system's entropy."""
 
     def new(self, prefix: str) -> str:
-        return f"{prefix}-{uuid.uuid4()}"  # noqa: kelpie-determinism  (production side)
+        return f"{prefix}-{uuid.uuid4()}"  # determinism-ok: production side
 
 
 class SeededIds:

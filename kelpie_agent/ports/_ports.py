@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import random  # noqa: kelpie-determinism  (the Random type only; never the module functions)
+import random  # determinism-ok: the Random type only; never the module functions
 
 import attrs
 
@@ -23,5 +23,5 @@ class Ports:
 
 def system_ports() -> Ports:
     """Production ports: the host clock, uuid4 ids and an OS-seeded generator."""
-    rng = random.SystemRandom()  # noqa: kelpie-determinism  (production side)
+    rng = random.SystemRandom()  # determinism-ok: production side
     return Ports(clock=SystemClock(), ids=SystemIds(), rng=rng)

@@ -1,4 +1,4 @@
-"""Fixtures for the storage tests: a throwaway PostgreSQL cluster, and store factories.
+"""Session fixtures for every test that needs PostgreSQL: a throwaway cluster, and store factories.
 
 The cluster is started once per session from the server binaries found (in order) in
 ``$KELPIE_PG_BIN``, ``pg_config --bindir``, the newest ``/usr/lib/postgresql/*/bin`` (Debian's

@@ -1,0 +1,167 @@
+"""The agent core: AgentActor, its state, the loop per agent type, tools, streaming, checkpoints.
+
+An :class:`AgentActor` is one agent as a virtual actor. It keeps its state in the KV port
+(key layout in ``_codec``), runs the Letta-style loop (``memgpt_agent``, ``letta_v1_agent``,
+``react_agent``) against the LLM port, runs tools (memory, archival and conversation search,
+sandbox, custom code, MCP), streams events, and writes a checkpoint with every step so a crash
+never repeats a completed tool call. See docs/agent.md and docs/tools/.
+"""
+
+from ._actor import AgentActor as AgentActor
+from ._builtins import BUILTINS as BUILTINS
+from ._builtins import Builtin as Builtin
+from ._builtins import builtin_by_name as builtin_by_name
+from ._builtins import builtin_id as builtin_id
+from ._builtins import default_tool_names as default_tool_names
+from ._checkpoint import PendingCall as PendingCall
+from ._checkpoint import SessionCheckpoint as SessionCheckpoint
+from ._codec import Keys as Keys
+from ._config import ActorContextLike as ActorContextLike
+from ._config import AgentEnv as AgentEnv
+from ._config import LoopConfig as LoopConfig
+from ._config import McpToolSource as McpToolSource
+from ._custom_tools import CustomTool as CustomTool
+from ._custom_tools import parse_tool_source as parse_tool_source
+from ._errors import AgentError as AgentError
+from ._errors import AgentExistsError as AgentExistsError
+from ._errors import AgentNotFoundError as AgentNotFoundError
+from ._errors import AgentStorageError as AgentStorageError
+from ._errors import BlockLimitError as BlockLimitError
+from ._errors import BlockNotFoundError as BlockNotFoundError
+from ._errors import InvalidRequestError as InvalidRequestError
+from ._errors import PassageNotFoundError as PassageNotFoundError
+from ._errors import SessionError as SessionError
+from ._errors import ToolDefinitionError as ToolDefinitionError
+from ._errors import ToolNotFoundError as ToolNotFoundError
+from ._messages import AgentMessage as AgentMessage
+from ._messages import AssistantMessage as AssistantMessage
+from ._messages import LettaStopReason as LettaStopReason
+from ._messages import LettaUsage as LettaUsage
+from ._messages import ReasoningMessage as ReasoningMessage
+from ._messages import StreamEvent as StreamEvent
+from ._messages import SystemMessage as SystemMessage
+from ._messages import ToolCallInfo as ToolCallInfo
+from ._messages import ToolCallMessage as ToolCallMessage
+from ._messages import ToolReturnMessage as ToolReturnMessage
+from ._messages import UserMessage as UserMessage
+from ._messages import letta_json as letta_json
+from ._messages import render_messages as render_messages
+from ._models import AGENT_TYPES as AGENT_TYPES
+from ._models import AgentRecord as AgentRecord
+from ._models import Block as Block
+from ._models import PassageRecord as PassageRecord
+from ._models import ToolRule as ToolRule
+from ._models import ToolSpec as ToolSpec
+from ._requests import AgentView as AgentView
+from ._requests import AttachBlock as AttachBlock
+from ._requests import AttachTool as AttachTool
+from ._requests import BlockCreate as BlockCreate
+from ._requests import CreateAgent as CreateAgent
+from ._requests import DeleteAgent as DeleteAgent
+from ._requests import DeletePassage as DeletePassage
+from ._requests import DetachBlock as DetachBlock
+from ._requests import DetachTool as DetachTool
+from ._requests import ExportSession as ExportSession
+from ._requests import GetAgent as GetAgent
+from ._requests import GetBlock as GetBlock
+from ._requests import GetSession as GetSession
+from ._requests import ImportSession as ImportSession
+from ._requests import InputMessage as InputMessage
+from ._requests import InsertPassage as InsertPassage
+from ._requests import ListBlocks as ListBlocks
+from ._requests import ListMessages as ListMessages
+from ._requests import ListPassages as ListPassages
+from ._requests import ListTools as ListTools
+from ._requests import PassageHit as PassageHit
+from ._requests import ResetMessages as ResetMessages
+from ._requests import ResumeRun as ResumeRun
+from ._requests import RunTool as RunTool
+from ._requests import SearchPassages as SearchPassages
+from ._requests import SendMessage as SendMessage
+from ._requests import SessionSnapshot as SessionSnapshot
+from ._requests import ToolRunResult as ToolRunResult
+from ._requests import TurnResult as TurnResult
+from ._requests import UpdateAgent as UpdateAgent
+from ._requests import UpdateBlock as UpdateBlock
+from ._stores import BlockStore as BlockStore
+from ._stores import ToolStore as ToolStore
+
+__all__ = [
+    "AGENT_TYPES",
+    "BUILTINS",
+    "ActorContextLike",
+    "AgentActor",
+    "AgentEnv",
+    "AgentError",
+    "AgentExistsError",
+    "AgentMessage",
+    "AgentNotFoundError",
+    "AgentRecord",
+    "AgentStorageError",
+    "AgentView",
+    "AssistantMessage",
+    "AttachBlock",
+    "AttachTool",
+    "Block",
+    "BlockCreate",
+    "BlockLimitError",
+    "BlockNotFoundError",
+    "BlockStore",
+    "Builtin",
+    "CreateAgent",
+    "CustomTool",
+    "DeleteAgent",
+    "DeletePassage",
+    "DetachBlock",
+    "DetachTool",
+    "ExportSession",
+    "GetAgent",
+    "GetBlock",
+    "GetSession",
+    "ImportSession",
+    "InputMessage",
+    "InsertPassage",
+    "InvalidRequestError",
+    "Keys",
+    "LettaStopReason",
+    "LettaUsage",
+    "ListBlocks",
+    "ListMessages",
+    "ListPassages",
+    "ListTools",
+    "LoopConfig",
+    "McpToolSource",
+    "PassageHit",
+    "PassageNotFoundError",
+    "PassageRecord",
+    "PendingCall",
+    "ReasoningMessage",
+    "ResetMessages",
+    "ResumeRun",
+    "RunTool",
+    "SearchPassages",
+    "SendMessage",
+    "SessionCheckpoint",
+    "SessionError",
+    "SessionSnapshot",
+    "SystemMessage",
+    "ToolCallInfo",
+    "ToolCallMessage",
+    "ToolDefinitionError",
+    "ToolNotFoundError",
+    "ToolReturnMessage",
+    "ToolRule",
+    "ToolRunResult",
+    "ToolSpec",
+    "ToolStore",
+    "TurnResult",
+    "UpdateAgent",
+    "UpdateBlock",
+    "UserMessage",
+    "builtin_by_name",
+    "builtin_id",
+    "default_tool_names",
+    "letta_json",
+    "parse_tool_source",
+    "render_messages",
+]

@@ -1,0 +1,359 @@
+"""Requests that read or change an agent outside the loop: the agent itself, its blocks,
+messages, archival memory and tools. Each change is one transaction (compute, commit, apply)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from kelpie_agent.storage import Transaction
+
+from ._builtins import MEMORY_TOOLS, builtin_by_id
+from ._codec import Keys, pack, unpack
+from ._errors import (
+    AgentExistsError,
+    BlockLimitError,
+    BlockNotFoundError,
+    InvalidRequestError,
+    ToolNotFoundError,
+)
+from ._loop import load_toolset
+from ._messages import AgentMessage, render_messages
+from ._models import DEFAULT_BLOCK_LIMIT, AgentRecord, Block, ToolSpec, check_label
+from ._requests import (
+    AgentView,
+    BlockCreate,
+    CreateAgent,
+    InputMessage,
+    ListMessages,
+    UpdateBlock,
+)
+from ._runtime import AgentRuntime
+
+__all__ = [
+    "attach_block",
+    "attach_tool",
+    "create_agent",
+    "delete_agent",
+    "detach_block",
+    "detach_tool",
+    "list_messages",
+    "reset_messages",
+    "update_agent",
+    "update_block",
+    "view",
+]
+
+_UPDATABLE = frozenset(
+    {
+        "name",
+        "system",
+        "model",
+        "embedding",
+        "context_window",
+        "max_tokens",
+        "description",
+        "tags",
+        "metadata",
+        "tool_rules",
+        "timezone",
+    }
+)
+_BATCH = 200
+
+
+async def view(rt: AgentRuntime) -> AgentView:
+    agent = rt.require()
+    await rt.refresh_blocks()
+    tools = await load_toolset(rt)
+    specs = tuple(t.spec for t in tools.tools.values())
+    session = rt.session
+    return AgentView(
+        agent,
+        tuple(rt.ordered_blocks()),
+        specs,
+        session.stop_reason if session is not None else None,
+        tuple(m.id for m in rt.history),
+    )
+
+
+def _block(spec: BlockCreate, rt: AgentRuntime, now: float) -> Block:
+    limit = DEFAULT_BLOCK_LIMIT if spec.limit is None else spec.limit
+    if len(spec.value) > limit:
+        raise BlockLimitError(
+            f"block {spec.label!r}: value has {len(spec.value)} characters, over its limit {limit}"
+        )
+    return Block(
+        id=rt.new_id("block"),
+        label=spec.label,
+        value=spec.value,
+        limit=limit,
+        description=spec.description,
+        read_only=spec.read_only,
+        metadata=spec.metadata,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+async def _existing_tool(rt: AgentRuntime, tool_id: str) -> ToolSpec:
+    builtin = builtin_by_id(tool_id)
+    if builtin is not None:
+        return builtin.spec()
+    key = Keys.tool(tool_id)
+    data = await rt.get(key, f"tool {tool_id}")
+    if data is None:
+        raise ToolNotFoundError(f"tool {tool_id!r} not found")
+    spec: ToolSpec = unpack(data)
+    return spec
+
+
+def _check_tool(agent: AgentRecord, spec: ToolSpec, names: list[str]) -> None:
+    if spec.name in names:
+        raise InvalidRequestError(f"agent {agent.id} already has a tool named {spec.name!r}")
+    if agent.agent_type == "react_agent" and spec.name in MEMORY_TOOLS:
+        raise InvalidRequestError(f"a react_agent has no memory tools; cannot attach {spec.name!r}")
+
+
+async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
+    if rt.agent is not None:
+        raise AgentExistsError(f"agent {rt.agent_id} already exists")
+    now = rt.now()
+    agent = AgentRecord(
+        id=rt.agent_id,
+        name=request.name,
+        agent_type=request.agent_type,
+        system=request.system,
+        model=request.model,
+        embedding=request.embedding,
+        context_window=request.context_window,
+        max_tokens=request.max_tokens,
+        description=request.description,
+        tags=request.tags,
+        metadata=request.metadata,
+        tool_rules=request.tool_rules,
+        timezone=request.timezone,
+        created_at=now,
+        updated_at=now,
+    )
+    labels: list[str] = []
+    blocks: list[Block] = []
+    for created in request.memory_blocks:
+        blocks.append(_block(created, rt, now))
+    for block_id in request.block_ids:
+        data = await rt.get(Keys.block(block_id), f"block {block_id}")
+        if data is None:
+            raise BlockNotFoundError(f"block {block_id!r} not found")
+        blocks.append(unpack(data))
+    for block in blocks:
+        if block.label in labels:
+            raise InvalidRequestError(f"memory_blocks: label {block.label!r} appears twice")
+        labels.append(block.label)
+    names: list[str] = []
+    for tool_id in request.tool_ids:
+        spec = await _existing_tool(rt, tool_id)
+        _check_tool(agent, spec, names)
+        names.append(spec.name)
+    agent = attrs.evolve(agent, block_ids=tuple(b.id for b in blocks), tool_ids=request.tool_ids)
+    leftovers = await rt.read(lambda: rt.ctx.kv.scan_prefix(rt.keys.messages, limit=1), "history")
+    if leftovers:  # an agent with this id was deleted half-way: finish the job first
+        await _delete_prefixes(rt)
+    initial = [_initial(rt, m) for m in request.initial_messages]
+    writes = [(Keys.block(b.id), pack(b)) for b in blocks[: len(request.memory_blocks)]]
+    writes += [*rt.message_writes(initial), (rt.keys.agent, pack(agent))]
+    await rt.write(writes, "the new agent")
+    rt.agent = agent
+    rt.blocks = {b.id: b for b in blocks}
+    rt.remember(initial)
+    return await view(rt)
+
+
+def _initial(rt: AgentRuntime, message: InputMessage) -> AgentMessage:
+    from ._session import _input
+
+    return attrs.evolve(_input(rt, message, ""), run_id=None)
+
+
+async def update_agent(rt: AgentRuntime, changes: Mapping[str, Any]) -> AgentView:
+    agent = rt.require()
+    unknown = sorted(set(changes) - _UPDATABLE)
+    if unknown:
+        raise InvalidRequestError(
+            f"cannot update {', '.join(unknown)} (updatable: {', '.join(sorted(_UPDATABLE))})"
+        )
+    values = dict(changes)
+    if "tags" in values:
+        values["tags"] = tuple(values["tags"])
+    if "tool_rules" in values:
+        values["tool_rules"] = tuple(values["tool_rules"])
+    new = attrs.evolve(agent, **values, updated_at=rt.now())
+    await rt.write([(rt.keys.agent, pack(new))], "the agent")
+    rt.agent = new
+    return await view(rt)
+
+
+async def _delete_keys(rt: AgentRuntime, keys: list[bytes], what: str) -> None:
+    for start in range(0, len(keys), _BATCH):
+        batch = keys[start : start + _BATCH]
+
+        async def build(txn: Transaction, batch: list[bytes] = batch) -> None:
+            for key in batch:
+                await txn.delete(key)
+
+        await rt.commit(build, what)
+
+
+async def _delete_prefixes(rt: AgentRuntime, *, passages: bool = True) -> None:
+    prefixes = [rt.keys.messages, rt.keys.message_ids]
+    if passages:
+        prefixes += [rt.keys.passages, rt.keys.passage_ids]
+    for prefix in prefixes:
+        rows = await rt.scan_all(prefix, "keys to delete")
+        await _delete_keys(rt, [key for key, _ in rows], "old records")
+
+
+async def delete_agent(rt: AgentRuntime) -> None:
+    rt.require()
+    await _delete_keys(rt, [rt.keys.agent, rt.keys.session], "the agent")
+    rt.agent, rt.session, rt.blocks = None, None, {}
+    rt.history.clear()
+    rt.archive = None
+    await _delete_prefixes(rt)
+    await rt.close_sandbox()
+
+
+async def reset_messages(rt: AgentRuntime) -> AgentView:
+    rt.require()
+    await _delete_keys(rt, [rt.keys.session], "the session")
+    rt.session = None
+    rt.history.clear()
+    await _delete_prefixes(rt, passages=False)
+    return await view(rt)
+
+
+async def _seq_of(rt: AgentRuntime, message_id: str | None) -> int | None:
+    if message_id is None:
+        return None
+    key = rt.keys.message_id(message_id)
+    data = await rt.get(key, f"message {message_id}")
+    if data is None:
+        raise InvalidRequestError(f"message {message_id!r} not found on agent {rt.agent_id}")
+    seq: int = unpack(data)
+    return seq
+
+
+async def list_messages(rt: AgentRuntime, request: ListMessages) -> list[AgentMessage]:
+    rt.require()
+    if request.order not in ("asc", "desc"):
+        raise InvalidRequestError(f"order must be 'asc' or 'desc', got {request.order!r}")
+    if isinstance(request.limit, bool) or not isinstance(request.limit, int) or request.limit < 0:
+        raise InvalidRequestError(f"limit must be an integer >= 0, got {request.limit!r}")
+    after, before = await _seq_of(rt, request.after), await _seq_of(rt, request.before)
+    start = rt.keys.message(after + 1) if after is not None else rt.keys.messages
+    end = rt.keys.message(before) if before is not None else Keys.prefix_end(rt.keys.messages)
+    reverse = request.order == "desc"
+    rows = await rt.read(
+        lambda: rt.ctx.kv.scan(start, end, limit=request.limit * 2 + 10, reverse=reverse),
+        "messages",
+    )
+    messages = [unpack(value) for _, value in rows]
+    rendered = render_messages(
+        messages[::-1] if reverse else messages, use_assistant_message=request.use_assistant_message
+    )
+    if reverse:
+        rendered.reverse()
+    return rendered[: request.limit]
+
+
+async def update_block(rt: AgentRuntime, request: UpdateBlock) -> Block:
+    agent = rt.require()
+    await rt.refresh_blocks()
+    current = rt.block_by_label(request.label)
+    if current is None:
+        raise BlockNotFoundError(
+            f"agent {agent.id} has no block labelled {request.label!r} "
+            f"(labels: {', '.join(b.label for b in rt.ordered_blocks()) or 'none'})"
+        )
+    if request.new_label is not None:
+        check_label(request.new_label, "new label")
+        if request.new_label != request.label and rt.block_by_label(request.new_label):
+            raise InvalidRequestError(f"agent {agent.id} already has a block {request.new_label!r}")
+
+    async def build(txn: Transaction) -> Block:
+        data = await txn.get(Keys.block(current.id))
+        block: Block = unpack(data) if data is not None else current
+        changes: dict[str, Any] = {"updated_at": rt.now()}
+        for field in ("value", "limit", "description", "read_only", "metadata"):
+            value = getattr(request, field)
+            if value is not None:
+                changes[field] = value
+        if request.new_label is not None:
+            changes["label"] = request.new_label
+        new = attrs.evolve(block, **changes)
+        if len(new.value) > new.limit:
+            raise BlockLimitError(
+                f"block {new.label!r}: value has {len(new.value)} characters, over its limit "
+                f"{new.limit}"
+            )
+        await txn.set(Keys.block(new.id), pack(new))
+        return new
+
+    new = await rt.commit(build, f"block {request.label}")
+    rt.blocks[new.id] = new
+    return new
+
+
+async def attach_block(rt: AgentRuntime, block_id: str) -> AgentView:
+    agent = rt.require()
+    if block_id in agent.block_ids:
+        return await view(rt)
+    data = await rt.get(Keys.block(block_id), f"block {block_id}")
+    if data is None:
+        raise BlockNotFoundError(f"block {block_id!r} not found")
+    block: Block = unpack(data)
+    await rt.refresh_blocks()
+    if rt.block_by_label(block.label) is not None:
+        raise InvalidRequestError(f"agent {agent.id} already has a block labelled {block.label!r}")
+    new = attrs.evolve(agent, block_ids=(*agent.block_ids, block_id), updated_at=rt.now())
+    await rt.write([(rt.keys.agent, pack(new))], "the agent")
+    rt.agent, rt.blocks[block_id] = new, block
+    return await view(rt)
+
+
+async def detach_block(rt: AgentRuntime, block_id: str) -> AgentView:
+    agent = rt.require()
+    if block_id not in agent.block_ids:
+        raise BlockNotFoundError(f"block {block_id!r} is not attached to agent {agent.id}")
+    new = attrs.evolve(
+        agent, block_ids=tuple(b for b in agent.block_ids if b != block_id), updated_at=rt.now()
+    )
+    await rt.write([(rt.keys.agent, pack(new))], "the agent")
+    rt.agent = new
+    rt.blocks.pop(block_id, None)
+    return await view(rt)
+
+
+async def attach_tool(rt: AgentRuntime, tool_id: str) -> AgentView:
+    agent = rt.require()
+    if tool_id in agent.tool_ids:
+        return await view(rt)
+    spec = await _existing_tool(rt, tool_id)
+    _check_tool(agent, spec, (await load_toolset(rt)).names)
+    new = attrs.evolve(agent, tool_ids=(*agent.tool_ids, tool_id), updated_at=rt.now())
+    await rt.write([(rt.keys.agent, pack(new))], "the agent")
+    rt.agent = new
+    return await view(rt)
+
+
+async def detach_tool(rt: AgentRuntime, tool_id: str) -> AgentView:
+    agent = rt.require()
+    if tool_id not in agent.tool_ids:
+        raise ToolNotFoundError(f"tool {tool_id!r} is not attached to agent {agent.id}")
+    new = attrs.evolve(
+        agent, tool_ids=tuple(t for t in agent.tool_ids if t != tool_id), updated_at=rt.now()
+    )
+    await rt.write([(rt.keys.agent, pack(new))], "the agent")
+    rt.agent = new
+    return await view(rt)

@@ -1,0 +1,272 @@
+"""The agent loop: steps until a stop reason, per agent type, with a checkpoint per commit.
+
+A *step* is one LLM call and the tool calls it makes. What ends a run:
+
+==========================  ==============================================================
+``end_turn``                 memgpt: ``send_message`` ran, or no heartbeat was requested (or
+                             heartbeats are paused); letta_v1/react: a plain-text answer
+``tool_rule``                an ``exit_loop`` rule's tool, or ``memory_finish_edits``, ran
+``max_steps``                the step budget is used up (``max_steps`` LLM calls)
+``llm_api_error``            the LLM kept failing after the retries, or refused the request
+``invalid_tool_call``        ``max_invalid_steps`` steps in a row whose calls were all refused
+``invalid_llm_response``     more than ``max_empty_responses`` empty answers
+``no_tool_call``             memgpt answered without a tool after ``no_tool_call_nudges``
+``max_tokens_exceeded``      a text answer was cut off at ``max_tokens``
+``cancelled``                the caller's cancel event was set (checked between steps)
+``error``                    an unexpected failure inside the loop (recorded, never raised)
+==========================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import trio
+
+from kelpie_agent.actors import ActorError
+from kelpie_agent.llm import LlmRequest, TextBlock, ToolCall
+from kelpie_agent.storage import Transaction
+
+from ._archive import archive_of
+from ._builtins import SEND_MESSAGE, builtin_by_id
+from ._calls import finish, run_call
+from ._checkpoint import PendingCall, SessionCheckpoint
+from ._codec import Keys, pack, unpack
+from ._errors import AgentStorageError
+from ._events import EventSink
+from ._llm_call import LlmFailure, call_llm, streamer_factory
+from ._messages import (
+    AgentMessage,
+    AssistantMessage,
+    ReasoningMessage,
+    ToolCallInfo,
+    ToolCallMessage,
+    ToolReturnMessage,
+    UserMessage,
+    render_messages,
+)
+from ._models import ToolSpec
+from ._prompt import build_messages, system_prompt
+from ._runtime import AgentRuntime
+from ._toolset import ToolSet
+
+__all__ = ["Loop", "TurnOptions", "load_toolset"]
+
+
+@attrs.frozen
+class TurnOptions:
+    stream_tokens: bool = False
+    use_assistant_message: bool = True
+    cancel: trio.Event | None = attrs.field(default=None, eq=False)
+
+
+def _alert(text: str) -> str:
+    return json.dumps({"type": "system_alert", "message": text})
+
+
+EMPTY_ALERT = _alert("Your last response was empty. Respond to the user, or call a tool.")
+NO_TOOL_ALERT = _alert(
+    "You answered without calling a tool, so the user saw nothing. Use send_message to reply "
+    "to the user."
+)
+
+
+async def load_toolset(rt: AgentRuntime) -> ToolSet:
+    """The agent's tools as attached now (custom and MCP tools read from storage)."""
+    agent = rt.require()
+    specs: list[ToolSpec] = []
+    for tool_id in agent.tool_ids:
+        builtin = builtin_by_id(tool_id)
+        if builtin is not None:
+            specs.append(builtin.spec())
+            continue
+        key = Keys.tool(tool_id)
+        data = await rt.get(key, f"tool {tool_id}")
+        if data is not None:
+            specs.append(unpack(data))
+    return ToolSet(agent, specs)
+
+
+class Loop:
+    """Runs ``rt.session`` to its end, emitting events into ``sink``."""
+
+    def __init__(self, rt: AgentRuntime, sink: EventSink, options: TurnOptions) -> None:
+        self.rt = rt
+        self.sink = sink
+        self.options = options
+
+    async def run(self) -> SessionCheckpoint:
+        rt = self.rt
+        assert rt.session is not None
+        try:
+            tools = await load_toolset(rt)
+            if any(name.startswith("archival_") for name in tools.names):
+                await archive_of(rt)
+            while rt.session.running:
+                cp = rt.session
+                if cp.undone:
+                    for call in cp.undone:
+                        done = await run_call(rt, tools, call)
+                        await self._emit_return(done.returned)
+                    continue
+                if self.options.cancel is not None and self.options.cancel.is_set():
+                    await self._close(cp, "cancelled")
+                elif cp.iteration >= cp.max_steps:
+                    await self._close(cp, "max_steps")
+                else:
+                    await self._step(tools)
+        except (AgentStorageError, ActorError):
+            raise  # storage gave up, or the lease is gone: nothing more may be written
+        except Exception as error:  # a bug or an unexpected failure: stop the run, recorded
+            if rt.session.running:
+                await self._close(rt.session, "error", f"{type(error).__name__}: {error}")
+        return rt.session
+
+    async def _close(self, cp: SessionCheckpoint, reason: str, error: str | None = None) -> None:
+        done = finish(self.rt, cp, reason, error)
+        await self._commit([], done, "the end of the run")
+
+    async def _commit(self, messages: list[AgentMessage], cp: SessionCheckpoint, what: str) -> None:
+        rt = self.rt
+        writes = [*rt.message_writes(messages), (rt.keys.session, pack(cp))]
+
+        async def build(txn: Transaction) -> None:
+            for key, value in writes:
+                await txn.set(key, value)
+
+        await rt.commit(build, what)
+        rt.remember(messages)
+        rt.session = cp
+
+    async def _emit_return(self, returned: ToolReturnMessage) -> None:
+        for event in render_messages(
+            [returned], use_assistant_message=self.options.use_assistant_message
+        ):
+            await self.sink.emit(event)
+
+    def _request(self, tools: ToolSet) -> LlmRequest:
+        rt = self.rt
+        agent = rt.require()
+        llm_tools = tools.llm_tools()
+        archive = rt.archive
+        system = system_prompt(
+            agent,
+            rt.ordered_blocks(),
+            now=rt.time_text(),
+            messages=rt.history[-1].seq if rt.history else 0,
+            passages=len(archive) if archive is not None else None,
+        )
+        schema_chars = sum(
+            len(json.dumps(dict(t.input_schema))) + len(t.description) for t in llm_tools
+        )
+        budget = (agent.context_window - agent.max_tokens) * 4 - len(system) - schema_chars
+        messages = build_messages(rt.history, budget_chars=max(budget, 4000), tools=llm_tools)
+        return LlmRequest(agent.llm_model, messages, system, llm_tools, agent.max_tokens)
+
+    async def _step(self, tools: ToolSet) -> None:
+        rt = self.rt
+        cp = rt.session
+        assert cp is not None
+        agent = rt.require()
+        memgpt = agent.agent_type == "memgpt_agent"
+        await rt.refresh_blocks()
+        step_id = rt.new_id("step")
+        stream = None
+        if self.sink.active and self.options.stream_tokens:
+            stream = streamer_factory(
+                self.sink,
+                new_id=lambda: rt.new_id("message"),
+                now=rt.now,
+                text_kind="reasoning" if memgpt else "assistant",
+                assistant_tool=SEND_MESSAGE
+                if memgpt and self.options.use_assistant_message and SEND_MESSAGE in tools
+                else None,
+                run_id=cp.session_id,
+                step_id=step_id,
+            )
+        try:
+            outcome = await call_llm(
+                rt.env.llm,
+                self._request(tools),
+                config=rt.config,
+                random=rt.ctx.ports.rng.random,
+                new_id=lambda: rt.new_id("message"),
+                stream=stream,
+            )
+        except LlmFailure as failure:
+            await self._close(cp, "llm_api_error", str(failure))
+            return
+        response = outcome.response
+        usage = cp.usage.plus(response.usage.input_tokens, response.usage.output_tokens, 1)
+        common = {"run_id": cp.session_id, "step_id": step_id}
+        messages: list[AgentMessage] = []
+        calls: list[PendingCall] = []
+        seen: set[str] = set()
+        for index, block in enumerate(response.content):
+            mid, date = outcome.ids[index], rt.now()
+            if isinstance(block, TextBlock):
+                if not block.text.strip():
+                    continue
+                seq = rt.alloc_seq()
+                if memgpt:
+                    messages.append(
+                        ReasoningMessage(id=mid, date=date, seq=seq, reasoning=block.text, **common)
+                    )
+                else:
+                    messages.append(
+                        AssistantMessage(id=mid, date=date, seq=seq, content=block.text, **common)
+                    )
+            elif isinstance(block, ToolCall):
+                if block.id in seen:  # a repeated id would make the results ambiguous
+                    block = ToolCall(rt.new_id("toolu"), block.name, block.arguments)
+                seen.add(block.id)
+                info = ToolCallInfo(block.name, block.arguments, block.id)
+                messages.append(
+                    ToolCallMessage(id=mid, date=date, seq=rt.alloc_seq(), tool_call=info, **common)
+                )
+                calls.append(PendingCall(block.id, block.name, block.arguments, mid))
+        cp = attrs.evolve(cp, usage=usage, updated_at=rt.now())
+        if calls:
+            cp = attrs.evolve(cp, step_id=step_id, pending=tuple(calls))
+        elif not messages:  # an empty answer
+            if response.stop_reason == "max_tokens":
+                cp = finish(rt, cp, "max_tokens_exceeded")
+            elif cp.empty_responses < rt.config.max_empty_responses:
+                messages.append(self._alert(EMPTY_ALERT, cp.session_id))
+                cp = self._next(attrs.evolve(cp, empty_responses=cp.empty_responses + 1))
+            else:
+                cp = finish(
+                    rt, attrs.evolve(cp, iteration=cp.iteration + 1), "invalid_llm_response"
+                )
+        elif memgpt:  # thoughts without a tool: the user saw nothing
+            if cp.nudges < rt.config.no_tool_call_nudges and cp.iteration + 1 < cp.max_steps:
+                messages.append(self._alert(NO_TOOL_ALERT, cp.session_id))
+                cp = self._next(attrs.evolve(cp, nudges=cp.nudges + 1))
+            else:
+                cp = finish(rt, attrs.evolve(cp, iteration=cp.iteration + 1), "no_tool_call")
+        else:
+            reason = "max_tokens_exceeded" if response.stop_reason == "max_tokens" else "end_turn"
+            cp = finish(rt, attrs.evolve(cp, iteration=cp.iteration + 1), reason)
+        await self._commit(messages, cp, "the step's messages")
+        if stream is None:
+            shown = [m for m in messages if not isinstance(m, UserMessage)]
+            for event in render_messages(
+                shown, use_assistant_message=self.options.use_assistant_message
+            ):
+                await self.sink.emit(event)
+
+    def _next(self, cp: SessionCheckpoint) -> SessionCheckpoint:
+        cp = attrs.evolve(cp, iteration=cp.iteration + 1)
+        return finish(self.rt, cp, "max_steps") if cp.iteration >= cp.max_steps else cp
+
+    def _alert(self, content: str, run_id: str) -> UserMessage:
+        rt = self.rt
+        return UserMessage(
+            id=rt.new_id("message"),
+            date=rt.now(),
+            seq=rt.alloc_seq(),
+            run_id=run_id,
+            content=content,
+            kind="alert",
+        )

@@ -1,0 +1,356 @@
+"""The typed messages an AgentActor handles, and what it answers.
+
+Every request is an attrs frozen value; ``AgentActor.handle`` returns the matching response
+type (documented on each request) or raises an :class:`~kelpie_agent.agent.AgentError`.
+Optional fields left as ``None`` mean "unchanged" in updates and "not given" elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from ._checkpoint import SessionCheckpoint
+from ._messages import AgentMessage, LettaUsage, StreamEvent
+from ._models import AgentRecord, Block, PassageRecord, ToolRule, ToolSpec
+
+__all__ = [
+    "AgentView",
+    "AttachBlock",
+    "AttachTool",
+    "BlockCreate",
+    "CreateAgent",
+    "DeleteAgent",
+    "DeletePassage",
+    "DetachBlock",
+    "DetachTool",
+    "ExportSession",
+    "GetAgent",
+    "GetBlock",
+    "GetSession",
+    "ImportSession",
+    "InputMessage",
+    "InsertPassage",
+    "ListBlocks",
+    "ListMessages",
+    "ListPassages",
+    "ListTools",
+    "PassageHit",
+    "ResetMessages",
+    "ResumeRun",
+    "RunTool",
+    "SearchPassages",
+    "SendMessage",
+    "SessionSnapshot",
+    "ToolRunResult",
+    "TurnResult",
+    "UpdateAgent",
+    "UpdateBlock",
+]
+
+
+@attrs.frozen
+class InputMessage:
+    """One input message (``role`` user, system or assistant)."""
+
+    role: Literal["user", "system", "assistant"]
+    content: str
+    name: str | None = None
+    otid: str | None = None
+
+
+@attrs.frozen
+class BlockCreate:
+    """A block created together with the agent (``limit`` None: the default 20,000)."""
+
+    label: str
+    value: str = ""
+    limit: int | None = None
+    description: str = ""
+    read_only: bool = False
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
+
+
+# -- agent lifecycle -----------------------------------------------------------------------------
+@attrs.frozen
+class CreateAgent:
+    """Create this actor's agent -> :class:`AgentView`. ``tool_ids`` are attached in order
+    (use ``default_tool_names`` + ``builtin_id`` for the base tools)."""
+
+    name: str
+    agent_type: str = "letta_v1_agent"
+    system: str = ""
+    model: str = "anthropic/claude-sonnet-4-5"
+    embedding: str | None = None
+    context_window: int = 32_000
+    max_tokens: int = 4096
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
+    memory_blocks: tuple[BlockCreate, ...] = ()
+    block_ids: tuple[str, ...] = ()
+    tool_ids: tuple[str, ...] = ()
+    tool_rules: tuple[ToolRule, ...] = ()
+    timezone: str = "UTC"
+    initial_messages: tuple[InputMessage, ...] = ()
+
+
+@attrs.frozen
+class GetAgent:
+    """-> :class:`AgentView`."""
+
+
+@attrs.frozen
+class UpdateAgent:
+    """Change metadata -> :class:`AgentView`. Keys: name, system, model, embedding,
+    context_window, max_tokens, description, tags, metadata, tool_rules, timezone."""
+
+    changes: Mapping[str, Any] = attrs.field(hash=False)
+
+
+@attrs.frozen
+class DeleteAgent:
+    """Delete the agent, its messages, passages and session -> ``None``. Blocks stay (they
+    are standalone and may be shared)."""
+
+
+# -- messages ------------------------------------------------------------------------------------
+@attrs.frozen
+class SendMessage:
+    """Run the loop on new input -> :class:`TurnResult`.
+
+    ``stream`` receives events as they happen (messages, then :class:`LettaStopReason` and
+    :class:`LettaUsage`); with ``stream_tokens`` the LLM's text arrives in pieces that share a
+    message id. A consumer that closes its end or stops reading never breaks the run. Setting
+    ``cancel`` stops the run between steps with ``cancelled``. A request whose first message
+    has the same ``otid`` as the first input of the agent's last run is a retry (its first
+    attempt's outcome was unknown to the caller): it gets that run's result, not a new run.
+    """
+
+    messages: tuple[InputMessage, ...]
+    max_steps: int | None = None
+    stream: trio.MemorySendChannel[StreamEvent] | None = attrs.field(default=None, eq=False)
+    stream_tokens: bool = False
+    use_assistant_message: bool = True
+    cancel: trio.Event | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen
+class ListMessages:
+    """Stored messages -> ``list[AgentMessage]``: those strictly after message ``after`` and
+    strictly before ``before`` (in history order), sorted by ``order`` (``desc``: newest
+    first), the first ``limit`` of them; rendered with ``use_assistant_message``."""
+
+    after: str | None = None
+    before: str | None = None
+    limit: int = 100
+    order: Literal["asc", "desc"] = "desc"
+    use_assistant_message: bool = True
+
+
+@attrs.frozen
+class ResetMessages:
+    """Delete the message history and the session (memory stays) -> :class:`AgentView`."""
+
+
+# -- blocks --------------------------------------------------------------------------------------
+@attrs.frozen
+class ListBlocks:
+    """-> ``list[Block]`` in attachment order."""
+
+
+@attrs.frozen
+class GetBlock:
+    """-> :class:`Block` by label."""
+
+    label: str
+
+
+@attrs.frozen
+class UpdateBlock:
+    """Change the block with ``label`` -> :class:`Block`."""
+
+    label: str
+    value: str | None = None
+    limit: int | None = None
+    description: str | None = None
+    read_only: bool | None = None
+    new_label: str | None = None
+    metadata: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
+
+
+@attrs.frozen
+class AttachBlock:
+    """Attach the standalone block ``block_id`` -> :class:`AgentView`."""
+
+    block_id: str
+
+
+@attrs.frozen
+class DetachBlock:
+    """-> :class:`AgentView`."""
+
+    block_id: str
+
+
+# -- archival memory -----------------------------------------------------------------------------
+@attrs.frozen
+class InsertPassage:
+    """-> ``list[PassageRecord]`` (the one inserted)."""
+
+    text: str
+    tags: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ListPassages:
+    """-> ``list[PassageRecord]``, oldest first (``ascending``) or newest first; cursors are
+    passage ids, as for :class:`ListMessages`; ``search`` keeps texts containing it."""
+
+    after: str | None = None
+    before: str | None = None
+    limit: int = 100
+    search: str | None = None
+    ascending: bool = True
+
+
+@attrs.frozen
+class SearchPassages:
+    """Semantic search -> ``list[PassageHit]``. ``start``/``end`` are epoch seconds."""
+
+    query: str
+    tags: tuple[str, ...] = ()
+    tag_match_mode: Literal["any", "all"] = "any"
+    top_k: int = 5
+    start: float | None = None
+    end: float | None = None
+
+
+@attrs.frozen
+class DeletePassage:
+    """-> ``None``."""
+
+    passage_id: str
+
+
+# -- tools ---------------------------------------------------------------------------------------
+@attrs.frozen
+class ListTools:
+    """-> ``list[ToolSpec]`` attached to the agent."""
+
+
+@attrs.frozen
+class AttachTool:
+    """-> :class:`AgentView`."""
+
+    tool_id: str
+
+
+@attrs.frozen
+class DetachTool:
+    """-> :class:`AgentView`."""
+
+    tool_id: str
+
+
+@attrs.frozen
+class RunTool:
+    """Run an attached tool once, outside any run -> :class:`ToolRunResult`."""
+
+    name: str
+    args: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
+
+
+# -- sessions ------------------------------------------------------------------------------------
+@attrs.frozen
+class GetSession:
+    """-> :class:`SessionCheckpoint` or ``None``."""
+
+
+@attrs.frozen
+class ResumeRun:
+    """Finish an interrupted run (no-op if none) -> :class:`TurnResult` or ``None``."""
+
+
+@attrs.frozen
+class ExportSession:
+    """Hand the current session to another agent -> :class:`SessionSnapshot`. An unfinished
+    session is closed here (``cancelled``, ``transferred_to`` set) and continues there."""
+
+    target_agent_id: str
+
+
+@attrs.frozen
+class ImportSession:
+    """Take over a session exported by another agent; an unfinished one is resumed here
+    -> :class:`TurnResult`. Importing the same session twice is a no-op the second time."""
+
+    snapshot: SessionSnapshot
+    stream: trio.MemorySendChannel[StreamEvent] | None = attrs.field(default=None, eq=False)
+
+
+# -- responses -----------------------------------------------------------------------------------
+@attrs.frozen
+class AgentView:
+    """An agent as the API shows it (Letta's AgentState)."""
+
+    agent: AgentRecord
+    blocks: tuple[Block, ...]
+    tools: tuple[ToolSpec, ...]
+    last_stop_reason: str | None
+    message_ids: tuple[str, ...]
+
+
+@attrs.frozen
+class TurnResult:
+    """A finished run: its messages (input included, rendered), why it stopped, its usage."""
+
+    run_id: str
+    messages: tuple[AgentMessage, ...]
+    stop_reason: str
+    usage: LettaUsage
+    error: str | None = None
+
+    @property
+    def response_messages(self) -> tuple[AgentMessage, ...]:
+        """What Letta's LettaResponse.messages holds: the run's messages without user-role
+        ones (the input, heartbeats and alerts)."""
+        from ._messages import UserMessage
+
+        return tuple(m for m in self.messages if not isinstance(m, UserMessage))
+
+    @property
+    def reply(self) -> str:
+        """The assistant text the user sees, joined (for tests and demos)."""
+        from ._messages import AssistantMessage
+
+        return "\n".join(m.content for m in self.messages if isinstance(m, AssistantMessage))
+
+
+@attrs.frozen
+class PassageHit:
+    passage: PassageRecord
+    score: float
+
+
+@attrs.frozen
+class ToolRunResult:
+    """Letta's tool run answer."""
+
+    status: Literal["success", "error"]
+    func_return: str
+    stdout: tuple[str, ...] = ()
+    stderr: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class SessionSnapshot:
+    """A session in transit: its checkpoint and its messages (tool results included, so the
+    agent that takes it over never runs a completed call again)."""
+
+    source_agent_id: str
+    checkpoint: SessionCheckpoint
+    messages: tuple[AgentMessage, ...]

@@ -1,0 +1,265 @@
+"""Standalone tools and blocks: the registry the service layer manages outside any actor.
+
+``ToolStore`` lists the built-ins (fixed ids) together with stored tools: custom tools made
+from source code (schema derived by ``parse_tool_source``) and MCP tools. Names are unique.
+``BlockStore`` holds standalone blocks, which agents attach by id. Both write through plain
+KV transactions (these records are not owned by one actor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from kelpie_agent.llm._types import TOOL_NAME
+from kelpie_agent.ports import Ports
+from kelpie_agent.storage import KV, StorageError
+
+from ._builtins import BUILTINS, builtin_by_id, builtin_by_name
+from ._codec import Keys, pack, unpack
+from ._custom_tools import parse_tool_source
+from ._errors import (
+    AgentStorageError,
+    BlockLimitError,
+    BlockNotFoundError,
+    InvalidRequestError,
+    ToolDefinitionError,
+    ToolNotFoundError,
+)
+from ._models import DEFAULT_BLOCK_LIMIT, DEFAULT_RETURN_CHAR_LIMIT, Block, ToolSpec, check_label
+
+__all__ = ["BlockStore", "ToolStore"]
+
+_ATTEMPTS = 8
+
+
+async def _write(kv: KV, writes: list[tuple[bytes, bytes | None]], what: str) -> None:
+    for attempt in range(_ATTEMPTS):
+        try:
+            async with kv.transaction() as txn:
+                for key, value in writes:
+                    if value is None:
+                        await txn.delete(key)
+                    else:
+                        await txn.set(key, value)
+            return
+        except StorageError as error:
+            if attempt + 1 == _ATTEMPTS:
+                raise AgentStorageError(
+                    f"writing {what} failed {_ATTEMPTS} times: {error}"
+                ) from error
+
+
+async def _read(kv: KV, key: bytes, what: str) -> bytes | None:
+    for attempt in range(_ATTEMPTS):
+        try:
+            return await kv.get(key)
+        except StorageError as error:
+            if attempt + 1 == _ATTEMPTS:
+                raise AgentStorageError(
+                    f"reading {what} failed {_ATTEMPTS} times: {error}"
+                ) from error
+    raise AssertionError("unreachable")
+
+
+class ToolStore:
+    """Every tool: built-ins plus the custom and MCP tools stored under ``tool/<id>``."""
+
+    def __init__(self, kv: KV, ports: Ports) -> None:
+        self.kv = kv
+        self.ports = ports
+
+    async def _stored(self) -> list[ToolSpec]:
+        rows = await self.kv.scan_prefix(Keys.TOOLS)
+        return [unpack(value) for _, value in rows]
+
+    async def list(self) -> list[ToolSpec]:
+        """Built-ins first (in their fixed order), then stored tools by name."""
+        stored = sorted(await self._stored(), key=lambda t: t.name)
+        return [b.spec() for b in BUILTINS] + stored
+
+    async def get(self, tool_id: str) -> ToolSpec:
+        builtin = builtin_by_id(tool_id)
+        if builtin is not None:
+            return builtin.spec()
+        data = await _read(self.kv, Keys.tool(tool_id), f"tool {tool_id}")
+        if data is None:
+            raise ToolNotFoundError(f"tool {tool_id!r} not found")
+        spec: ToolSpec = unpack(data)
+        return spec
+
+    async def by_name(self, name: str) -> ToolSpec | None:
+        builtin = builtin_by_name(name)
+        if builtin is not None:
+            return builtin.spec()
+        return next((t for t in await self._stored() if t.name == name), None)
+
+    async def _save(self, spec: ToolSpec, *, replace: str | None = None) -> ToolSpec:
+        if not TOOL_NAME.match(spec.name):
+            raise ToolDefinitionError(f"tool name {spec.name!r} must match {TOOL_NAME.pattern}")
+        existing = await self.by_name(spec.name)
+        if existing is not None and existing.id != replace:
+            raise InvalidRequestError(f"a tool named {spec.name!r} already exists ({existing.id})")
+        await _write(self.kv, [(Keys.tool(spec.id), pack(spec))], f"tool {spec.name}")
+        return spec
+
+    def build(
+        self,
+        source_code: str,
+        *,
+        description: str | None = None,
+        json_schema: Mapping[str, Any] | None = None,
+        tags: tuple[str, ...] = (),
+        return_char_limit: int = DEFAULT_RETURN_CHAR_LIMIT,
+        name: str | None = None,
+    ) -> ToolSpec:
+        """A custom tool from Python source (not stored); the schema comes from the source
+        unless ``json_schema`` (Letta's ``{name, description, parameters}``) is given."""
+        parsed = parse_tool_source(source_code, name)
+        if json_schema is not None:
+            params = json_schema.get("parameters")
+            if not isinstance(params, Mapping) or params.get("type") != "object":
+                raise ToolDefinitionError(
+                    "json_schema.parameters must be a JSON schema of type object"
+                )
+            schema = dict(json_schema)
+            schema.setdefault("name", parsed.name)
+        else:
+            desc = description if description is not None else parsed.description
+            schema = {"name": parsed.name, "description": desc, "parameters": parsed.parameters}
+        if schema["name"] != parsed.name:
+            raise ToolDefinitionError(
+                f"json_schema.name {schema['name']!r} is not the function {parsed.name!r}"
+            )
+        now = self.ports.clock.now()
+        return ToolSpec(
+            id=self.ports.ids.new("tool"),
+            name=parsed.name,
+            description=description
+            if description is not None
+            else str(schema.get("description", "")),
+            json_schema=schema,
+            tool_type="custom",
+            source_code=source_code,
+            tags=tags,
+            return_char_limit=return_char_limit,
+            created_at=now,
+            updated_at=now,
+        )
+
+    async def create(self, source_code: str, **options: Any) -> ToolSpec:
+        """Store a new custom tool (options as for :meth:`build`)."""
+        return await self._save(self.build(source_code, **options))
+
+    async def upsert(self, source_code: str, **options: Any) -> ToolSpec:
+        """Create, or replace the custom tool with the same name (keeping its id)."""
+        fresh = self.build(source_code, **options)
+        existing = await self.by_name(fresh.name)
+        if existing is None:
+            return await self._save(fresh)
+        if existing.tool_type != "custom":
+            raise InvalidRequestError(f"{fresh.name!r} is a {existing.tool_type} tool")
+        spec = attrs.evolve(fresh, id=existing.id, created_at=existing.created_at)
+        return await self._save(spec, replace=existing.id)
+
+    async def add_mcp_tool(
+        self, server: str, name: str, description: str, input_schema: Mapping[str, Any]
+    ) -> ToolSpec:
+        """Register a tool of MCP server ``server`` (from ``McpClient.list_tools``)."""
+        if not isinstance(input_schema, Mapping) or input_schema.get("type") != "object":
+            raise ToolDefinitionError(f"mcp tool {name!r}: input schema must be of type object")
+        now = self.ports.clock.now()
+        spec = ToolSpec(
+            id=self.ports.ids.new("tool"),
+            name=name,
+            description=description,
+            json_schema={
+                "name": name,
+                "description": description,
+                "parameters": dict(input_schema),
+            },
+            tool_type="external_mcp",
+            mcp_server=server,
+            tags=(f"mcp:{server}",),
+            metadata={"mcp_tool": name, "mcp_server": server},
+            created_at=now,
+            updated_at=now,
+        )
+        return await self._save(spec)
+
+    async def delete(self, tool_id: str) -> None:
+        if builtin_by_id(tool_id) is not None:
+            raise InvalidRequestError("built-in tools cannot be deleted")
+        await self.get(tool_id)
+        await _write(self.kv, [(Keys.tool(tool_id), None)], f"tool {tool_id}")
+
+
+class BlockStore:
+    """Standalone memory blocks (``block/<id>``)."""
+
+    def __init__(self, kv: KV, ports: Ports) -> None:
+        self.kv = kv
+        self.ports = ports
+
+    async def create(
+        self,
+        label: str,
+        value: str = "",
+        *,
+        limit: int | None = None,
+        description: str = "",
+        read_only: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Block:
+        check_label(label)
+        limit = DEFAULT_BLOCK_LIMIT if limit is None else limit
+        if len(value) > limit:
+            raise BlockLimitError(
+                f"block {label!r}: value has {len(value)} characters, over its limit {limit}"
+            )
+        now = self.ports.clock.now()
+        block = Block(
+            id=self.ports.ids.new("block"),
+            label=label,
+            value=value,
+            limit=limit,
+            description=description,
+            read_only=read_only,
+            metadata=metadata or {},
+            created_at=now,
+            updated_at=now,
+        )
+        await _write(self.kv, [(Keys.block(block.id), pack(block))], f"block {label}")
+        return block
+
+    async def get(self, block_id: str) -> Block:
+        data = await _read(self.kv, Keys.block(block_id), f"block {block_id}")
+        if data is None:
+            raise BlockNotFoundError(f"block {block_id!r} not found")
+        block: Block = unpack(data)
+        return block
+
+    async def list(self, label: str | None = None) -> list[Block]:
+        rows = await self.kv.scan_prefix(Keys.BLOCKS)
+        blocks = [unpack(v) for _, v in rows]
+        return [b for b in blocks if label is None or b.label == label]
+
+    async def update(self, block_id: str, **changes: Any) -> Block:
+        allowed = {"value", "limit", "description", "read_only", "label", "metadata"}
+        unknown = sorted(set(changes) - allowed)
+        if unknown:
+            raise InvalidRequestError(f"cannot update {', '.join(unknown)} of a block")
+        block = attrs.evolve(await self.get(block_id), **changes, updated_at=self.ports.clock.now())
+        if len(block.value) > block.limit:
+            raise BlockLimitError(
+                f"block {block.label!r}: value has {len(block.value)} characters, over its limit "
+                f"{block.limit}"
+            )
+        await _write(self.kv, [(Keys.block(block.id), pack(block))], f"block {block_id}")
+        return block
+
+    async def delete(self, block_id: str) -> None:
+        await self.get(block_id)
+        await _write(self.kv, [(Keys.block(block_id), None)], f"block {block_id}")

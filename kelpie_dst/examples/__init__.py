@@ -9,4 +9,8 @@
 * :mod:`.deadlock`: two tasks taking two locks in opposite orders.
 * :mod:`.leaky`: programs that read the wall clock, make a uuid4, or start a thread.
 * :mod:`.setorder`: behaviour that depends on iterating a set of objects.
+* :mod:`.replication`: a 4-node replicated log that emits send/recv events (the trace-timeline
+  example in docs/traces.md).
+* :mod:`.toy_kv_service`: a cached KV service with a planted cache race, and the Hypothesis
+  state machines that find it (the tutorial in docs/hypothesis.md).
 """

@@ -200,6 +200,16 @@ class FaultInjector:
                 return fault
         return None
 
+    def enable(self, fault: Fault) -> None:
+        """Add ``fault`` to a running simulation (it applies within its own window).
+
+        Only fault types decided where the I/O happens react to this; types whose nemesis is
+        set up when the run starts (process, partitions, clogs, clocks) do not start one here.
+        Ignored after :meth:`heal`, like every other fault.
+        """
+        self.active.setdefault(fault.type, []).append(fault)
+        self.sim.trace_event("fault.enable", fault=fault.describe())
+
     def heal(self) -> None:
         """Switch every fault off for the rest of the run (the liveness phase)."""
         self.healed = True

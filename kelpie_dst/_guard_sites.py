@@ -131,10 +131,13 @@ class References:
         self.reverse = {id(r): (r, o) for o, r in by_identity.values()}
         self.skip = skip
         self.scanned: set[str] = set()
+        self._fingerprint: tuple[int, str] | None = None  # sys.modules when all were scanned
         self.locations: list[tuple[dict[str, Any], str, object, object]] = []
 
     def scan_new(self) -> None:
         """Record the references held by modules imported since the last scan."""
+        if self._unchanged():
+            return
         for name, module in list(sys.modules.items()):
             if name in self.scanned or not isinstance(module, ModuleType):
                 continue
@@ -146,9 +149,18 @@ class References:
                 pair = self.by_identity.get(id(value))
                 if pair is not None and pair[0] is value:
                     self.locations.append((namespace, attr, pair[0], pair[1]))
+        self._fingerprint = _modules_fingerprint()
+
+    def _unchanged(self) -> bool:
+        """True if no module was imported since every module was scanned: then both scans
+        would do nothing, and skipping them saves a walk over sys.modules per step. New
+        imports append to sys.modules, so its size and last key change with any of them."""
+        return self._fingerprint is not None and self._fingerprint == _modules_fingerprint()
 
     def scan_and_restore_strays(self) -> None:
         """Undo replacements captured by modules imported while the guards were on."""
+        if self._unchanged():
+            return
         for name, module in list(sys.modules.items()):
             if name in self.scanned or not isinstance(module, ModuleType):
                 continue
@@ -156,3 +168,7 @@ class References:
                 pair = self.reverse.get(id(value))
                 if pair is not None and pair[0] is value:
                     module.__dict__[attr] = pair[1]
+
+
+def _modules_fingerprint() -> tuple[int, str]:
+    return len(sys.modules), next(reversed(sys.modules), "")

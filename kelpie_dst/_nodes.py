@@ -60,6 +60,7 @@ class Node:
         self.crash_hooks: list[Callable[[Node], None]] = []
         self.clock: NodeClock  # the node's wall-clock port, set by Simulation.add_node
         self._scope: trio.CancelScope | None = None
+        self._booting = False  # a restart has spawned an incarnation that has not started yet
         self._nursery: trio.Nursery | None = None
         self._pending: list[tuple[Callable[..., Awaitable[object]], tuple[Any, ...], str]] = []
 
@@ -110,6 +111,7 @@ class Node:
         nothing. They are traced as ``node.absorbed``, not propagated to the simulation.
         """
         NODE.set(self)
+        self._booting = False
         self.incarnation += 1
         incarnation = self.incarnation
         self.volatile = {}

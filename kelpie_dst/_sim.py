@@ -229,7 +229,8 @@ class Simulation:
 
     async def _restart_later(self, node: Node, after: float) -> None:
         await trio.sleep(after)
-        if node.state is NodeState.DOWN and node._scope is None:
+        if node.state is NodeState.DOWN and node._scope is None and not node._booting:
+            node._booting = True  # a second restart due at the same moment must not boot twice
             self.trace_event("node.restart", node=node)
             self._spawn(node._incarnation, name=f"kelpie_dst.node[{node.name}]")
 

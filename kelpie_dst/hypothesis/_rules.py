@@ -141,10 +141,7 @@ def enable_fault(sim: Simulation, fault: Fault) -> None:
     ``sim.heal()``.
     """
     check_window_type(fault.type)
-    # FaultInjector has no public way yet to add a fault to a running simulation (asked for
-    # in the report on #8); ``active`` is the table that ``fires`` consults.
-    sim.faults.active.setdefault(fault.type, []).append(fault)
-    sim.trace_event("fault.window", fault=fault.describe())
+    sim.faults.enable(fault)
 
 
 def check_window_type(name: str) -> None:

@@ -146,3 +146,19 @@ def test_a_task_that_is_a_trio_function_itself_is_still_reported() -> None:
     result = kelpie_dst.run(main, seed=1)
     assert result.failure is not None
     assert "'trio.sleep_forever' on node 'host'" in result.failure.details
+
+
+async def _crash_then_two_restarts(sim: kelpie_dst.Simulation) -> list[int]:
+    node = sim.add_node("worker", lambda n: trio.sleep_forever())
+    await trio.sleep(1)
+    sim.crash(node)
+    sim.restart(node, after=1)
+    sim.restart(node, after=1)  # due at the same moment as the first
+    await trio.sleep(2)
+    return [node.incarnation, int(node.alive)]
+
+
+def test_two_restarts_due_at_once_boot_the_node_once() -> None:
+    result = kelpie_dst.run(_crash_then_two_restarts, seed=1)
+    assert result.ok, result.failure
+    assert result.value == [2, 1]

@@ -93,7 +93,7 @@ def test_fault_window_opens_and_closes(machine: Faulty) -> None:
     assert machine.put("a", 3) == toy.OK
     assert machine.sim.faults.fired["storage.write_fail"] == 1
     kinds = machine.sim.trace.kinds
-    assert kinds["fault.window"] == 1 and kinds["hypothesis.rule"] == 2
+    assert kinds["fault.enable"] == 1 and kinds["hypothesis.rule"] == 2
 
 
 def test_advance_time_moves_virtual_time_exactly(machine: Faulty) -> None:

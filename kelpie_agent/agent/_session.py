@@ -103,7 +103,7 @@ async def send(rt: AgentRuntime, request: SendMessage) -> TurnResult:
             raise InvalidRequestError(f"max_steps must be an integer >= 1, got {max_steps!r}")
         if rt.session is not None and rt.session.running:
             await resume(rt)  # finish the interrupted run before starting a new one
-        earlier = _run_with_otid(rt, request.messages[0].otid)
+        earlier = await _run_with_otid(rt, request.messages[0].otid)
         if earlier is not None:  # a retried request (same otid): answer with its run
             sink = EventSink(request.stream, rt.config.sink_timeout)
             return await _finish_turn(rt, earlier, sink, request.use_assistant_message)
@@ -129,12 +129,16 @@ async def send(rt: AgentRuntime, request: SendMessage) -> TurnResult:
         await _close(request.stream)  # type: ignore[arg-type]
 
 
-def _run_with_otid(rt: AgentRuntime, otid: str | None) -> SessionCheckpoint | None:
-    """The last run, if its first input carried ``otid`` (so the request is a retry)."""
+async def _run_with_otid(rt: AgentRuntime, otid: str | None) -> SessionCheckpoint | None:
+    """The last run, if its first input carried ``otid`` (so the request is a retry). The
+    input is read from storage when the run has pushed it out of the in-memory window."""
     cp = rt.session
     if otid is None or cp is None or cp.running:
         return None
     first = next((m for m in rt.history if m.seq == cp.first_seq), None)
+    if first is None:
+        raw = await rt.get(rt.keys.message(cp.first_seq), "the last run's first input")
+        first = unpack(raw) if raw is not None else None
     if first is not None and first.otid == otid and first.run_id == cp.session_id:
         return cp
     return None

@@ -1,0 +1,270 @@
+"""Standalone blocks and tools (Letta's ``/v1/blocks/`` and ``/v1/tools/``).
+
+They live outside any agent (``block/<id>``, ``tool/<id>``), so these methods use the agent
+core's ``BlockStore`` and ``ToolStore`` directly and never touch an actor. Agents read the
+blocks they have attached again on every request, so an edit here reaches them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from kelpie_agent.agent import AgentView, Block, Keys, ToolSpec
+from kelpie_agent.agent._builtins import builtin_by_id
+from kelpie_agent.agent._codec import pack, unpack
+
+from . import _validate as v
+from ._base import ServiceBase
+from ._errors import ConflictError, InvalidError, NotFoundError, translate
+from ._index import _all
+from ._stored import load_view
+from ._types import paginate
+
+__all__ = ["Catalog"]
+
+_BLOCK_FIELDS = ("value", "limit", "description", "read_only", "label", "metadata")
+
+
+def _ordered(items: list[Any]) -> list[Any]:
+    return sorted(items, key=lambda x: (x.created_at, x.id))
+
+
+class Catalog(ServiceBase):
+    """Standalone blocks and tools."""
+
+    # -- blocks --------------------------------------------------------------------------------
+    async def create_block(
+        self,
+        label: str,
+        value: str = "",
+        *,
+        limit: int | None = None,
+        description: str = "",
+        read_only: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Block:
+        checked = {"value": value, "description": description, "read_only": read_only}
+        checked["metadata"] = metadata or {}
+        if limit is not None:
+            checked["limit"] = limit
+        self._check_block(label=label, **checked)
+        return await self._store(
+            lambda: self.block_store.create(
+                label,
+                value,
+                limit=limit,
+                description=description,
+                read_only=read_only,
+                metadata=metadata,
+            ),
+            f"block {label}",
+            retry=False,
+        )
+
+    async def get_block(self, block_id: str) -> Block:
+        v.ident(block_id, "block_id")
+        return await self._store(
+            lambda: self.block_store.get(block_id), f"block {block_id}", retry=True
+        )
+
+    async def list_blocks(
+        self,
+        *,
+        label: str | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int = 50,
+        order: str = "asc",
+    ) -> list[Block]:
+        """Standalone blocks (every block, attached or not), oldest first by default."""
+        limit, descending = v.page_limit(limit), v.order(order)
+        if label is not None:
+            v.label(label)
+        blocks = await self._store(lambda: self.block_store.list(label), "blocks", retry=True)
+        return paginate(
+            _ordered(blocks),
+            lambda b: b.id,
+            kind="block",
+            after=after,
+            before=before,
+            limit=limit,
+            descending=descending,
+        )
+
+    async def update_block(self, block_id: str, **changes: Any) -> Block:
+        """Change a standalone block: ``value``, ``limit``, ``description``, ``read_only``,
+        ``label``, ``metadata``."""
+        v.ident(block_id, "block_id")
+        unknown = sorted(set(changes) - set(_BLOCK_FIELDS))
+        if unknown:
+            raise InvalidError(unknown[0], f"cannot be updated ({', '.join(_BLOCK_FIELDS)} can)")
+        current = await self.get_block(block_id)
+        merged = {f: changes.get(f, getattr(current, f)) for f in _BLOCK_FIELDS}
+        self._check_block(**merged)
+        return await self._store(
+            lambda: self.block_store.update(block_id, **changes), f"block {block_id}", retry=False
+        )
+
+    async def delete_block(self, block_id: str) -> None:
+        await self.get_block(block_id)
+        await self._store(
+            lambda: self.block_store.delete(block_id), f"block {block_id}", retry=False
+        )
+
+    async def block_agents(self, block_id: str) -> list[AgentView]:
+        """The agents that have the block attached, oldest first (reads storage only)."""
+        await self.get_block(block_id)
+        rows = await _all(self.read, Keys.AGENTS)
+        agents = _ordered([a for a in (unpack(v) for _, v in rows) if block_id in a.block_ids])
+        views = [await load_view(self.read, a.id, self.loop_config.history_window) for a in agents]
+        return [view for view in views if view is not None]
+
+    @staticmethod
+    def _check_block(**fields: Any) -> None:
+        if "label" in fields:
+            v.label(fields["label"])
+        v.text(fields["value"], "value", empty=True)
+        v.text(fields["description"], "description", empty=True)
+        if not isinstance(fields["read_only"], bool):
+            raise InvalidError("read_only", f"must be true or false, got {fields['read_only']!r}")
+        v.metadata(fields["metadata"])
+        limit = v.int_at_least(fields.get("limit", 20_000), "limit", 1)
+        if len(fields["value"]) > limit:
+            raise InvalidError(
+                "value", f"has {len(fields['value'])} characters, over its limit {limit}"
+            )
+
+    # -- tools ---------------------------------------------------------------------------------
+    def _tool_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in options.items():
+            if value is None:
+                continue
+            if name == "description":
+                v.text(value, name, empty=True)
+            elif name == "tags":
+                value = v.tags(value)
+            elif name == "return_char_limit":
+                v.int_at_least(value, name, 1)
+            elif name == "json_schema":
+                v.metadata(value, name)
+            elif name == "name":
+                v.text(value, name)
+            out[name] = value
+        return out
+
+    async def _conflict(self, name: str, keep: str | None = None) -> None:
+        existing = await self._store(
+            lambda: self.tool_store.by_name(name), f"tool {name}", retry=True
+        )
+        if existing is not None and existing.id != keep:
+            raise ConflictError(f"a tool named {name!r} already exists ({existing.id})")
+
+    async def create_tool(self, source_code: str, **options: Any) -> ToolSpec:
+        """A custom tool from Python source: the function's name, its Google-style docstring
+        and type hints give the schema (unless ``json_schema`` is given). Options:
+        ``description``, ``json_schema``, ``tags``, ``return_char_limit``, ``name``."""
+        spec = self._build(source_code, options)
+        await self._conflict(spec.name)
+        return await self._store(
+            lambda: self.tool_store.create(source_code, **self._tool_options(options)),
+            f"tool {spec.name}",
+            retry=False,
+        )
+
+    async def upsert_tool(self, source_code: str, **options: Any) -> ToolSpec:
+        """Create the tool, or replace the custom tool with the same name (keeping its id)."""
+        self._build(source_code, options)
+        return await self._store(
+            lambda: self.tool_store.upsert(source_code, **self._tool_options(options)),
+            "a tool",
+            retry=False,
+        )
+
+    def _build(self, source_code: object, options: Mapping[str, Any]) -> ToolSpec:
+        v.text(source_code, "source_code")
+        assert isinstance(source_code, str)
+        try:
+            return self.tool_store.build(source_code, **self._tool_options(options))
+        except Exception as error:
+            mapped = translate(error)
+            if mapped is None:
+                raise
+            raise mapped from error
+
+    async def get_tool(self, tool_id: str) -> ToolSpec:
+        v.ident(tool_id, "tool_id")
+        return await self._store(
+            lambda: self.tool_store.get(tool_id), f"tool {tool_id}", retry=True
+        )
+
+    async def list_tools(
+        self,
+        *,
+        name: str | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int = 50,
+        order: str = "asc",
+    ) -> list[ToolSpec]:
+        """Every tool: the built-ins first, then the stored ones by name."""
+        limit, descending = v.page_limit(limit), v.order(order)
+        tools = await self._store(lambda: self.tool_store.list(), "tools", retry=True)
+        if name is not None:
+            tools = [t for t in tools if t.name == name]
+        return paginate(
+            tools,
+            lambda t: t.id,
+            kind="tool",
+            after=after,
+            before=before,
+            limit=limit,
+            descending=descending,
+        )
+
+    async def update_tool(self, tool_id: str, **changes: Any) -> ToolSpec:
+        """Change a stored tool: ``source_code`` and ``json_schema`` (custom tools only),
+        ``description``, ``tags``, ``return_char_limit``."""
+        v.ident(tool_id, "tool_id")
+        if builtin_by_id(tool_id) is not None:
+            raise InvalidError("tool_id", "built-in tools cannot be changed", status=400)
+        allowed = ("source_code", "json_schema", "description", "tags", "return_char_limit")
+        unknown = sorted(set(changes) - set(allowed))
+        if unknown:
+            raise InvalidError(unknown[0], f"cannot be updated ({', '.join(allowed)} can)")
+        current = await self.get_tool(tool_id)
+        options = self._tool_options({k: changes.get(k) for k in allowed[1:]})
+        if changes.get("source_code") is not None or "json_schema" in options:
+            if current.tool_type != "custom":
+                raise InvalidError(
+                    "source_code", f"a {current.tool_type} tool has no source", status=400
+                )
+            source = changes.get("source_code") or current.source_code or ""
+            fresh = self._build(source, options)
+            new = attrs.evolve(fresh, id=current.id, created_at=current.created_at)
+            if "tags" not in options:
+                new = attrs.evolve(new, tags=current.tags)
+            await self._conflict(new.name, keep=current.id)
+        else:
+            now = self.ports.clock.now()
+            new = attrs.evolve(current, **options, updated_at=now)
+        key, value = Keys.tool(tool_id), pack(new)
+        await self._store(lambda: self.kv.set(key, value), f"tool {tool_id}", retry=True)
+        return new
+
+    async def delete_tool(self, tool_id: str) -> None:
+        v.ident(tool_id, "tool_id")
+        if builtin_by_id(tool_id) is not None:
+            raise InvalidError("tool_id", "built-in tools cannot be deleted", status=400)
+        await self._store(lambda: self.tool_store.delete(tool_id), f"tool {tool_id}", retry=False)
+
+    async def tool_named(self, name: str) -> ToolSpec:
+        """The tool called ``name`` (built-in or stored), for Letta's ``tools=[names]``."""
+        v.text(name, "name")
+        found = await self._store(lambda: self.tool_store.by_name(name), f"tool {name}", retry=True)
+        if found is None:
+            raise NotFoundError("tool", None, f"there is no tool named {name!r}")
+        return found

@@ -1,0 +1,292 @@
+"""Messages: send (whole result or streamed), list, reset, cancel.
+
+Every send carries an ``otid`` on its first message (the caller's, or a new one), and the
+``agent`` actor answers a repeated otid with the run it already started
+(``_actor.ServiceAgentActor``). So the service retries a send whose outcome was lost with a
+lease or a node, and the message is still run exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import attrs
+import trio
+
+from kelpie_agent.actors import ActorId
+from kelpie_agent.agent import (
+    AgentMessage,
+    AgentView,
+    InputMessage,
+    Keys,
+    ListMessages,
+    ResetMessages,
+    SendMessage,
+    StreamEvent,
+    TurnResult,
+)
+
+from . import _validate as v
+from ._base import KIND
+from ._catalog import Catalog
+from ._errors import InvalidError, NotFoundError, translate
+from ._index import window
+
+__all__ = ["MessageStream", "Messaging"]
+
+
+class MessageStream:
+    """The events of one message, as the agent produces them (``async for event in stream``):
+    messages (token pieces with ``stream_tokens``), then ``LettaStopReason`` and
+    ``LettaUsage``. The iteration raises the request's :class:`ServiceError` if it failed;
+    ``result`` is the :class:`TurnResult` once the stream is exhausted."""
+
+    def __init__(self, receive: trio.MemoryReceiveChannel[StreamEvent]) -> None:
+        self._receive = receive
+        self.result: TurnResult | None = None
+        self.error: BaseException | None = None
+
+    def __aiter__(self) -> MessageStream:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            if self.error is not None:
+                raise self.error from None
+            raise StopAsyncIteration from None
+
+
+async def _forward(
+    receive: trio.MemoryReceiveChannel[StreamEvent],
+    out: trio.MemorySendChannel[StreamEvent],
+    sent: list[int],
+) -> None:
+    async with receive:  # closing it drops us from the agent's stream
+        async for event in receive:
+            try:
+                await out.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return  # the consumer left; the run goes on
+            sent[0] += 1
+
+
+class Messaging(Catalog):
+    """Sending and reading an agent's messages."""
+
+    async def _send_request(
+        self,
+        agent_id: str,
+        messages: Sequence[InputMessage],
+        max_steps: int | None,
+        use_assistant_message: bool,
+        stream_tokens: bool,
+    ) -> tuple[SendMessage, bool]:
+        """The checked request, and whether the caller can repeat it safely (it gave an
+        otid; the service's own retries reuse the one it adds)."""
+        await self._agent(agent_id)
+        inputs = v.input_messages(messages)
+        if max_steps is not None:
+            v.int_at_least(max_steps, "max_steps", 1)
+        for name, flag in (
+            ("use_assistant_message", use_assistant_message),
+            ("stream_tokens", stream_tokens),
+        ):
+            if not isinstance(flag, bool):
+                raise InvalidError(name, f"must be true or false, got {flag!r}")
+        request = SendMessage(
+            v.with_otid(inputs, self.ports.ids.new("otid")),
+            max_steps=max_steps,
+            stream_tokens=stream_tokens,
+            use_assistant_message=use_assistant_message,
+            cancel=trio.Event(),
+        )
+        return request, inputs[0].otid is not None
+
+    async def send_message(
+        self,
+        agent_id: str,
+        messages: Sequence[InputMessage],
+        *,
+        max_steps: int | None = None,
+        use_assistant_message: bool = True,
+    ) -> TurnResult:
+        """Run the agent on new input and return the finished run (Letta's LettaResponse:
+        ``result.response_messages``, ``stop_reason``, ``usage``). Give the first message an
+        ``otid`` to make retries of the same request safe across calls."""
+        request, idempotent = await self._send_request(
+            agent_id, messages, max_steps, use_assistant_message, False
+        )
+        with self._registered(agent_id, request):
+            result: TurnResult = await self._request(agent_id, request, idempotent=idempotent)
+        return result
+
+    @asynccontextmanager
+    async def stream_message(
+        self,
+        agent_id: str,
+        messages: Sequence[InputMessage],
+        *,
+        max_steps: int | None = None,
+        stream_tokens: bool = False,
+        use_assistant_message: bool = True,
+    ) -> AsyncIterator[MessageStream]:
+        """``async with service.stream_message(...) as stream: async for event in stream``.
+
+        Bad arguments and an unknown agent raise on entry. Leaving the block early (or being
+        cancelled) never stops the run: the input is committed and the agent finishes it."""
+        request, idempotent = await self._send_request(
+            agent_id, messages, max_steps, use_assistant_message, stream_tokens
+        )
+        send, receive = trio.open_memory_channel[StreamEvent](self.options.stream_buffer)
+        stream = MessageStream(receive)
+
+        async def produce() -> None:
+            async with send:  # closed after result/error is set: the consumer then sees them
+                try:
+                    stream.result = await self._stream_into(agent_id, request, send, idempotent)
+                except Exception as error:  # the consumer's iteration raises it
+                    stream.error = translate(error) or error
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(produce)
+                try:
+                    yield stream
+                finally:
+                    receive.close()
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the caller's own error, not a group of ours
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+
+    async def stream_to(
+        self,
+        agent_id: str,
+        messages: Sequence[InputMessage],
+        out: trio.MemorySendChannel[StreamEvent],
+        *,
+        max_steps: int | None = None,
+        stream_tokens: bool = False,
+        use_assistant_message: bool = True,
+    ) -> TurnResult:
+        """Like :meth:`stream_message`, sending the events into ``out`` (closed at the end)
+        and returning the result, for a caller that owns the consuming task (an SSE
+        response). A failure before the first event is retried like ``send_message``; after
+        it, an :class:`UnavailableError` (retryable with the caller's otid: the retry answers
+        with the run's result)."""
+        async with out:
+            request, idempotent = await self._send_request(
+                agent_id, messages, max_steps, use_assistant_message, stream_tokens
+            )
+            return await self._stream_into(agent_id, request, out, idempotent)
+
+    async def _stream_into(
+        self,
+        agent_id: str,
+        request: SendMessage,
+        out: trio.MemorySendChannel[StreamEvent],
+        idempotent: bool,
+    ) -> TurnResult:
+        sent = [0]
+
+        async def attempt(message: SendMessage) -> TurnResult:
+            inner_send, inner_receive = trio.open_memory_channel[StreamEvent](0)
+            failure: Exception | None = None
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_forward, inner_receive, out, sent)
+                try:
+                    result: TurnResult = await self.dispatcher.request(
+                        ActorId(KIND, agent_id), attrs.evolve(message, stream=inner_send)
+                    )
+                except Exception as error:  # raised outside the nursery, not in a group
+                    failure = error
+                finally:
+                    inner_send.close()
+            if failure is not None:
+                raise failure
+            return result
+
+        with self._registered(agent_id, request):
+            result: TurnResult = await self._request(
+                agent_id,
+                request,
+                attempt=attempt,
+                retry_unknown=lambda: sent[0] == 0,
+                idempotent=idempotent,
+            )
+        return result
+
+    def _registered(self, agent_id: str, request: SendMessage) -> _Registration:
+        return _Registration(self._cancel_events, agent_id, request.cancel)
+
+    def cancel_runs(self, agent_id: str) -> int:
+        """Ask the runs this node is serving for the agent to stop after their current step
+        (stop reason ``cancelled``); returns how many were asked. Runs started through other
+        nodes are not reached."""
+        events = self._cancel_events.get(agent_id, [])
+        for event in events:
+            event.set()
+        return len(events)
+
+    async def list_messages(
+        self,
+        agent_id: str,
+        *,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+        order: str = "desc",
+        use_assistant_message: bool = True,
+    ) -> list[AgentMessage]:
+        """A page of the agent's history, newest first by default. ``after``/``before`` are
+        message ids relative to the listing order (Letta's cursors)."""
+        await self._agent(agent_id)
+        limit, descending = v.page_limit(limit), v.order(order)
+        keys = Keys(agent_id)
+        for field, cursor in (("after", after), ("before", before)):
+            if cursor is not None:
+                v.ident(cursor, field)
+                if await self.read.get(keys.message_id(cursor), "a message cursor") is None:
+                    raise NotFoundError(
+                        "message", cursor, f"{field}: agent {agent_id} has no message {cursor!r}"
+                    )
+        win = window(descending, after, before)
+        request = ListMessages(
+            after=win.low,
+            before=win.high,
+            limit=limit,
+            order="desc" if win.from_high else "asc",
+            use_assistant_message=use_assistant_message,
+        )
+        page: list[AgentMessage] = await self._request(agent_id, request)
+        return page[::-1] if win.reverse else page
+
+    async def reset_messages(self, agent_id: str) -> AgentView:
+        """Delete the agent's history and session (memory and archival stay)."""
+        await self._agent(agent_id)
+        view: AgentView = await self._request(agent_id, ResetMessages())
+        return view
+
+
+class _Registration:
+    """Makes a send's cancel event reachable by ``cancel_runs`` while it runs."""
+
+    def __init__(
+        self, table: dict[str, list[trio.Event]], agent_id: str, event: trio.Event | None
+    ) -> None:
+        self.table, self.agent_id, self.event = table, agent_id, event
+
+    def __enter__(self) -> None:
+        if self.event is not None:
+            self.table.setdefault(self.agent_id, []).append(self.event)
+
+    def __exit__(self, *exc: object) -> None:
+        events = self.table.get(self.agent_id, [])
+        if self.event in events:
+            events.remove(self.event)
+        if not events:
+            self.table.pop(self.agent_id, None)

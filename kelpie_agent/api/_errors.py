@@ -1,0 +1,200 @@
+"""Errors as JSON ``{"detail": "<one line>"}`` with the right status, and retry hints.
+
+Every failure the API answers goes through :func:`classify`, which maps an exception to
+(status, detail, retryable):
+
+* :class:`ApiError` (raised by the routes) carries its own;
+* the service's :class:`~kelpie_agent.service.ServiceError` carries its own too, and
+  ``kelpie_agent.service.translate`` maps the lower layers' errors onto it (unknown id -> 404,
+  invalid field -> 422, refused by the current state -> 400, conflict -> 409, storage or agent
+  unavailable -> 503, retryable);
+* anything else is a bug -> 500 with a generic detail (the exception goes to the observer).
+
+Bodies that fail validation are 422 with the first problems on one line
+(``body.messages[0].role: Input should be 'user', 'system' or 'assistant'``) and the list in
+``errors``. ``x-should-retry`` tells letta-client (which retries 408/409/429/5xx by default)
+whether retrying can help: ``false`` on every error except the retryable ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kelpie_agent.actors import ActorError
+from kelpie_agent.errors import KelpieError
+from kelpie_agent.service import translate
+
+__all__ = [
+    "ApiError",
+    "Observer",
+    "classify",
+    "error_response",
+    "install_error_handlers",
+    "validation_detail",
+]
+
+Observer = Callable[..., None]
+_MAX_LISTED = 3
+
+
+class ApiError(KelpieError):
+    """An error the API answers as is: HTTP ``status``, a one-line ``detail``."""
+
+    def __init__(self, status: int, detail: str, *, retryable: bool = False) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.retryable = retryable
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def classify(exc: BaseException) -> tuple[int, str, bool]:
+    """(status, one-line detail, retryable) for an exception raised while serving a request."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, ApiError):
+        return exc.status, _one_line(exc.detail), exc.retryable
+    known = translate(exc) if isinstance(exc, Exception) else None
+    if known is not None:
+        # letta-client resends the same body on a retryable status; when the first attempt
+        # may have run (outcome unknown), only a retry carrying the same otid is safe, so
+        # the client must decide: x-should-retry: false
+        retryable = known.retryable and not getattr(known, "outcome_unknown", False)
+        return known.status, _one_line(known.detail), retryable
+    if isinstance(exc, ActorError):  # not retryable: a request this node cannot serve
+        return 503, f"agent unavailable: {_one_line(str(exc))}", False
+    return 500, f"internal error ({type(exc).__name__}); see the server log", False
+
+
+def error_response(
+    status: int,
+    detail: str,
+    *,
+    retryable: bool = False,
+    extra: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {"detail": detail}
+    if extra:
+        body.update(extra)
+    out_headers = {"x-should-retry": "true" if retryable else "false"}
+    out_headers.update(headers or {})
+    return JSONResponse(body, status_code=status, headers=out_headers)
+
+
+def _loc(loc: Sequence[Any]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and part.startswith("["):
+            out += part
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "request"
+
+
+def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
+    """One line naming the first problems, and the list (location, message, type)."""
+    listed: list[dict[str, Any]] = []
+    for error in errors:
+        loc = list(error.get("loc", ())) if isinstance(error, dict) else []
+        msg = _one_line(error.get("msg", "invalid")) if isinstance(error, dict) else str(error)
+        kind = error.get("type", "value_error") if isinstance(error, dict) else "value_error"
+        if kind == "json_invalid":
+            ctx = error.get("ctx") or {}
+            msg = f"{msg}: {_one_line(ctx.get('error', ''))}".rstrip(": ")
+        # "Value error, x" (a model validator's message) reads better as "x"
+        msg = msg.removeprefix("Value error, ")
+        if msg.startswith("at ") and ": " in msg:  # the storable-value check names its place
+            where, msg = msg[3:].split(": ", 1)
+            loc += [] if where == "." else [where]
+        listed.append({"loc": loc, "msg": msg, "type": kind})
+    parts = [f"{_loc(e['loc'])}: {e['msg']}" for e in listed[:_MAX_LISTED]]
+    if len(listed) > _MAX_LISTED:
+        parts.append(f"and {len(listed) - _MAX_LISTED} more")
+    return "; ".join(parts) or "invalid request", listed
+
+
+def install_error_handlers(app: FastAPI, observer: Observer | None = None) -> None:
+    """Answer every error as ``{"detail": ...}``; never a traceback."""
+
+    def observe(kind: str, **fields: Any) -> None:
+        if observer is not None:
+            try:
+                observer(kind, **fields)
+            except Exception:
+                pass
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        detail, listed = validation_detail(exc.errors())
+        return error_response(422, detail, extra={"errors": listed})
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        headers = dict(exc.headers or {})
+        return error_response(exc.status_code, _one_line(str(exc.detail)), headers=headers)
+
+    async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        status, detail, retryable = classify(exc)
+        if status >= 500:
+            observe(
+                "api.error",
+                method=request.method,
+                path=request.url.path,
+                status=status,
+                error=f"{type(exc).__name__}: {_one_line(str(exc))}",
+            )
+        return error_response(status, detail, retryable=retryable)
+
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(KelpieError, on_error)
+    app.add_middleware(_CatchAll, observe=observe)
+
+
+class _CatchAll:
+    """ASGI middleware: an exception no handler took becomes a JSON 500 (Starlette's own
+    last-resort handler would re-raise it into the server after answering)."""
+
+    def __init__(self, app: ASGIApp, observe: Observer) -> None:
+        self.app = app
+        self.observe = observe
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            status, detail, retryable = classify(exc)
+            self.observe(
+                "api.error",
+                method=scope.get("method"),
+                path=scope.get("path"),
+                status=status,
+                error=f"{type(exc).__name__}: {_one_line(str(exc))}",
+            )
+            if not started:
+                response = error_response(status, detail, retryable=retryable)
+                await response(scope, receive, send)

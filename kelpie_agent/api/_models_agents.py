@@ -1,0 +1,210 @@
+"""Agents in Letta's shapes: ``AgentState`` and the create/update bodies."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from kelpie_agent.agent import AgentView, ToolRule
+
+from ._models_blocks import Block, BlockCreate, block_out
+from ._models_common import RequestModel, ResponseModel, epoch_datetime
+from ._models_messages import InputMessageModel, StopReasonType
+from ._models_tools import Tool, tool_out
+
+__all__ = [
+    "AgentCreate",
+    "AgentState",
+    "AgentType",
+    "AgentUpdate",
+    "LlmConfig",
+    "LlmConfigIn",
+    "Memory",
+    "ToolRuleModel",
+    "agent_out",
+]
+
+AgentType = Literal["memgpt_agent", "letta_v1_agent", "react_agent"]
+MAX_CONTEXT_WINDOW = 10_000_000
+# The providers letta-client's LlmConfig.model_endpoint_type knows that Kelpie could name.
+_ENDPOINT_TYPES = ("anthropic", "openai", "google_ai", "ollama", "bedrock", "deepseek", "xai")
+
+
+class ToolRuleModel(RequestModel):
+    """A tool rule: ``exit_loop``, ``continue_loop`` or ``max_count_per_step``."""
+
+    tool_name: str = Field(min_length=1, max_length=200)
+    type: Literal["exit_loop", "continue_loop", "max_count_per_step"]
+    max_count_limit: int | None = Field(default=None, ge=1, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _limit_given(self) -> ToolRuleModel:
+        if self.type == "max_count_per_step" and self.max_count_limit is None:
+            raise ValueError("a max_count_per_step rule needs max_count_limit")
+        return self
+
+    def to_record(self) -> ToolRule:
+        return ToolRule(self.tool_name, self.type, self.max_count_limit)
+
+
+class LlmConfigIn(RequestModel):
+    """The parts of Letta's ``llm_config`` that Kelpie uses."""
+
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    handle: str | None = Field(default=None, min_length=1, max_length=200)
+    model_endpoint_type: str | None = None
+    context_window: int | None = Field(default=None, ge=256, le=MAX_CONTEXT_WINDOW)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_CONTEXT_WINDOW)
+
+    def model_handle(self) -> str | None:
+        if self.handle:
+            return self.handle
+        if self.model:
+            if "/" in self.model:
+                return self.model
+            return f"{self.model_endpoint_type or 'anthropic'}/{self.model}"
+        return None
+
+
+class _AgentFields(RequestModel):
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    system: str | None = None
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    embedding: str | None = Field(default=None, max_length=200)
+    llm_config: LlmConfigIn | None = None
+    context_window_limit: int | None = Field(default=None, ge=256, le=MAX_CONTEXT_WINDOW)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_CONTEXT_WINDOW)
+    description: str | None = None
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    tool_rules: list[ToolRuleModel] | None = None
+    timezone: str | None = Field(default=None, min_length=1, max_length=100)
+
+    def model_handle(self) -> str | None:
+        if self.model:
+            return self.model
+        return self.llm_config.model_handle() if self.llm_config else None
+
+    def context_window(self) -> int | None:
+        if self.context_window_limit is not None:
+            return self.context_window_limit
+        return self.llm_config.context_window if self.llm_config else None
+
+    def output_tokens(self) -> int | None:
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return self.llm_config.max_tokens if self.llm_config else None
+
+
+class AgentCreate(_AgentFields):
+    """``POST /v1/agents/``."""
+
+    agent_type: AgentType = "letta_v1_agent"
+    memory_blocks: list[BlockCreate] | None = None
+    block_ids: list[str] | None = None
+    tool_ids: list[str] | None = None
+    tools: list[str] | None = None
+    include_base_tools: bool = True
+    initial_message_sequence: list[InputMessageModel] | None = None
+
+
+class AgentUpdate(_AgentFields):
+    """``PATCH /v1/agents/{id}``: only the fields given change."""
+
+    tool_ids: list[str] | None = None
+    block_ids: list[str] | None = None
+
+    def changes(self) -> dict[str, Any]:
+        """The actor's ``UpdateAgent`` changes for the fields set (``null`` = unchanged)."""
+        out: dict[str, Any] = {}
+        for name in ("name", "system", "embedding", "description", "timezone", "metadata"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.tags is not None:
+            out["tags"] = tuple(self.tags)
+        if self.tool_rules is not None:
+            out["tool_rules"] = tuple(r.to_record() for r in self.tool_rules)
+        for key, value in (
+            ("model", self.model_handle()),
+            ("context_window", self.context_window()),
+            ("max_tokens", self.output_tokens()),
+        ):
+            if value is not None:
+                out[key] = value
+        return out
+
+
+class LlmConfig(ResponseModel):
+    model: str
+    model_endpoint_type: str
+    context_window: int
+    max_tokens: int | None = None
+    handle: str | None = None
+
+
+class Memory(ResponseModel):
+    agent_type: str | None = None
+    blocks: list[Block]
+
+
+class AgentState(ResponseModel):
+    """An agent as Letta's AgentState."""
+
+    id: str
+    name: str
+    agent_type: AgentType
+    system: str
+    llm_config: LlmConfig
+    memory: Memory
+    blocks: list[Block]
+    tools: list[Tool]
+    sources: list[Any] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    description: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    message_ids: list[str] = Field(default_factory=list)
+    model: str | None = None
+    embedding: str | None = None
+    tool_rules: list[ToolRuleModel] = Field(default_factory=list)
+    last_stop_reason: StopReasonType | None = None
+    timezone: str | None = None
+
+
+def agent_out(view: AgentView) -> AgentState:
+    agent = view.agent
+    provider = agent.model.split("/", 1)[0] if "/" in agent.model else "anthropic"
+    blocks = [block_out(b) for b in view.blocks]
+    return AgentState(
+        id=agent.id,
+        name=agent.name,
+        agent_type=agent.agent_type,  # type: ignore[arg-type]
+        system=agent.system,
+        llm_config=LlmConfig(
+            model=agent.llm_model,
+            model_endpoint_type=provider if provider in _ENDPOINT_TYPES else "anthropic",
+            context_window=agent.context_window,
+            max_tokens=agent.max_tokens,
+            handle=agent.model,
+        ),
+        memory=Memory(agent_type=agent.agent_type, blocks=blocks),
+        blocks=blocks,
+        tools=[tool_out(t) for t in view.tools],
+        tags=list(agent.tags),
+        created_at=epoch_datetime(agent.created_at) if agent.created_at else None,
+        updated_at=epoch_datetime(agent.updated_at) if agent.updated_at else None,
+        description=agent.description or None,
+        metadata=dict(agent.metadata),
+        message_ids=list(view.message_ids),
+        model=agent.model,
+        embedding=agent.embedding,
+        tool_rules=[
+            ToolRuleModel(tool_name=r.tool_name, type=r.type, max_count_limit=r.max_count_limit)  # type: ignore[arg-type]
+            for r in agent.tool_rules
+        ],
+        last_stop_reason=view.last_stop_reason,  # type: ignore[arg-type]
+        timezone=agent.timezone,
+    )

@@ -1,0 +1,72 @@
+"""Archival memory in Letta's shapes: ``Passage``, insert, and the search answer."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from kelpie_agent.agent import PassageHit, PassageRecord
+
+from ._models_common import RequestModel, ResponseModel, epoch_datetime
+
+__all__ = [
+    "Passage",
+    "PassageCreate",
+    "PassageSearchResponse",
+    "PassageSearchResult",
+    "passage_out",
+    "search_out",
+]
+
+
+class Passage(ResponseModel):
+    """An archival passage (Letta's Passage; the embedding itself is not sent)."""
+
+    id: str
+    text: str
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime | None = None
+
+
+class PassageCreate(RequestModel):
+    """``POST /v1/agents/{id}/archival-memory``."""
+
+    text: str = Field(min_length=1)
+    tags: list[str] | None = None
+
+
+class PassageSearchResult(ResponseModel):
+    id: str
+    content: str
+    timestamp: str
+    tags: list[str] = Field(default_factory=list)
+
+
+class PassageSearchResponse(ResponseModel):
+    """``GET /v1/agents/{id}/archival-memory/search``: best match first."""
+
+    count: int
+    results: list[PassageSearchResult]
+
+
+def passage_out(record: PassageRecord) -> Passage:
+    return Passage(
+        id=record.id,
+        text=record.text,
+        tags=list(record.tags),
+        created_at=epoch_datetime(record.created_at),
+    )
+
+
+def search_out(hits: list[PassageHit]) -> PassageSearchResponse:
+    results = [
+        PassageSearchResult(
+            id=hit.passage.id,
+            content=hit.passage.text,
+            timestamp=epoch_datetime(hit.passage.created_at).isoformat(),
+            tags=list(hit.passage.tags),
+        )
+        for hit in hits
+    ]
+    return PassageSearchResponse(count=len(results), results=results)

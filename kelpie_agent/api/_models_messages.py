@@ -1,0 +1,237 @@
+"""Messages in Letta's shapes: the send request, the six message types, LettaResponse, Run.
+
+Responses are built with :func:`kelpie_agent.agent.letta_json` (the exact JSON the SDK parses)
+and validated against these models, which also give the OpenAPI schema its message union
+(told apart by ``message_type``, as the SDK does).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from kelpie_agent.agent import InputMessage
+
+from ._models_common import RequestModel, ResponseModel
+
+__all__ = [
+    "MESSAGE_TYPES",
+    "AssistantMessage",
+    "CancelRequest",
+    "InputMessageModel",
+    "LettaMessage",
+    "LettaResponse",
+    "MessageRequest",
+    "ReasoningMessage",
+    "Run",
+    "StopReason",
+    "SystemMessage",
+    "TextContent",
+    "ToolCall",
+    "ToolCallMessage",
+    "ToolReturnMessage",
+    "Usage",
+    "UserMessage",
+]
+
+MAX_STEPS = 1000
+
+MessageType = Literal[
+    "system_message",
+    "user_message",
+    "assistant_message",
+    "reasoning_message",
+    "hidden_reasoning_message",
+    "tool_call_message",
+    "tool_return_message",
+    "approval_request_message",
+    "approval_response_message",
+    "summary_message",
+    "event_message",
+]
+MESSAGE_TYPES: tuple[str, ...] = MessageType.__args__  # type: ignore[attr-defined]
+
+StopReasonType = Literal[
+    "end_turn",
+    "error",
+    "llm_api_error",
+    "invalid_llm_response",
+    "invalid_tool_call",
+    "max_steps",
+    "max_tokens_exceeded",
+    "no_tool_call",
+    "tool_rule",
+    "cancelled",
+    "requires_approval",
+]
+
+
+# -- requests ------------------------------------------------------------------------------------
+class TextContent(RequestModel):
+    """One content part; only text is supported."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class InputMessageModel(RequestModel):
+    """One input message (Letta's MessageCreate)."""
+
+    role: Literal["user", "system", "assistant"]
+    content: str | list[TextContent]
+    name: str | None = None
+    otid: str | None = Field(default=None, max_length=200)
+    type: Literal["message"] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(part.text for part in self.content)
+
+    def to_input(self) -> InputMessage:
+        return InputMessage(self.role, self.text(), name=self.name, otid=self.otid)
+
+
+class MessageRequest(RequestModel):
+    """``POST /v1/agents/{id}/messages`` (and ``/stream``, ``/async``)."""
+
+    messages: list[InputMessageModel] | None = None
+    input: str | list[TextContent] | None = None
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
+    streaming: bool = False
+    stream_tokens: bool = False
+    include_pings: bool = True
+    use_assistant_message: bool = True
+    include_return_message_types: list[MessageType] | None = None
+
+    @model_validator(mode="after")
+    def _one_input(self) -> MessageRequest:
+        if (self.messages is None) == (self.input is None):
+            raise ValueError("give exactly one of 'messages' and 'input'")
+        if self.messages is not None and not self.messages:
+            raise ValueError("'messages' must not be empty")
+        return self
+
+    def inputs(self) -> tuple[InputMessage, ...]:
+        if self.messages is not None:
+            return tuple(m.to_input() for m in self.messages)
+        assert self.input is not None
+        text = (
+            self.input
+            if isinstance(self.input, str)
+            else "\n".join(part.text for part in self.input)
+        )
+        return (InputMessage("user", text),)
+
+    def stream_only_problem(self) -> str | None:
+        """For a JSON (non-streaming) request: the stream-only option set, if any."""
+        if self.stream_tokens:
+            return "body.stream_tokens: stream_tokens=true requires streaming=true"
+        if "include_pings" in self.model_fields_set and not self.include_pings:
+            return "body.include_pings: include_pings=false requires streaming=true"
+        return None
+
+
+class CancelRequest(RequestModel):
+    """``POST /v1/agents/{id}/messages/cancel``: which runs (all running ones if absent)."""
+
+    run_ids: list[str] | None = None
+
+
+# -- messages ------------------------------------------------------------------------------------
+class _Message(ResponseModel):
+    id: str
+    date: datetime
+    otid: str | None = None
+    name: str | None = None
+    run_id: str | None = None
+    step_id: str | None = None
+    seq_id: int | None = None
+
+
+class SystemMessage(_Message):
+    message_type: Literal["system_message"] = "system_message"
+    content: str
+
+
+class UserMessage(_Message):
+    message_type: Literal["user_message"] = "user_message"
+    content: str
+
+
+class AssistantMessage(_Message):
+    message_type: Literal["assistant_message"] = "assistant_message"
+    content: str
+
+
+class ReasoningMessage(_Message):
+    message_type: Literal["reasoning_message"] = "reasoning_message"
+    reasoning: str
+
+
+class ToolCall(ResponseModel):
+    """A tool call; in token-stream deltas every field may be missing."""
+
+    name: str | None = None
+    arguments: str | None = None
+    tool_call_id: str | None = None
+
+
+class ToolCallMessage(_Message):
+    message_type: Literal["tool_call_message"] = "tool_call_message"
+    tool_call: ToolCall
+
+
+class ToolReturnMessage(_Message):
+    message_type: Literal["tool_return_message"] = "tool_return_message"
+    tool_return: str
+    status: Literal["success", "error"]
+    tool_call_id: str
+    stdout: list[str] | None = None
+    stderr: list[str] | None = None
+
+
+LettaMessage = Annotated[
+    SystemMessage
+    | UserMessage
+    | AssistantMessage
+    | ReasoningMessage
+    | ToolCallMessage
+    | ToolReturnMessage,
+    Field(discriminator="message_type"),
+]
+
+
+class StopReason(ResponseModel):
+    message_type: Literal["stop_reason"] = "stop_reason"
+    stop_reason: StopReasonType
+
+
+class Usage(ResponseModel):
+    message_type: Literal["usage_statistics"] = "usage_statistics"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    step_count: int = 0
+
+
+class LettaResponse(ResponseModel):
+    """The JSON answer of ``POST /v1/agents/{id}/messages``."""
+
+    messages: list[LettaMessage]
+    stop_reason: StopReason
+    usage: Usage
+
+
+class Run(ResponseModel):
+    """A run (``POST /v1/agents/{id}/messages/async``)."""
+
+    id: str
+    agent_id: str
+    status: Literal["created", "running", "completed", "failed", "cancelled"]
+    stop_reason: StopReasonType | None = None
+    created_at: datetime | None = None
+    completed_at: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,94 @@
+"""An agent's archival memory: insert, list, search, delete."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from pydantic import TypeAdapter, ValidationError
+
+from kelpie_agent.service import AgentService
+
+from ._errors import ApiError
+from ._models_archival import Passage, PassageCreate, PassageSearchResponse, passage_out, search_out
+from ._routes_agents import MAX_PAGE, Deleted
+from ._routing import ERROR_RESPONSES
+
+__all__ = ["archival_router"]
+
+
+# Parsed with an adapter built at import: route signatures avoid ``datetime``, whose module
+# global a simulation's guards replace (FastAPI resolves the annotations in create_app).
+_DATETIME = TypeAdapter(datetime)
+
+
+def _epoch(text: str | None, field: str) -> float | None:
+    """An ISO 8601 query datetime as epoch seconds (a time without a zone is UTC)."""
+    if text is None:
+        return None
+    try:
+        moment = _DATETIME.validate_python(text)
+    except ValidationError as error:
+        problem = error.errors()[0]["msg"]
+        raise ApiError(422, f"query.{field}: {problem}: {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        return moment.timestamp()
+    except (OverflowError, ValueError):
+        raise ApiError(422, f"query.{field}: out of range: {moment.isoformat()}") from None
+
+
+def archival_router(service: AgentService) -> APIRouter:
+    router = APIRouter(tags=["archival memory"], responses=ERROR_RESPONSES)
+
+    @router.post("/v1/agents/{agent_id}/archival-memory")
+    async def insert_passage(agent_id: str, body: PassageCreate) -> list[Passage]:
+        """Store a passage (embedded for search); answers the passages created."""
+        records = await service.insert_passage(agent_id, body.text, tags=tuple(body.tags or ()))
+        return [passage_out(r) for r in records]
+
+    @router.get("/v1/agents/{agent_id}/archival-memory")
+    async def list_passages(
+        agent_id: str,
+        after: str | None = None,
+        before: str | None = None,
+        limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 100,
+        search: str | None = None,
+        ascending: bool = True,
+    ) -> list[Passage]:
+        """Passages oldest first (``ascending``); ``search`` keeps texts containing it."""
+        records = await service.list_passages(
+            agent_id, after=after, before=before, limit=limit, search=search, ascending=ascending
+        )
+        return [passage_out(r) for r in records]
+
+    @router.get("/v1/agents/{agent_id}/archival-memory/search")
+    async def search_passages(
+        agent_id: str,
+        query: str,
+        tags: Annotated[list[str] | None, Query()] = None,
+        tag_match_mode: Annotated[str, Query(pattern="^(any|all)$")] = "any",
+        top_k: Annotated[int | None, Query(ge=0, le=MAX_PAGE)] = None,
+        start_datetime: Annotated[str | None, Query(description="ISO 8601")] = None,
+        end_datetime: Annotated[str | None, Query(description="ISO 8601")] = None,
+    ) -> PassageSearchResponse:
+        """Semantic search, best match first; the datetimes bound ``created_at``."""
+        hits = await service.search_passages(
+            agent_id,
+            query,
+            tags=tuple(tags or ()),
+            tag_match_mode=tag_match_mode,
+            top_k=5 if top_k is None else top_k,
+            start=_epoch(start_datetime, "start_datetime"),
+            end=_epoch(end_datetime, "end_datetime"),
+        )
+        return search_out(hits)
+
+    @router.delete("/v1/agents/{agent_id}/archival-memory/{memory_id}")
+    async def delete_passage(agent_id: str, memory_id: str) -> Deleted:
+        await service.delete_passage(agent_id, memory_id)
+        return Deleted(message=f"Passage id={memory_id} successfully deleted")
+
+    return router

@@ -1,0 +1,140 @@
+"""Memory blocks: standalone (``/v1/blocks/``) and one agent's core memory (by label)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+
+from kelpie_agent.service import AgentService
+
+from ._models_agents import AgentState, agent_out
+from ._models_blocks import Block, BlockCreate, BlockUpdate, block_out
+from ._paging import page
+from ._routes_agents import MAX_PAGE, Deleted
+from ._routing import ERROR_RESPONSES, collection_route
+
+__all__ = ["blocks_router"]
+
+Limit = Annotated[int, Query(ge=0, le=MAX_PAGE)]
+Order = Literal["asc", "desc"]
+
+
+def blocks_router(service: AgentService) -> APIRouter:
+    router = APIRouter(tags=["blocks"], responses=ERROR_RESPONSES)
+
+    # -- standalone blocks ---------------------------------------------------------------------
+    async def create_block(body: BlockCreate) -> Block:
+        block = await service.create_block(
+            body.label,
+            body.value,
+            limit=body.limit,
+            description=body.description or "",
+            read_only=body.read_only,
+            metadata=body.metadata,
+        )
+        return block_out(block)
+
+    async def list_blocks(
+        label: str | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        limit: Limit = 50,
+        order: Order = "asc",
+    ) -> list[Block]:
+        """Every block, oldest first by default; ``after``/``before`` are block ids."""
+        blocks = await service.list_blocks(
+            label=label, after=after, before=before, limit=limit, order=order
+        )
+        return [block_out(b) for b in blocks]
+
+    collection_route(router, "/v1/blocks/", create_block, ["POST"], response_model=Block)
+    collection_route(router, "/v1/blocks/", list_blocks, ["GET"], response_model=list[Block])
+
+    @router.get("/v1/blocks/{block_id}")
+    async def get_block(block_id: str) -> Block:
+        return block_out(await service.get_block(block_id))
+
+    @router.patch("/v1/blocks/{block_id}")
+    async def update_block(block_id: str, body: BlockUpdate) -> Block:
+        changes = body.changes()
+        if not changes:
+            return block_out(await service.get_block(block_id))
+        return block_out(await service.update_block(block_id, **changes))
+
+    @router.delete("/v1/blocks/{block_id}")
+    async def delete_block(block_id: str) -> Deleted:
+        await service.delete_block(block_id)
+        return Deleted(message=f"Block id={block_id} successfully deleted")
+
+    @router.get("/v1/blocks/{block_id}/agents")
+    async def block_agents(
+        block_id: str,
+        after: str | None = None,
+        before: str | None = None,
+        limit: Limit = 50,
+        order: Order = "asc",
+    ) -> list[AgentState]:
+        """The agents the block is attached to, oldest first by default."""
+        views = await service.block_agents(block_id)
+        chosen = page(
+            views,
+            lambda view: view.agent.id,
+            after=after,
+            before=before,
+            limit=limit,
+            order=order,
+            what="agent",
+        )
+        return [agent_out(v) for v in chosen]
+
+    # -- an agent's core memory ----------------------------------------------------------------
+    @router.get("/v1/agents/{agent_id}/core-memory/blocks")
+    async def list_agent_blocks(
+        agent_id: str,
+        after: str | None = None,
+        before: str | None = None,
+        limit: Limit = 50,
+        order: Order = "asc",
+    ) -> list[Block]:
+        """The agent's blocks in attachment order (``asc``)."""
+        blocks = await service.list_agent_blocks(agent_id)
+        chosen = page(
+            blocks,
+            lambda b: b.id,
+            after=after,
+            before=before,
+            limit=limit,
+            order=order,
+            what="block",
+        )
+        return [block_out(b) for b in chosen]
+
+    @router.get("/v1/agents/{agent_id}/core-memory/blocks/{block_label}")
+    async def get_agent_block(agent_id: str, block_label: str) -> Block:
+        return block_out(await service.get_agent_block(agent_id, block_label))
+
+    @router.patch("/v1/agents/{agent_id}/core-memory/blocks/attach/{block_id}")
+    async def attach_block(agent_id: str, block_id: str) -> AgentState:
+        return agent_out(await service.attach_block(agent_id, block_id))
+
+    @router.patch("/v1/agents/{agent_id}/core-memory/blocks/detach/{block_id}")
+    async def detach_block(agent_id: str, block_id: str) -> AgentState:
+        return agent_out(await service.detach_block(agent_id, block_id))
+
+    @router.patch("/v1/agents/{agent_id}/core-memory/blocks/{block_label}")
+    async def update_agent_block(agent_id: str, block_label: str, body: BlockUpdate) -> Block:
+        """Change the block with this label (``label`` renames it)."""
+        block = await service.update_agent_block(
+            agent_id,
+            block_label,
+            value=body.value,
+            limit=body.limit,
+            description=body.description,
+            read_only=body.read_only,
+            new_label=body.label,
+            metadata=body.metadata,
+        )
+        return block_out(block)
+
+    return router

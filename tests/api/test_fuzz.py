@@ -1,0 +1,172 @@
+"""API fuzzing: schemathesis draws requests from the app's own OpenAPI schema (valid and
+invalid ones), Hypothesis runs them, and every answer must be schema-conformant and never a
+5xx.
+
+The app runs in a persistent simulation; each request is one step of it (the sync transport
+of ``_transport``), so the fuzzer needs no server and no thread. Path parameters are often
+replaced by ids that exist (an agent, its block labels and tools, a block, a tool, a passage),
+so requests reach the agents instead of stopping at 404. Default: 200 requests;
+``KELPIE_API_FUZZ=N`` for N (the acceptance run used 1200).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+import kelpie_dst
+from kelpie_agent.api import create_app
+from kelpie_dst.shims import HelpfulPolicy
+
+from ._transport import SimStepTransport
+from .harness import AGENT, BASE, STRICT, service_node
+
+REQUESTS = int(os.environ.get("KELPIE_API_FUZZ", "200"))
+CHECKS = [
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+]
+SOURCE = '''def echo(text: str) -> str:
+    """Echo.
+
+    Args:
+        text: t
+    """
+    return text
+'''
+
+
+class World:
+    """The simulation, the app, and ids that exist (re-created when the fuzzer deletes them)."""
+
+    def __init__(self, seed: int) -> None:
+        self.handle = kelpie_dst.open_simulation(seed=seed, **STRICT)
+        box: dict[str, Any] = {}
+
+        async def start() -> None:
+            sim = kelpie_dst.current_simulation()
+            assert sim is not None and sim.current_node() is not None
+            ready = trio.Event()
+
+            async def serve() -> None:
+                async with service_node(policy=HelpfulPolicy()) as service:
+                    box["app"] = create_app(service, observer=kelpie_dst.log)
+                    ready.set()
+                    await trio.sleep_forever()
+
+            sim.current_node().start_soon(serve)  # type: ignore[union-attr]
+            await ready.wait()
+
+        self.handle.step(start)
+        self.app = box["app"]
+        self.transport = SimStepTransport(self.handle, self.app)
+        self.http = httpx.Client(transport=self.transport, base_url=BASE)
+        self.ids: dict[str, str] = {}
+        self.statuses: dict[int, int] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Make sure the agent, block, tool and passage the fuzzer aims at exist."""
+        http = self.http
+        if "agent_id" not in self.ids or http.get(f"/v1/agents/{self.ids['agent_id']}").is_error:
+            agent = http.post("/v1/agents/", json=AGENT).json()
+            self.ids["agent_id"] = agent["id"]
+            self.ids.pop("memory_id", None)
+        agent_id = self.ids["agent_id"]
+        if "block_id" not in self.ids or http.get(f"/v1/blocks/{self.ids['block_id']}").is_error:
+            self.ids["block_id"] = http.post("/v1/blocks/", json={"label": "fz"}).json()["id"]
+        if "tool_id" not in self.ids or http.get(f"/v1/tools/{self.ids['tool_id']}").is_error:
+            found = http.get("/v1/tools/", params={"name": "echo"}).json()
+            tool = (
+                found[0] if found else http.post("/v1/tools/", json={"source_code": SOURCE}).json()
+            )
+            self.ids["tool_id"] = tool["id"]
+        if "memory_id" not in self.ids:
+            passage = http.post(f"/v1/agents/{agent_id}/archival-memory", json={"text": "p"})
+            self.ids["memory_id"] = passage.json()[0]["id"]
+        self.ids["block_label"] = "persona"
+        self.ids["tool_name"] = "send_message"
+
+    def close(self) -> None:
+        self.http.close()
+        self.handle.close()
+
+
+@pytest.fixture(scope="module")
+def world() -> Any:
+    w = World(seed=11)
+    yield w
+    w.close()
+
+
+def _operations(app: Any) -> list[Any]:
+    schema = schemathesis.openapi.from_dict(app.openapi())
+    return [result.ok() for result in schema.get_all_operations()]
+
+
+def test_fuzz_the_api_from_its_openapi_schema(world: World) -> None:
+    operations = _operations(world.app)
+    assert len(operations) == 37  # every route of letta-compat.md, one per method
+    strategies = [
+        op.as_strategy(generation_mode=mode)
+        for op in operations
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+    ]
+    sent = [0]
+
+    @settings(
+        max_examples=REQUESTS,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=st.one_of(strategies), data=st.data())
+    def run(case: Any, data: st.DataObject) -> None:
+        for name in list(case.path_parameters or {}):
+            if name in world.ids and data.draw(st.booleans(), label=f"real {name}"):
+                case.path_parameters[name] = world.ids[name]
+        kwargs = case.as_transport_kwargs(base_url=BASE)
+        body: dict[str, Any] = {}
+        if "json" in kwargs:
+            body["json"] = kwargs["json"]
+        elif kwargs.get("data") is not None:
+            body["content"] = kwargs["data"]
+        response = world.http.request(
+            kwargs["method"],
+            kwargs["url"],
+            headers=kwargs["headers"],
+            params=kwargs.get("params"),
+            **body,
+        )
+        sent[0] += 1
+        world.statuses[response.status_code] = world.statuses.get(response.status_code, 0) + 1
+        try:
+            case.validate_response(response, checks=CHECKS)
+        finally:
+            if case.method.upper() == "DELETE" and response.is_success:
+                world.refresh()
+
+    run()
+    print(f"\nfuzz: {sent[0]} requests, statuses {dict(sorted(world.statuses.items()))}")
+    assert sent[0] >= REQUESTS
+    assert not any(status >= 500 for status in world.statuses)
+    assert world.statuses.get(200, 0) > REQUESTS // 10  # the fuzzer reached real agents

@@ -1,0 +1,364 @@
+"""The agent workload's records and its invariants, as pure functions over what a run recorded.
+
+Everything here is plain data, so a test can fabricate a history and check that each checker
+catches a planted violation:
+
+* :func:`check_acknowledged`: every acknowledged send's input, and every message of its result,
+  is in the agent's final history exactly once, in the acknowledged run.
+* :func:`check_single_activation`: from the commit log of the shared database and the
+  dispatchers' observer events, every committed write of agent state was fenced by the lease of
+  an activation that owned it at that commit, and no two activations of one agent ever held
+  committed writes at once.
+* :func:`check_no_mixing`: each message in agent A's history (and each memory block) mentions
+  only A's tags, and every input in A's history was sent to A.
+* :func:`check_completed`: every request the clients issued was acknowledged.
+* :func:`check_blocks`: memory block values fit their limits.
+* :func:`check_streams`: a streamed turn's pieces, joined per message id, equal the result.
+* :func:`check_exactly_once`: each memory edit and archival insert of a tool step is stored at
+  most once (memory tools commit with their result), and no MCP call was sent again after its
+  result was committed (a completed tool call is never repeated; the one in flight at a crash
+  may be, before its result is stored).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+
+__all__ = [
+    "TAG",
+    "Ack",
+    "BlockState",
+    "Commit",
+    "Execution",
+    "Fence",
+    "Msg",
+    "Observed",
+    "Owner",
+    "RequestRecord",
+    "StreamRecord",
+    "check_acknowledged",
+    "check_blocks",
+    "check_completed",
+    "check_exactly_once",
+    "check_no_mixing",
+    "check_single_activation",
+    "check_streams",
+    "tag",
+]
+
+TAG = re.compile(r"tag-a(\d+)-m(\d+)", re.IGNORECASE)
+"""Every input carries ``tag-a<agent>-m<message>``; the scripted tools echo it."""
+NOTE = re.compile(r"tag-a\d+-m\d+ step \d+")
+"""What a tool step writes: ``tag-a<agent>-m<message> step <n>``."""
+
+
+def tag(agent: int, message: int) -> str:
+    return f"tag-a{agent}-m{message}"
+
+
+@attrs.frozen
+class Msg:
+    """One stored message, as the checkers see it (``text``: content, reasoning, tool call
+    arguments or tool return)."""
+
+    id: str
+    seq: int
+    run_id: str | None
+    type: str
+    text: str
+    otid: str | None = None
+    kind: str = ""  # user messages: input, heartbeat or alert
+    tool: str | None = None  # tool calls and returns: the tool's name
+    status: str | None = None  # tool returns: success or error
+
+
+@attrs.frozen
+class Ack:
+    """An acknowledged send: what the client sent and what it was told."""
+
+    agent: str
+    index: int
+    otid: str
+    text: str
+    run_id: str
+    message_ids: tuple[str, ...]
+    stop_reason: str
+
+
+@attrs.frozen
+class RequestRecord:
+    """One client request: ``outcome`` is ``acked``, ``failed`` (a non-retryable error) or
+    ``pending`` (never finished)."""
+
+    agent: str
+    what: str
+    outcome: str = "pending"
+    attempts: int = 0
+    error: str | None = None
+    finished_at: float | None = None
+
+
+@attrs.frozen
+class BlockState:
+    agent: str
+    label: str
+    value: str
+    limit: int
+
+
+@attrs.frozen
+class StreamRecord:
+    """A streamed turn that returned: the joined pieces per message id, and the result's
+    texts per message id (both rendered the same way)."""
+
+    agent: str
+    index: int
+    pieces: tuple[tuple[str, str], ...]
+    result: tuple[tuple[str, str], ...]
+
+
+@attrs.frozen
+class Execution:
+    """An MCP tool call an agent sent, at journal position ``at``; ``note`` is the step it
+    was sent for."""
+
+    at: int
+    tool: str
+    note: str
+
+
+@attrs.frozen
+class Owner:
+    """An owner record of the lease protocol (``token`` None once released)."""
+
+    node: str | None
+    epoch: int
+    token: str | None
+
+
+@attrs.frozen
+class Fence:
+    """The owner record of ``actor`` that a transaction read (None if absent or unreadable)."""
+
+    actor: str
+    owner: Owner | None
+
+
+@attrs.frozen
+class Commit:
+    """A commit to the shared database, in commit order: the agent-state keys it wrote, the
+    owner records it wrote, the owner records it read (its fences), and the MCP results
+    (``tool: note``) its values carry."""
+
+    time: float
+    node: str
+    agent_writes: tuple[str, ...] = ()
+    owners: tuple[tuple[str, Owner | None], ...] = ()
+    fences: tuple[Fence, ...] = ()
+    results: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Observed:
+    """A dispatcher observer event (``actor.acquired``, ``actor.lease_lost``, ...)."""
+
+    time: float
+    node: str
+    kind: str
+    actor: str = ""
+    epoch: int | None = None
+
+
+def agent_of_key(key: str) -> str | None:
+    """The agent a storage key belongs to; ``"block"`` for a block; None for other keys."""
+    head, _, rest = key.partition("/")
+    if head in ("agent", "session"):
+        return rest or None
+    if head in ("msg", "msgid", "passage", "passageid"):
+        return rest.split("/", 1)[0] or None
+    if head == "block":
+        return "block"
+    return None
+
+
+def check_acknowledged(acks: Iterable[Ack], histories: Mapping[str, Sequence[Msg]]) -> list[str]:
+    problems: list[str] = []
+    for agent, history in histories.items():
+        for message_id, n in Counter(m.id for m in history).items():
+            if n > 1:
+                problems.append(f"{agent}: message {message_id} is stored {n} times")
+    for ack in acks:
+        history = histories.get(ack.agent, ())
+        where = f"{ack.agent} message #{ack.index} ({ack.otid})"
+        inputs = [
+            m
+            for m in history
+            if m.type == "user_message" and (m.text == ack.text or m.otid == ack.otid)
+        ]
+        if not inputs:
+            problems.append(f"{where}: the acknowledged input is not in the history")
+        elif len(inputs) > 1:
+            runs = ", ".join(str(m.run_id) for m in inputs)
+            problems.append(f"{where}: the input is stored {len(inputs)} times (runs {runs})")
+        elif inputs[0].text != ack.text or inputs[0].run_id != ack.run_id:
+            problems.append(
+                f"{where}: stored input {inputs[0].text!r} in run {inputs[0].run_id}, "
+                f"acknowledged {ack.text!r} in run {ack.run_id}"
+            )
+        by_id = {m.id: m for m in history}
+        for message_id in ack.message_ids:
+            stored = by_id.get(message_id)
+            if stored is None:
+                problems.append(f"{where}: response message {message_id} was lost")
+            elif stored.run_id != ack.run_id:
+                problems.append(
+                    f"{where}: message {message_id} is stored in run {stored.run_id}, "
+                    f"not {ack.run_id}"
+                )
+    return problems
+
+
+def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
+    """Walk the commit log and the observer events in the order they happened."""
+    problems: list[str] = []
+    owner: dict[str, Owner | None] = {}
+    order: dict[str, list[str]] = {}  # actor -> tokens in the order of their first write
+    acquired: dict[tuple[str, str, int], int] = {}  # (actor, node, epoch) -> entry position
+    latest: dict[str, tuple[int, str, int]] = {}  # actor -> (position, node, epoch) acquired
+    for position, entry in enumerate(entries):
+        if isinstance(entry, Observed):
+            if entry.kind == "actor.acquired" and entry.epoch is not None:
+                acquired[(entry.actor, entry.node, entry.epoch)] = position
+                latest[entry.actor] = (position, entry.node, entry.epoch)
+            continue
+        fenced = {f.actor: f.owner for f in entry.fences}
+        touched = [agent_of_key(k) for k in entry.agent_writes]
+        actors = sorted({f"agent/{a}" for a in touched if a not in (None, "block")})
+        if "block" in touched and not fenced:
+            problems.append(f"t={entry.time:.3f} {entry.node}: an unfenced write of a block")
+        for actor in actors:
+            if actor not in fenced:
+                problems.append(f"t={entry.time:.3f} {entry.node}: unfenced write of {actor}")
+                continue
+            read = fenced[actor]
+            current = owner.get(actor)
+            if read is None or read.token is None or read != current or read.node != entry.node:
+                problems.append(
+                    f"t={entry.time:.3f} {actor}: {entry.node} committed under {read} while "
+                    f"the lease was {current}"
+                )
+                continue
+            if (actor, entry.node, read.epoch) not in acquired:
+                problems.append(
+                    f"t={entry.time:.3f} {actor}: {entry.node} committed as epoch {read.epoch} "
+                    f"without having acquired it"
+                )
+            last = latest.get(actor)
+            if last is not None and (last[1], last[2]) != (entry.node, read.epoch):
+                problems.append(
+                    f"t={entry.time:.3f} {actor}: epoch {read.epoch} on {entry.node} committed "
+                    f"after epoch {last[2]} was acquired on {last[1]}"
+                )
+            tokens = order.setdefault(actor, [])
+            if not tokens or tokens[-1] != read.token:
+                if read.token in tokens:
+                    problems.append(
+                        f"t={entry.time:.3f} {actor}: activation {read.token} wrote again after "
+                        f"{tokens[-1]} had written"
+                    )
+                tokens.append(read.token)
+        for actor, record in entry.owners:
+            owner[actor] = record
+    return problems
+
+
+def check_no_mixing(
+    histories: Mapping[str, Sequence[Msg]],
+    blocks: Iterable[BlockState],
+    sent: Mapping[str, Sequence[str]],
+    numbers: Mapping[str, int],
+) -> list[str]:
+    """``numbers[agent]`` is the agent's number in its tags; ``sent[agent]`` its inputs."""
+    problems: list[str] = []
+    for agent, history in histories.items():
+        mine = numbers[agent]
+        allowed = set(sent.get(agent, ()))
+        for m in history:
+            if m.type == "user_message" and m.kind == "input" and m.text not in allowed:
+                problems.append(f"{agent}: input {m.text[:60]!r} was never sent to it")
+            for found in TAG.finditer(m.text):
+                if int(found.group(1)) != mine:
+                    problems.append(f"{agent} (a{mine}): {m.type} {m.id} mentions {found.group(0)}")
+                    break
+    for block in blocks:
+        mine = numbers[block.agent]
+        for found in TAG.finditer(block.value):
+            if int(found.group(1)) != mine:
+                problems.append(f"{block.agent}: block {block.label} holds {found.group(0)}")
+                break
+    return problems
+
+
+def check_completed(requests: Iterable[RequestRecord]) -> list[str]:
+    problems = []
+    for r in requests:
+        if r.outcome != "acked":
+            why = f": {r.error}" if r.error else ""
+            problems.append(f"{r.what}: {r.outcome} after {r.attempts} attempts{why}")
+    return problems
+
+
+def check_blocks(blocks: Iterable[BlockState]) -> list[str]:
+    return [
+        f"{b.agent}: block {b.label} holds {len(b.value)} characters, over its limit {b.limit}"
+        for b in blocks
+        if len(b.value) > b.limit
+    ]
+
+
+def check_streams(streams: Iterable[StreamRecord]) -> list[str]:
+    problems = []
+    for s in streams:
+        result = dict(s.result)
+        for message_id, text in s.pieces:
+            if message_id in result and result[message_id] != text:
+                problems.append(
+                    f"{s.agent} message #{s.index}: streamed {message_id} as {text[:60]!r}, "
+                    f"the result holds {result[message_id][:60]!r}"
+                )
+    return problems
+
+
+def check_exactly_once(
+    blocks: Iterable[BlockState],
+    passages: Mapping[str, Sequence[str]],
+    entries: Sequence[Commit | Observed],
+    executions: Iterable[Execution],
+) -> list[str]:
+    """``passages[agent]``: the texts of its archival passages; ``entries``: the journal."""
+    problems: list[str] = []
+    for block in blocks:
+        for note, n in Counter(NOTE.findall(block.value)).items():
+            if n > 1:
+                problems.append(f"{block.agent}: block {block.label} holds {note!r} {n} times")
+    for agent, texts in passages.items():
+        for note, n in Counter(note for t in texts for note in NOTE.findall(t)).items():
+            if n > 1:
+                problems.append(f"{agent}: archival memory holds {note!r} {n} times")
+    committed: dict[str, int] = {}
+    for position, entry in enumerate(entries):
+        if isinstance(entry, Commit):
+            for result in entry.results:
+                committed.setdefault(result, position)
+    for run in executions:
+        first = committed.get(f"{run.tool}: {run.note}")
+        if first is not None and first < run.at:
+            problems.append(
+                f"{run.tool}({run.note!r}) was sent again (entry {run.at}) after its result was "
+                f"committed (entry {first})"
+            )
+    return problems

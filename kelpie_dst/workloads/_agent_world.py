@@ -1,0 +1,286 @@
+"""The agent workload's world: server nodes running a Dispatcher of AgentActors over one shared
+database host, with a simulated LLM, sandboxes and MCP servers, and a journal of every commit
+to the database and every dispatcher observer event (for the single-activation checker).
+
+The journal is instrumentation, not a mock: :class:`RecordingKV` is the node's ordinary
+:class:`~kelpie_dst.shims.FaultyKV` whose transactions also note the owner records they read
+(the lease fence) and, at the moment a commit applies, what it wrote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import msgpack
+import trio
+
+import kelpie_dst
+from kelpie_agent.actors import Dispatcher, DispatcherOptions
+from kelpie_agent.agent import AgentActor, AgentEnv, LoopConfig, ToolStore
+from kelpie_agent.mcp import McpClient, McpServerConfig
+from kelpie_agent.storage._txn import Write
+
+from .._nodes import Node
+from .._sim import Simulation
+from ..shims import FaultyKV, LlmTiming, SimKV, SimLlmClient, open_kv, open_sandbox, sim_ports
+from ..shims._mcp import SimMcpServer, sim_mcp_transport
+from ..shims._storage import SimTransaction
+from ..shims.llm import Policy
+from ._agent_checks import Commit, Execution, Fence, Observed, Owner, agent_of_key
+from ._agent_policy import CUSTOM_TOOL_SOURCE, MCP_SCHEMA
+
+__all__ = ["LOOP", "OPTIONS", "Journal", "RecordingKV", "World"]
+
+OWNER_PREFIX = b"actors/owner/"
+OPTIONS = DispatcherOptions(
+    idle_timeout=4.0,
+    lease_duration=6.0,
+    renew_every=1.5,
+    lease_margin=2.5,
+    acquire_timeout=30.0,
+    poll_interval=0.5,
+    shutdown_timeout=2.0,
+)
+"""Short leases and idle timeouts, so agents move and reactivate often in a short run."""
+LOOP = LoopConfig(
+    llm_timeout=30.0,
+    llm_backoff=0.5,
+    llm_backoff_max=8.0,
+    tool_timeout=20.0,
+    sink_timeout=10.0,
+)
+
+
+def _owner(raw: bytes | None) -> Owner | None:
+    if raw is None:
+        return None
+    try:
+        d = msgpack.unpackb(raw, raw=False)
+    except Exception:
+        return None
+    if not isinstance(d, dict):
+        return None
+    return Owner(d.get("node"), int(d.get("epoch", 0)), d.get("token"))
+
+
+class Journal:
+    """Commits to the shared database and observer events, in the order they happened, and
+    the MCP tool calls the agents sent (positioned among them)."""
+
+    def __init__(self, mcp_tools: Sequence[str] = ()) -> None:
+        self.entries: list[Commit | Observed] = []
+        self.executions: list[Execution] = []
+        self.counts: dict[str, int] = {}
+        names = b"|".join(re.escape(t.encode()) for t in mcp_tools)
+        self._results = re.compile(b"(?:" + names + rb"): tag-a\d+-m\d+ step \d+")
+        self._any = bool(mcp_tools)
+
+    def executed(self, tool: str, note: str) -> None:
+        """An agent sent an MCP call for ``note`` (a tool step)."""
+        self.executions.append(Execution(len(self.entries), tool, note))
+
+    def commit(
+        self, node: str, fences: Mapping[bytes, bytes | None], writes: Sequence[Write]
+    ) -> None:
+        agent_writes = tuple(
+            k for k in (key.decode("utf-8", "replace") for key, _ in writes) if agent_of_key(k)
+        )
+        owners = tuple(
+            (key[len(OWNER_PREFIX) :].decode("utf-8", "replace"), _owner(value))
+            for key, value in writes
+            if key.startswith(OWNER_PREFIX)
+        )
+        if not agent_writes and not owners:
+            return
+        fenced = tuple(
+            Fence(key[len(OWNER_PREFIX) :].decode("utf-8", "replace"), _owner(value))
+            for key, value in fences.items()
+        )
+        results: list[str] = []
+        if self._any:
+            for _, value in writes:
+                if value is not None:
+                    results += (r.decode() for r in self._results.findall(value))
+        self.entries.append(
+            Commit(trio.current_time(), node, agent_writes, owners, fenced, tuple(results))
+        )
+
+    def observer(self, node: str) -> Callable[..., None]:
+        def observe(kind: str, **fields: Any) -> None:
+            epoch = fields.get("epoch")
+            self.entries.append(
+                Observed(
+                    trio.current_time(),
+                    node,
+                    kind,
+                    str(fields.get("actor", "")),
+                    epoch if isinstance(epoch, int) else None,
+                )
+            )
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            kelpie_dst.log(kind, node=node, **fields)
+
+        return observe
+
+
+class RecordingTransaction(SimTransaction):
+    def __init__(self, kv: RecordingKV) -> None:
+        super().__init__(kv)
+        self._recorder = kv
+        self._fences: dict[bytes, bytes | None] = {}
+
+    async def _read(self, key: bytes) -> bytes | None:
+        value = await super()._read(key)
+        if key.startswith(OWNER_PREFIX):
+            self._fences[key] = value
+        return value
+
+    def _validate(self, writes: list[Write]) -> None:
+        super()._validate(writes)
+        # SimTransaction applies the writes right after this returns, with no await between.
+        self._recorder.journal.commit(self._recorder.node.name, self._fences, writes)
+
+
+class RecordingKV(FaultyKV):
+    """A node's FaultyKV on the database host, journaling what it commits."""
+
+    def __init__(self, sim: Simulation, node: Node, host: Node, journal: Journal) -> None:
+        super().__init__(sim, node, open_kv(node, host=host).store, host)
+        self.journal = journal
+
+    def transaction(self) -> RecordingTransaction:
+        self._check_open()
+        return RecordingTransaction(self)
+
+    async def _before_op(self, op: str, key: bytes | None) -> None:
+        await super()._before_op(op, key)
+        if op in ("set", "delete") and key is not None:  # applied right after, unfenced
+            self.journal.commit(self.node.name, {}, [(key, None)])
+
+
+class RecordingMcp:
+    """The node's McpClient, noting in the journal each tool call the agent sends."""
+
+    def __init__(self, client: McpClient, journal: Journal) -> None:
+        self.client = client
+        self.journal = journal
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Any:
+        self.journal.executed(tool, str((arguments or {}).get("text", "")))
+        return await self.client.call_tool(server, tool, arguments, timeout=timeout)
+
+    def status(self, server: str) -> str:
+        return self.client.status(server)
+
+    async def reconnect(self, server: str) -> None:
+        await self.client.reconnect(server)
+
+
+class World:
+    """The server nodes, their dispatchers (the live incarnation's), the shared policy and
+    tools. Server nodes boot on :meth:`start`; a restarted node gets a fresh dispatcher."""
+
+    def __init__(
+        self,
+        sim: Simulation,
+        *,
+        nodes: Sequence[str],
+        database: str,
+        policy: Policy,
+        sandbox: bool,
+        mcp: Sequence[tuple[str, Sequence[str]]],
+        tools: Sequence[str],
+    ) -> None:
+        self.sim = sim
+        self.node_names = tuple(nodes)
+        self.policy = policy
+        self.sandbox = sandbox
+        self.wants = tuple(tools)
+        self.mcp_tools = tuple(t for _, names in mcp for t in names)
+        self.journal = Journal(self.mcp_tools)
+        self.dispatchers: dict[str, Dispatcher] = {}
+        self.db = sim.add_node(database)
+        self.mcp_servers = [
+            SimMcpServer(
+                name,
+                [
+                    {
+                        "name": t,
+                        "description": f"Look {t} up.",
+                        "input_schema": MCP_SCHEMA,
+                        "response": _echo(t),
+                    }
+                    for t in names
+                ],
+                latency=(0.05, 0.3),
+            )
+            for name, names in mcp
+        ]
+        self.tool_ids: dict[str, str] = {}  # name -> id of the custom and MCP tools
+
+    async def setup(self) -> None:
+        """Register the custom tool and the MCP tools (an operator's provisioning: done on
+        the database directly, before any fault can matter)."""
+        main = self.sim.current_node()
+        assert main is not None
+        store = ToolStore(SimKV(open_kv(main, host=self.db).store), sim_ports(main))
+        if "custom" in self.wants:
+            spec = await store.upsert(CUSTOM_TOOL_SOURCE)
+            self.tool_ids[spec.name] = spec.id
+        if "mcp" in self.wants:
+            for server in self.mcp_servers:
+                for tool in server.tools.values():
+                    mcp_spec = await store.add_mcp_tool(
+                        server.name, tool.name, tool.description, MCP_SCHEMA
+                    )
+                    self.tool_ids[mcp_spec.name] = mcp_spec.id
+
+    def start(self) -> None:
+        for name in self.node_names:
+            self.sim.add_node(name, self._server)
+
+    async def _server(self, node: Node) -> None:
+        kv = RecordingKV(self.sim, node, self.db, self.journal)
+        async with contextlib.AsyncExitStack() as stack:
+            mcp = None
+            if self.mcp_servers and "mcp" in self.wants:
+                configs = [
+                    McpServerConfig(s.name, "simulated", startup_timeout=10, call_timeout=10)
+                    for s in self.mcp_servers
+                ]
+                client = McpClient(configs, transport=sim_mcp_transport(*self.mcp_servers))
+                mcp = RecordingMcp(await stack.enter_async_context(client), self.journal)
+            factory = (lambda: open_sandbox(node, name="agent-tools")) if self.sandbox else None
+            env = AgentEnv(
+                llm=SimLlmClient(self.policy, timing=LlmTiming()),
+                sandbox_factory=factory,
+                mcp=mcp,
+                config=LOOP,
+            )
+            dispatcher = Dispatcher(
+                kv,
+                sim_ports(node),
+                node_id=node.name,
+                factories={"agent": lambda _: AgentActor(env)},
+                options=OPTIONS,
+                observer=self.journal.observer(node.name),
+            )
+            self.dispatchers[node.name] = dispatcher
+            await dispatcher.run()
+
+
+def _echo(tool: str) -> Callable[[Mapping[str, Any]], str]:
+    def respond(args: Mapping[str, Any]) -> str:
+        return f"{tool}: {args.get('text', '')}"
+
+    return respond

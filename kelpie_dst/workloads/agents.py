@@ -1,0 +1,287 @@
+"""The reusable agent workload: N agents, M messages each, a mix of tools, on K server nodes
+sharing one database host, with checkers for the invariants that matter.
+
+The world (``_agent_world``): every node in ``topology.nodes`` runs a
+:class:`~kelpie_agent.actors.Dispatcher` of :class:`~kelpie_agent.agent.AgentActor` s over the
+database host ``topology.database``, a :class:`~kelpie_dst.shims.SimLlmClient` whose policy
+comes from ``topology.llm`` (``helpful``, the default, follows the workload's tool directives;
+``scripted`` and ``adversarial`` are the scenario's own), a sandbox per active agent when
+``topology.sandbox.enabled``, and the MCP servers of ``topology.mcp`` (each listed tool echoes
+its ``text`` argument). A custom tool (``tally``, run in the sandbox) is registered at start.
+
+The clients (``_agent_client``) run on ``main``: each creates its agents on some node and sends
+their messages round-robin, some streamed; any retryable failure (a crashed, paused or
+partitioned node, a lost lease, storage giving up, a timeout) is retried on another node with
+the same ``otid``. After the last acknowledgement every agent's history and blocks are read
+back through the agents. The scenario's liveness phase bounds all of it after faults heal.
+
+Invariants (each also a plain function in ``_agent_checks``, for tests):
+``no_acknowledged_message_lost``, ``single_activation``, ``no_mixing_across_agents``,
+``every_request_completed``, ``memory_blocks_within_limits``, ``streams_match_results``,
+``tool_effects_exactly_once``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import trio
+
+from kelpie_agent.agent import BUILTINS, builtin_id, default_tool_names
+
+from .._errors import UsageError
+from ..scenario import WorkloadContext, invariant, workload
+from ..shims import sim_ports
+from ._agent_checks import (
+    Ack,
+    BlockState,
+    Commit,
+    Execution,
+    Fence,
+    Msg,
+    Observed,
+    Owner,
+    RequestRecord,
+    StreamRecord,
+    check_acknowledged,
+    check_blocks,
+    check_completed,
+    check_exactly_once,
+    check_no_mixing,
+    check_single_activation,
+    check_streams,
+)
+from ._agent_client import AgentPlan, Clients, Planned, RunRecord
+from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind, workload_policy
+from ._agent_world import World
+
+__all__ = [
+    "Ack",
+    "BlockState",
+    "Commit",
+    "Execution",
+    "Fence",
+    "Msg",
+    "Observed",
+    "Owner",
+    "RequestRecord",
+    "StreamRecord",
+    "agents",
+    "check_acknowledged",
+    "check_blocks",
+    "check_completed",
+    "check_exactly_once",
+    "check_no_mixing",
+    "check_single_activation",
+    "check_streams",
+    "every_request_completed",
+    "memory_blocks_within_limits",
+    "no_acknowledged_message_lost",
+    "no_mixing_across_agents",
+    "single_activation",
+    "streams_match_results",
+    "tool_effects_exactly_once",
+]
+
+AGENT_TYPES = ("memgpt_agent", "letta_v1_agent", "react_agent")
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+RESERVED = frozenset([*(b.name for b in BUILTINS), CUSTOM_TOOL])
+PARAMS: dict[str, int | float | str | bool] = {
+    "agents": 6,
+    "messages": 4,
+    "clients": 3,
+    "tools": ",".join(KINDS),
+    "agent_types": "memgpt_agent,letta_v1_agent",
+    "stream_fraction": 0.3,
+    "max_tool_steps": 3,
+    "max_steps": 8,
+    "hop": 0.3,
+    "attempt_timeout": 60.0,
+    "block_limit": 400,
+    "otids": True,
+}
+
+
+def _names(ctx: WorkloadContext, param: str, allowed: tuple[str, ...]) -> list[str]:
+    names = [n.strip() for n in str(ctx.params[param]).split(",") if n.strip()]
+    for name in names:
+        if name not in allowed:
+            raise UsageError(
+                f"workload.params.{param}: unknown {name!r} (allowed: {', '.join(allowed)})"
+            )
+    if not names:
+        raise UsageError(f"workload.params.{param}: list at least one of {', '.join(allowed)}")
+    return names
+
+
+@workload(params=PARAMS, sizes=("agents", "messages", "clients"))
+async def agents(ctx: WorkloadContext) -> None:
+    """Create the agents, send every message until acknowledged, read back the final state."""
+    kinds = _names(ctx, "tools", KINDS)
+    types = _names(ctx, "agent_types", AGENT_TYPES)
+    topology = ctx.topology
+    if topology.llm.transport != "direct":
+        raise UsageError("topology.llm.transport: the agents workload supports 'direct' only")
+    sandbox = topology.sandbox
+    mcp_names = [t for s in topology.mcp for t in s.tools]
+    for name in mcp_names:
+        if mcp_names.count(name) > 1 or not TOOL_NAME.match(name) or name in RESERVED:
+            raise UsageError(
+                f"topology.mcp: tool {name!r} must be unique across servers, 1-64 letters, "
+                f"digits, '_' or '-', and not a built-in or custom tool's name"
+            )
+    kinds = [
+        k
+        for k in kinds
+        if (k not in ("python", "shell", "custom") or sandbox)
+        and (k != "mcp" or any(s.tools for s in topology.mcp))
+    ] or ["chat"]
+    world = World(
+        ctx.sim,
+        nodes=topology.nodes or ("node-1", "node-2", "node-3"),
+        database=topology.database or "db",
+        policy=workload_policy(topology.llm.policy),
+        sandbox=sandbox,
+        mcp=[(s.name, s.tools) for s in topology.mcp],
+        tools=kinds,
+    )
+    await world.setup()
+    plans = _plan(ctx, world, kinds, types)
+    record = RunRecord(plans)
+    ctx.state.update(world=world, record=record)
+    world.start()
+    clients = Clients(ctx, world, record)
+    count = max(1, min(int(ctx.params["clients"]), len(plans)))
+    async with trio.open_nursery() as nursery:
+        for number in range(count):
+            nursery.start_soon(clients.client, number, plans[number::count])
+    rng = ctx.rng("read")
+    for plan in plans:
+        if record.requests.get(f"a{plan.number} create") is not None:
+            await clients.read_back(plan, rng)
+    _metrics(ctx, world, record)
+
+
+def _plan(
+    ctx: WorkloadContext, world: World, kinds: list[str], types: list[str]
+) -> list[AgentPlan]:
+    rng = ctx.rng("plan")
+    main = ctx.sim.current_node()
+    assert main is not None
+    ids = sim_ports(main).ids
+    steps, fraction = int(ctx.params["max_tool_steps"]), float(ctx.params["stream_fraction"])
+    plans = []
+    for number in range(1, int(ctx.params["agents"]) + 1):
+        agent_type = types[(number - 1) % len(types)]
+        names = list(default_tool_names(agent_type))
+        tool_ids = [builtin_id(n) for n in names]
+        if {"python", "shell"} & set(kinds):
+            tool_ids.append(builtin_id("run_code"))
+        tool_ids += list(world.tool_ids.values())  # the custom tool and the MCP tools
+        messages = []
+        for index in range(1, int(ctx.params["messages"]) + 1):
+            kind = rng.choice(kinds)
+            tool = rng.choice(world.mcp_tools) if kind == "mcp" else None
+            n = 0 if kind == "chat" else rng.randint(1, max(1, steps))
+            text = directive_text(number, index, kind, n, rng, tool)
+            stream = rng.random() < fraction
+            messages.append(Planned(index, text, f"otid-a{number}-m{index}", stream))
+        plans.append(
+            AgentPlan(number, ids.new("agent"), agent_type, tuple(tool_ids), tuple(messages))
+        )
+    return plans
+
+
+def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
+    ctx.metric("messages.acked", len(record.acks))
+    ctx.metric("messages.planned", sum(len(p.messages) for p in record.plans))
+    ctx.metric("streams", len(record.streams))
+    for reason, n in sorted(record.stop_reasons.items()):
+        ctx.metric(f"stop.{reason}", n)
+    for history in record.histories.values():
+        for m in history:
+            if m.type == "tool_call_message":
+                ctx.count(f"tools.{tool_kind(m.tool, world.mcp_tools)}")
+            elif m.type == "tool_return_message" and m.status == "error":
+                ctx.count("tools.failed")
+    for kind in ("actor.acquired", "actor.handoff", "actor.lease_lost"):
+        ctx.metric(kind, world.journal.counts.get(kind, 0))
+
+
+def _record(ctx: WorkloadContext) -> RunRecord:
+    record = ctx.state.get("record")
+    assert isinstance(record, RunRecord), "the agents workload did not run"
+    return record
+
+
+def _holds(problems: list[str], what: str) -> None:
+    shown = "; ".join(problems[:5]) + (
+        f"; ... ({len(problems)} in all)" if len(problems) > 5 else ""
+    )
+    assert not problems, f"{what}: {shown}"
+
+
+@invariant
+def no_acknowledged_message_lost(ctx: WorkloadContext) -> None:
+    """Every acknowledged send's input and response are in the final history exactly once."""
+    record = _record(ctx)
+    _holds(check_acknowledged(record.acks, record.histories), "acknowledged messages lost")
+
+
+@invariant
+def single_activation(ctx: WorkloadContext) -> None:
+    """No two activations of one agent ever held committed writes at once."""
+    world = ctx.state["world"]
+    assert isinstance(world, World)
+    _holds(check_single_activation(world.journal.entries), "single activation violated")
+
+
+@invariant
+def no_mixing_across_agents(ctx: WorkloadContext) -> None:
+    """Each message in an agent's history (and its memory) belongs to that agent."""
+    record = _record(ctx)
+    sent = {p.agent_id: [m.text for m in p.messages] for p in record.plans}
+    numbers = {p.agent_id: p.number for p in record.plans}
+    problems = check_no_mixing(record.histories, record.blocks, sent, numbers)
+    _holds(problems, "messages mixed across agents")
+
+
+@invariant
+def every_request_completed(ctx: WorkloadContext) -> None:
+    """Every request was acknowledged (the liveness phase bounds when)."""
+    record = _record(ctx)
+    problems = check_completed(record.requests.values())
+    missing = [
+        f"a{p.number} #{m.index}: never sent"
+        for p in record.plans
+        for m in p.messages
+        if f"a{p.number} #{m.index}" not in record.requests
+    ]
+    _holds(problems + missing, "requests not completed")
+
+
+@invariant
+def memory_blocks_within_limits(ctx: WorkloadContext) -> None:
+    """Every memory block's value fits its limit."""
+    _holds(check_blocks(_record(ctx).blocks), "memory block over its limit")
+
+
+@invariant
+def streams_match_results(ctx: WorkloadContext) -> None:
+    """A streamed turn's pieces, joined per message, equal the turn's result, and the stream
+    is closed when the turn ends."""
+    record = _record(ctx)
+    unclosed = [f"{key}: the stream stayed open after the turn" for key in record.unclosed]
+    _holds(check_streams(record.streams) + unclosed, "a stream differs from its result")
+
+
+@invariant
+def tool_effects_exactly_once(ctx: WorkloadContext) -> None:
+    """Memory edits and archival inserts are stored once; no MCP call ran again after its
+    result was committed."""
+    record, world = _record(ctx), ctx.state["world"]
+    assert isinstance(world, World)
+    problems = check_exactly_once(
+        record.blocks, record.passages, world.journal.entries, world.journal.executions
+    )
+    _holds(problems, "a tool's effect was repeated")

@@ -115,6 +115,9 @@ class SimOptions:
     strategy: str = "random"
     pct_depth: int = 3
     guards: str = "redirect"
+    guard_allow: tuple[str, ...] = ()
+    """Module prefixes exempt from ``strict``: their calls are served deterministically
+    (``redirect``) instead of failing, e.g. a test driver's HTTP client library."""
     buggify: bool = True
 
 

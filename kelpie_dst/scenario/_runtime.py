@@ -106,6 +106,7 @@ def run_scenario(
         strategy=options.strategy,
         pct_depth=options.pct_depth,
         guards=options.guards,
+        guard_allow=options.guard_allow,
         buggify=options.buggify,
         faults=scenario.faults_for(seed),
         swarm=False,

@@ -103,11 +103,12 @@ def _read_script(doc: Doc, file: Path) -> dict[str, Any]:
 
 
 def simulation(doc: Doc) -> SimOptions:
-    doc.only(("strategy", "pct_depth", "guards", "buggify"))
+    doc.only(("strategy", "pct_depth", "guards", "guard_allow", "buggify"))
     return SimOptions(
         strategy=doc.text("strategy", "random", choices=("random", "pct")),
         pct_depth=doc.integer("pct_depth", 3, minimum=1),
         guards=doc.text("guards", "redirect", choices=("redirect", "strict", "off")),
+        guard_allow=doc.str_list("guard_allow", ()),
         buggify=doc.flag("buggify", True),
     )
 

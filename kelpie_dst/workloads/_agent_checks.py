@@ -78,7 +78,8 @@ class Msg:
 
 @attrs.frozen
 class Ack:
-    """An acknowledged send: what the client sent and what it was told."""
+    """An acknowledged send: what the client sent and what it was told (``run_id`` is empty
+    when the answer named no run: a JSON reply with no messages)."""
 
     agent: str
     index: int
@@ -204,7 +205,7 @@ def check_acknowledged(acks: Iterable[Ack], histories: Mapping[str, Sequence[Msg
         elif len(inputs) > 1:
             runs = ", ".join(str(m.run_id) for m in inputs)
             problems.append(f"{where}: the input is stored {len(inputs)} times (runs {runs})")
-        elif inputs[0].text != ack.text or inputs[0].run_id != ack.run_id:
+        elif inputs[0].text != ack.text or (ack.run_id and inputs[0].run_id != ack.run_id):
             problems.append(
                 f"{where}: stored input {inputs[0].text!r} in run {inputs[0].run_id}, "
                 f"acknowledged {ack.text!r} in run {ack.run_id}"

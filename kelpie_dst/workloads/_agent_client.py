@@ -1,51 +1,28 @@
 """The agent workload's clients: create agents, send their messages (some streamed), retry on
 another node with the same ``otid`` until acknowledged, and read back the final state.
 
-Clients run on ``main`` (which no fault crashes) and reach a server node by calling that node's
-live :class:`~kelpie_agent.actors.Dispatcher`: a crashed node's dispatcher answers
-``ActorStoppedError``, a paused one does not answer at all, so every attempt has a timeout. A
-retry carries the same ``otid``, which makes it idempotent (docs/agent.md): the agent answers
-a retried send with the run its first attempt started.
+Clients run on ``main`` (which no fault crashes). How a request reaches a server node is a
+:class:`Link`: :class:`~._agent_direct.DirectLink` calls the node's live
+:class:`~kelpie_agent.actors.Dispatcher` (a crashed node answers ``ActorStoppedError``, a paused
+one not at all), :class:`~._agent_http.HttpLink` speaks Letta's REST API to the node's HTTP
+server through the unmodified ``letta_client`` SDK over the simulated network. Every attempt
+has a timeout. A retry carries the same ``otid``, which makes it idempotent (docs/agent.md):
+the agent answers a retried send with the run its first attempt started.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import trio
 
-from kelpie_agent.actors import ActorError, ActorId, Dispatcher
-from kelpie_agent.agent import (
-    AgentExistsError,
-    AgentMessage,
-    AgentStorageError,
-    AssistantMessage,
-    BlockCreate,
-    CreateAgent,
-    InputMessage,
-    ListBlocks,
-    ListMessages,
-    ListPassages,
-    PassageRecord,
-    ReasoningMessage,
-    SendMessage,
-    StreamEvent,
-    ToolCallMessage,
-    ToolReturnMessage,
-    TurnResult,
-    UserMessage,
-)
-from kelpie_agent.storage import StorageError
-
-from .._errors import NodeDownError
 from ..scenario import WorkloadContext
 from ._agent_checks import Ack, BlockState, Msg, RequestRecord, StreamRecord
 from ._agent_world import World
 
-__all__ = ["AgentPlan", "Clients", "Planned", "RunRecord", "ask", "stream_record", "to_msg"]
+__all__ = ["AgentPlan", "Clients", "Link", "Planned", "RunRecord", "Sent", "join_pieces"]
 
 PAGE = 500
 
@@ -61,10 +38,47 @@ class Planned:
 @attrs.frozen
 class AgentPlan:
     number: int
-    agent_id: str
+    agent_id: str  # the workload's name for the agent; a link maps it to the server's id
     agent_type: str
     tool_ids: tuple[str, ...]
     messages: tuple[Planned, ...]
+
+
+@attrs.frozen
+class Sent:
+    """An acknowledged send: the run, its messages, its stop reason and, for a streamed send,
+    the streamed pieces joined per ``<message id>/<message type>``."""
+
+    run_id: str
+    message_ids: tuple[str, ...]
+    stop_reason: str
+    pieces: tuple[tuple[str, str], ...] | None = None
+    events: int = 0
+    unclosed: bool = False  # the stream stayed open after the turn ended
+
+
+class Link(Protocol):
+    """One transport from the clients to the server nodes. Each call is one attempt against
+    ``node``; the clients retry what :meth:`retryable` allows."""
+
+    def retryable(self, error: BaseException) -> bool: ...
+
+    async def create(self, node: str, plan: AgentPlan, block_limit: int, retry: bool) -> None: ...
+
+    async def send(
+        self, node: str, plan: AgentPlan, message: Planned, otid: str | None, max_steps: int
+    ) -> Sent: ...
+
+    async def history(
+        self, node: str, plan: AgentPlan, after: str | None, assistant: bool
+    ) -> list[Msg]:
+        """One page (``PAGE``) of stored messages, oldest first; ``assistant`` renders
+        ``send_message`` calls as assistant messages, as streams do."""
+
+    async def blocks(self, node: str, plan: AgentPlan) -> list[BlockState]: ...
+
+    async def passages(self, node: str, plan: AgentPlan, after: str | None) -> list[Any]:
+        """One page of archival passages (objects with ``id`` and ``text``), oldest first."""
 
 
 class RunRecord:
@@ -80,48 +94,23 @@ class RunRecord:
         self.passages: dict[str, list[str]] = {}
         self.unclosed: list[str] = []  # streamed sends whose stream outlived their turn
         self.stop_reasons: dict[str, int] = {}
+        self.pieces: dict[str, list[tuple[int, tuple[tuple[str, str], ...]]]] = {}
 
 
-def _text(m: AgentMessage) -> str:
-    if isinstance(m, ReasoningMessage):
-        return m.reasoning
-    if isinstance(m, ToolCallMessage):
-        return m.tool_call.arguments
-    if isinstance(m, ToolReturnMessage):
-        return m.tool_return
-    return m.content
-
-
-def to_msg(m: AgentMessage) -> Msg:
-    tool = None
-    if isinstance(m, ToolCallMessage):
-        tool = m.tool_call.name
-    elif isinstance(m, ToolReturnMessage):
-        tool = m.name
-    return Msg(
-        id=m.id,
-        seq=m.seq,
-        run_id=m.run_id,
-        type=m.message_type,
-        text=_text(m),
-        otid=m.otid,
-        kind=m.kind if isinstance(m, UserMessage) else "",
-        tool=tool,
-        status=m.status if isinstance(m, ToolReturnMessage) else None,
-    )
-
-
-def _retryable(error: BaseException) -> bool:
-    if isinstance(error, ActorError | StorageError):
-        return error.retryable or isinstance(error, StorageError)
-    return isinstance(error, AgentStorageError | NodeDownError | trio.TooSlowError)
+def join_pieces(pieces: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """Streamed ``(key, text)`` pieces joined per key, in order of first appearance."""
+    joined: dict[str, str] = {}
+    for key, text in pieces:
+        joined[key] = joined.get(key, "") + text
+    return tuple(joined.items())
 
 
 class Clients:
-    def __init__(self, ctx: WorkloadContext, world: World, record: RunRecord) -> None:
+    def __init__(self, ctx: WorkloadContext, world: World, record: RunRecord, link: Link) -> None:
         self.ctx = ctx
         self.world = world
         self.record = record
+        self.link = link
         self.timeout = float(ctx.params["attempt_timeout"])
         self.hop = float(ctx.params["hop"])
         self.max_steps = int(ctx.params["max_steps"])
@@ -144,11 +133,16 @@ class Clients:
                     live.remove(plan)
 
     async def _call(
-        self, key: str, agent: str, attempt: Attempt, rng: Any, state: dict[str, str]
+        self,
+        key: str,
+        agent: str,
+        attempt: Callable[[str, int], Awaitable[Any]],
+        rng: Any,
+        state: dict[str, str],
     ) -> Any:
-        """Send a request until it is answered; a non-retryable error is recorded and raised."""
+        """Send a request until it is answered; a non-retryable error is recorded and raised.
+        ``attempt(node, number)`` makes attempt ``number`` (1 for the first) on ``node``."""
         record = self.record.requests.setdefault(key, RequestRecord(agent, key))
-        actor = ActorId("agent", agent)
         nodes = self.world.node_names
         if len(nodes) > 1 and rng.random() < self.hop:
             state["node"] = rng.choice([n for n in nodes if n != state["node"]])
@@ -156,46 +150,34 @@ class Clients:
             record = attrs.evolve(record, attempts=record.attempts + 1)
             self.record.requests[key] = record
             self.ctx.count("requests.attempts")
-            dispatcher = self.world.dispatchers.get(state["node"])
             try:
-                if dispatcher is None:
-                    raise NodeDownError(f"node {state['node']} has no dispatcher yet")
                 with trio.fail_after(self.timeout):
-                    value = await attempt(dispatcher, actor)
+                    value = await attempt(state["node"], record.attempts)
             except Exception as error:
-                if record.attempts > 1 and isinstance(error, AgentExistsError):
-                    value = None  # an earlier attempt created it
-                elif not _retryable(error):
+                if not (isinstance(error, trio.TooSlowError) or self.link.retryable(error)):
                     self.record.requests[key] = attrs.evolve(
                         record, outcome="failed", error=f"{type(error).__name__}: {error}"
                     )
                     raise
-                else:
-                    self.ctx.count("requests.retries")
-                    if isinstance(error, trio.TooSlowError):
-                        self.ctx.count("requests.timeouts")
-                    if len(nodes) > 1:
-                        state["node"] = rng.choice([n for n in nodes if n != state["node"]])
-                    backoff = min(5.0, 0.25 * 2 ** min(record.attempts, 6))
-                    await trio.sleep(backoff * (0.5 + rng.random() / 2))
-                    continue
+                self.ctx.count("requests.retries")
+                if isinstance(error, trio.TooSlowError):
+                    self.ctx.count("requests.timeouts")
+                if len(nodes) > 1:
+                    state["node"] = rng.choice([n for n in nodes if n != state["node"]])
+                backoff = min(5.0, 0.25 * 2 ** min(record.attempts, 6))
+                await trio.sleep(backoff * (0.5 + rng.random() / 2))
+                continue
             self.record.requests[key] = attrs.evolve(
                 record, outcome="acked", finished_at=trio.current_time()
             )
             return value
 
     async def _create(self, plan: AgentPlan, rng: Any, state: dict[str, str]) -> bool:
-        request = CreateAgent(
-            name=f"agent-{plan.number}",
-            agent_type=plan.agent_type,
-            memory_blocks=(
-                BlockCreate("persona", f"I am agent {plan.number}.", limit=self.block_limit),
-                BlockCreate("human", "", limit=self.block_limit),
-            ),
-            tool_ids=plan.tool_ids,
-        )
+        async def attempt(node: str, number: int) -> None:
+            await self.link.create(node, plan, self.block_limit, number > 1)
+
         try:
-            await self._call(f"a{plan.number} create", plan.agent_id, ask(request), rng, state)
+            await self._call(f"a{plan.number} create", plan.agent_id, attempt, rng, state)
         except Exception:
             return False
         self.ctx.count("agents.created")
@@ -205,121 +187,80 @@ class Clients:
         self, plan: AgentPlan, message: Planned, rng: Any, state: dict[str, str]
     ) -> bool:
         otid = message.otid if self.otids else None
-        inputs = (InputMessage("user", message.text, otid=otid),)
-        events: list[StreamEvent] = []
 
-        async def attempt(dispatcher: Dispatcher, actor: ActorId) -> TurnResult:
-            if not message.stream:
-                result = await dispatcher.request(
-                    actor, SendMessage(inputs, max_steps=self.max_steps)
-                )
-                assert isinstance(result, TurnResult), result
-                return result
-            events.clear()
-            send, receive = trio.open_memory_channel[StreamEvent](math.inf)
-            request = SendMessage(inputs, max_steps=self.max_steps, stream=send, stream_tokens=True)
-            failure: Exception | None = None
-            async with receive, trio.open_nursery() as nursery:
-                closed = trio.Event()
-                nursery.start_soon(_drain, receive, events, closed)
-                try:
-                    result = await dispatcher.request(actor, request)
-                except Exception as error:  # raised outside the nursery, not in a group
-                    failure = error
-                    nursery.cancel_scope.cancel()  # the actor may never have taken it
-                else:
-                    with trio.move_on_after(5.0) as waiting:
-                        await closed.wait()  # the actor closes the stream when the turn ends
-                    if waiting.cancelled_caught:
-                        self.record.unclosed.append(f"a{plan.number} #{message.index}")
-                        nursery.cancel_scope.cancel()
-            if failure is not None:
-                raise failure
-            assert isinstance(result, TurnResult), result
-            return result
+        async def attempt(node: str, _: int) -> Sent:
+            return await self.link.send(node, plan, message, otid, self.max_steps)
 
         key = f"a{plan.number} #{message.index}"
         try:
-            result = await self._call(key, plan.agent_id, attempt, rng, state)
+            sent: Sent = await self._call(key, plan.agent_id, attempt, rng, state)
         except Exception:
             return False
-        self.record.acks.append(
+        record = self.record
+        record.acks.append(
             Ack(
                 plan.agent_id,
                 message.index,
                 message.otid,
                 message.text,
-                result.run_id,
-                tuple(m.id for m in result.messages),
-                result.stop_reason,
+                sent.run_id,
+                sent.message_ids,
+                sent.stop_reason,
             )
         )
-        reasons = self.record.stop_reasons
-        reasons[result.stop_reason] = reasons.get(result.stop_reason, 0) + 1
-        if message.stream:
-            record = stream_record(plan.agent_id, message.index, events, result.messages)
-            self.record.streams.append(record)
-            self.ctx.count("stream.events", len(events))
+        record.stop_reasons[sent.stop_reason] = record.stop_reasons.get(sent.stop_reason, 0) + 1
+        if sent.pieces is not None:
+            record.pieces.setdefault(plan.agent_id, []).append((message.index, sent.pieces))
+            self.ctx.count("stream.events", sent.events)
+        if sent.unclosed:
+            record.unclosed.append(key)
         return True
 
     async def read_back(self, plan: AgentPlan, rng: Any) -> None:
-        """The agent's whole stored history and its blocks, through the agent itself."""
+        """The agent's whole stored history, its blocks and its passages, through the agent
+        itself; each streamed send's pieces are compared with the stored messages, rendered
+        as streams render them."""
         state = {"node": rng.choice(self.world.node_names)}
-        messages: list[AgentMessage] = []
-        while True:
-            after = messages[-1].id if messages else None
-            page = ListMessages(after=after, limit=PAGE, order="asc", use_assistant_message=False)
-            got = await self._call(f"a{plan.number} read", plan.agent_id, ask(page), rng, state)
-            messages.extend(got)
-            if len(got) < PAGE:
-                break
+        messages = await self._history(plan, rng, state, assistant=False)
         key = f"a{plan.number} blocks"
-        blocks = await self._call(key, plan.agent_id, ask(ListBlocks()), rng, state)
-        passages: list[PassageRecord] = []
+
+        async def blocks(node: str, _: int) -> list[BlockState]:
+            return await self.link.blocks(node, plan)
+
+        got_blocks = await self._call(key, plan.agent_id, blocks, rng, state)
+        passages: list[Any] = []
         while True:
             after = passages[-1].id if passages else None
-            query = ListPassages(after=after, limit=PAGE)
-            got = await self._call(
-                f"a{plan.number} passages", plan.agent_id, ask(query), rng, state
-            )
+
+            async def page(node: str, _: int, after: str | None = after) -> list[Any]:
+                return await self.link.passages(node, plan, after)
+
+            got = await self._call(f"a{plan.number} passages", plan.agent_id, page, rng, state)
             passages.extend(got)
             if len(got) < PAGE:
                 break
         self.record.passages[plan.agent_id] = [p.text for p in passages]
-        self.record.histories[plan.agent_id] = [to_msg(m) for m in messages]
-        self.record.blocks.extend(
-            BlockState(plan.agent_id, b.label, b.value, b.limit) for b in blocks
-        )
+        self.record.histories[plan.agent_id] = messages
+        self.record.blocks.extend(got_blocks)
+        streamed = self.record.pieces.get(plan.agent_id)
+        if streamed:
+            rendered = await self._history(plan, rng, state, assistant=True)
+            texts = tuple((f"{m.id}/{m.type}", m.text) for m in rendered)
+            for index, pieces in streamed:
+                self.record.streams.append(StreamRecord(plan.agent_id, index, pieces, texts))
 
+    async def _history(
+        self, plan: AgentPlan, rng: Any, state: dict[str, str], *, assistant: bool
+    ) -> list[Msg]:
+        messages: list[Msg] = []
+        key = f"a{plan.number} read" + (" rendered" if assistant else "")
+        while True:
+            after = messages[-1].id if messages else None
 
-Attempt = Callable[[Dispatcher, ActorId], Awaitable[Any]]
+            async def page(node: str, _: int, after: str | None = after) -> list[Msg]:
+                return await self.link.history(node, plan, after, assistant)
 
-
-def ask(message: Any) -> Attempt:
-    """An attempt that sends ``message`` as it is."""
-
-    async def attempt(dispatcher: Dispatcher, actor: ActorId) -> Any:
-        return await dispatcher.request(actor, message)
-
-    return attempt
-
-
-async def _drain(
-    receive: trio.MemoryReceiveChannel[StreamEvent], out: list[StreamEvent], closed: trio.Event
-) -> None:
-    async for event in receive:
-        out.append(event)
-    closed.set()
-
-
-def stream_record(
-    agent: str, index: int, events: Sequence[StreamEvent], result: Sequence[AgentMessage]
-) -> StreamRecord:
-    """The streamed pieces joined per (id, type), next to the result's messages."""
-    pieces: dict[str, str] = {}
-    for event in events:
-        if isinstance(event, AssistantMessage | ReasoningMessage | ToolCallMessage):
-            key = f"{event.id}/{event.message_type}"
-            pieces[key] = pieces.get(key, "") + _text(event)
-    texts = tuple((f"{m.id}/{m.message_type}", _text(m)) for m in result)
-    return StreamRecord(agent, index, tuple(pieces.items()), texts)
+            got = await self._call(key, plan.agent_id, page, rng, state)
+            messages.extend(got)
+            if len(got) < PAGE:
+                return messages

@@ -1,6 +1,12 @@
-"""The agent workload's world: server nodes running a Dispatcher of AgentActors over one shared
-database host, with a simulated LLM, sandboxes and MCP servers, and a journal of every commit
-to the database and every dispatcher observer event (for the single-activation checker).
+"""The agent workload's world: server nodes over one shared database host, with a simulated
+LLM, sandboxes and MCP servers, and a journal of every commit to the database and every
+dispatcher observer event (for the single-activation checker).
+
+With ``via="http"`` each server node runs the whole production stack, unmodified: an
+:class:`~kelpie_agent.service.AgentService` node (``open_agent_node``), the Letta-compatible
+app (``create_app``) and Kelpie's HTTP server on port :data:`PORT` of the simulated network.
+With ``via="direct"`` it runs a bare :class:`~kelpie_agent.actors.Dispatcher` of
+:class:`~kelpie_agent.agent.AgentActor` s that the clients call in-process.
 
 The journal is instrumentation, not a mock: :class:`RecordingKV` is the node's ordinary
 :class:`~kelpie_dst.shims.FaultyKV` whose transactions also note the owner records they read
@@ -20,7 +26,10 @@ import trio
 import kelpie_dst
 from kelpie_agent.actors import Dispatcher, DispatcherOptions
 from kelpie_agent.agent import AgentActor, AgentEnv, LoopConfig, ToolStore
+from kelpie_agent.api import create_app
+from kelpie_agent.http import AccessRecord, ServerOptions, serve
 from kelpie_agent.mcp import McpClient, McpServerConfig
+from kelpie_agent.service import AgentService, ServiceOptions, open_agent_node
 from kelpie_agent.storage._txn import Write
 
 from .._nodes import Node
@@ -32,7 +41,10 @@ from ..shims.llm import Policy
 from ._agent_checks import Commit, Execution, Fence, Observed, Owner, agent_of_key
 from ._agent_policy import CUSTOM_TOOL_SOURCE, MCP_SCHEMA
 
-__all__ = ["LOOP", "OPTIONS", "Journal", "RecordingKV", "World"]
+__all__ = ["LOOP", "OPTIONS", "PORT", "Journal", "RecordingKV", "World"]
+
+PORT = 8283
+"""The HTTP port of every server node (``via="http"``), Letta's default."""
 
 OWNER_PREFIX = b"actors/owner/"
 OPTIONS = DispatcherOptions(
@@ -52,6 +64,9 @@ LOOP = LoopConfig(
     tool_timeout=20.0,
     sink_timeout=10.0,
 )
+SERVICE = ServiceOptions(request_timeout=20.0)
+"""The service gives up (503) well before a client's attempt times out, so clients move on."""
+SERVER = ServerOptions(header_timeout=10.0, body_timeout=10.0, keep_alive_timeout=5.0)
 
 
 def _owner(raw: bytes | None) -> Owner | None:
@@ -200,15 +215,18 @@ class World:
         sandbox: bool,
         mcp: Sequence[tuple[str, Sequence[str]]],
         tools: Sequence[str],
+        via: str = "direct",
     ) -> None:
         self.sim = sim
+        self.via = via
         self.node_names = tuple(nodes)
         self.policy = policy
         self.sandbox = sandbox
         self.wants = tuple(tools)
         self.mcp_tools = tuple(t for _, names in mcp for t in names)
         self.journal = Journal(self.mcp_tools)
-        self.dispatchers: dict[str, Dispatcher] = {}
+        self.dispatchers: dict[str, Dispatcher] = {}  # via="direct": the live incarnation's
+        self.services: dict[str, AgentService] = {}  # via="http": the live incarnation's
         self.db = sim.add_node(database)
         self.mcp_servers = [
             SimMcpServer(
@@ -227,6 +245,7 @@ class World:
             for name, names in mcp
         ]
         self.tool_ids: dict[str, str] = {}  # name -> id of the custom and MCP tools
+        self.http_statuses: dict[str, int] = {}  # "2xx", "4xx", ...: what the servers answered
 
     async def setup(self) -> None:
         """Register the custom tool and the MCP tools (an operator's provisioning: done on
@@ -249,6 +268,13 @@ class World:
         for name in self.node_names:
             self.sim.add_node(name, self._server)
 
+    def _access(self, record: AccessRecord) -> None:
+        kelpie_dst.log("http.access", line=record.line())
+        status = "none" if not record.status else f"{record.status // 100}xx"
+        if record.status in (500, 503):  # a bug, and "could not reach the agent in time"
+            status = str(record.status)
+        self.http_statuses[status] = self.http_statuses.get(status, 0) + 1
+
     async def _server(self, node: Node) -> None:
         kv = RecordingKV(self.sim, node, self.db, self.journal)
         async with contextlib.AsyncExitStack() as stack:
@@ -261,19 +287,35 @@ class World:
                 client = McpClient(configs, transport=sim_mcp_transport(*self.mcp_servers))
                 mcp = RecordingMcp(await stack.enter_async_context(client), self.journal)
             factory = (lambda: open_sandbox(node, name="agent-tools")) if self.sandbox else None
-            env = AgentEnv(
-                llm=SimLlmClient(self.policy, timing=LlmTiming()),
-                sandbox_factory=factory,
-                mcp=mcp,
-                config=LOOP,
-            )
+            llm = SimLlmClient(self.policy, timing=LlmTiming())
+            observer = self.journal.observer(node.name)
+            if self.via == "http":
+                service = await stack.enter_async_context(
+                    open_agent_node(
+                        kv,
+                        sim_ports(node),
+                        node_id=node.name,
+                        llm=llm,
+                        sandbox_factory=factory,
+                        mcp=mcp,
+                        loop_config=LOOP,
+                        dispatcher_options=OPTIONS,
+                        options=SERVICE,
+                        observer=observer,
+                    )
+                )
+                self.services[node.name] = service
+                app = create_app(service, observer=observer)
+                await serve(app, "0.0.0.0", PORT, SERVER, access_log=self._access)
+                return
+            env = AgentEnv(llm=llm, sandbox_factory=factory, mcp=mcp, config=LOOP)
             dispatcher = Dispatcher(
                 kv,
                 sim_ports(node),
                 node_id=node.name,
                 factories={"agent": lambda _: AgentActor(env)},
                 options=OPTIONS,
-                observer=self.journal.observer(node.name),
+                observer=observer,
             )
             self.dispatchers[node.name] = dispatcher
             await dispatcher.run()

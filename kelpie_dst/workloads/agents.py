@@ -1,19 +1,24 @@
 """The reusable agent workload: N agents, M messages each, a mix of tools, on K server nodes
 sharing one database host, with checkers for the invariants that matter.
 
-The world (``_agent_world``): every node in ``topology.nodes`` runs a
-:class:`~kelpie_agent.actors.Dispatcher` of :class:`~kelpie_agent.agent.AgentActor` s over the
-database host ``topology.database``, a :class:`~kelpie_dst.shims.SimLlmClient` whose policy
-comes from ``topology.llm`` (``helpful``, the default, follows the workload's tool directives;
+The world (``_agent_world``): every node in ``topology.nodes`` serves agents over the database
+host ``topology.database``, with a :class:`~kelpie_dst.shims.SimLlmClient` whose policy comes
+from ``topology.llm`` (``helpful``, the default, follows the workload's tool directives;
 ``scripted`` and ``adversarial`` are the scenario's own), a sandbox per active agent when
 ``topology.sandbox.enabled``, and the MCP servers of ``topology.mcp`` (each listed tool echoes
 its ``text`` argument). A custom tool (``tally``, run in the sandbox) is registered at start.
+With ``via = "http"`` (what the shipped scenarios use) each node runs the production stack
+unmodified, ``AgentService`` + the Letta-compatible app + Kelpie's HTTP server, and the clients
+speak to it with the real ``letta_client`` SDK over the simulated network; with ``"direct"``
+(the default, about three times faster) each node runs a bare ``Dispatcher`` of
+``AgentActor`` s that the clients call in-process.
 
 The clients (``_agent_client``) run on ``main``: each creates its agents on some node and sends
 their messages round-robin, some streamed; any retryable failure (a crashed, paused or
-partitioned node, a lost lease, storage giving up, a timeout) is retried on another node with
-the same ``otid``. After the last acknowledgement every agent's history and blocks are read
-back through the agents. The scenario's liveness phase bounds all of it after faults heal.
+partitioned node, a lost lease, storage giving up, a 503, a cut connection, a timeout) is
+retried on another node with the same ``otid``. After the last acknowledgement every agent's
+history, blocks and passages are read back through the agents. The scenario's liveness phase
+bounds all of it after faults heal.
 
 Invariants (each also a plain function in ``_agent_checks``, for tests):
 ``no_acknowledged_message_lost``, ``single_activation``, ``no_mixing_across_agents``,
@@ -52,6 +57,8 @@ from ._agent_checks import (
     check_streams,
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
+from ._agent_direct import DirectLink
+from ._agent_http import open_http_link
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind, workload_policy
 from ._agent_world import World
 
@@ -99,7 +106,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     "attempt_timeout": 60.0,
     "block_limit": 400,
     "otids": True,
+    "via": "direct",
 }
+VIAS = ("direct", "http")
 
 
 def _names(ctx: WorkloadContext, param: str, allowed: tuple[str, ...]) -> list[str]:
@@ -119,6 +128,9 @@ async def agents(ctx: WorkloadContext) -> None:
     """Create the agents, send every message until acknowledged, read back the final state."""
     kinds = _names(ctx, "tools", KINDS)
     types = _names(ctx, "agent_types", AGENT_TYPES)
+    via = str(ctx.params["via"])
+    if via not in VIAS:
+        raise UsageError(f"workload.params.via: unknown {via!r} (allowed: {', '.join(VIAS)})")
     topology = ctx.topology
     if topology.llm.transport != "direct":
         raise UsageError("topology.llm.transport: the agents workload supports 'direct' only")
@@ -144,22 +156,31 @@ async def agents(ctx: WorkloadContext) -> None:
         sandbox=sandbox,
         mcp=[(s.name, s.tools) for s in topology.mcp],
         tools=kinds,
+        via=via,
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)
     record = RunRecord(plans)
     ctx.state.update(world=world, record=record)
     world.start()
-    clients = Clients(ctx, world, record)
+    if via == "http":
+        async with open_http_link(float(ctx.params["attempt_timeout"])) as link:
+            await _drive(ctx, Clients(ctx, world, record, link), plans)
+    else:
+        await _drive(ctx, Clients(ctx, world, record, DirectLink(world)), plans)
+    _metrics(ctx, world, record)
+
+
+async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan]) -> None:
     count = max(1, min(int(ctx.params["clients"]), len(plans)))
     async with trio.open_nursery() as nursery:
         for number in range(count):
             nursery.start_soon(clients.client, number, plans[number::count])
     rng = ctx.rng("read")
     for plan in plans:
-        if record.requests.get(f"a{plan.number} create") is not None:
+        created = clients.record.requests.get(f"a{plan.number} create")
+        if created is not None and created.outcome == "acked":
             await clients.read_back(plan, rng)
-    _metrics(ctx, world, record)
 
 
 def _plan(
@@ -204,6 +225,8 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
                 ctx.count(f"tools.{tool_kind(m.tool, world.mcp_tools)}")
             elif m.type == "tool_return_message" and m.status == "error":
                 ctx.count("tools.failed")
+    for status, n in sorted(world.http_statuses.items()):
+        ctx.metric(f"http.{status}", n)
     for kind in ("actor.acquired", "actor.handoff", "actor.lease_lost"):
         ctx.metric(kind, world.journal.counts.get(kind, 0))
 

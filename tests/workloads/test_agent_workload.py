@@ -52,6 +52,26 @@ def test_each_agent_scenario_passes_a_seed(name: str) -> None:
     _check(_run(name, 7))
 
 
+def test_the_direct_link_passes_too_and_differs_from_http() -> None:
+    """The shipped scenarios go through HTTP; ``via=direct`` calls the dispatchers in-process
+    (no service, no HTTP server): both keep every invariant, and they are different runs."""
+    direct = _run("agent_chaos", 7, "workload.params.via=direct")
+    _check(direct)
+    assert direct.result.trace_hash != _run("agent_chaos", 7).result.trace_hash
+
+
+def test_over_http_the_servers_answer_the_sdk_and_never_with_a_500() -> None:
+    """Every attempt of the clients is an HTTP request that some server logged (or a
+    connection that failed first); answers are 2xx, or 503 when a node could not reach the
+    agent in time; never a 500."""
+    run = _run("agent_chaos", 3)
+    _check(run)
+    answered = sum(n for key, n in run.metrics.items() if key.startswith("http."))
+    assert run.metrics["http.2xx"] >= 3 + 9 + 3 * 3  # creates, sends, read-backs
+    assert answered >= run.metrics["requests.attempts"] - run.metrics.get("requests.retries", 0)
+    assert "http.500" not in run.metrics and "http.5xx" not in run.metrics
+
+
 def test_agent_chaos_passes_a_few_seeds_with_its_faults_firing() -> None:
     fired: set[str] = set()
     for seed in (1, 2):

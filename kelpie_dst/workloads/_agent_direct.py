@@ -1,0 +1,173 @@
+"""The agent workload's direct link: requests go straight to a server node's live
+:class:`~kelpie_agent.actors.Dispatcher`, as typed agent requests (no service, no HTTP).
+
+A crashed node's dispatcher answers ``ActorStoppedError``; a restarted node has a new one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from kelpie_agent.actors import ActorError, ActorId
+from kelpie_agent.agent import (
+    AgentExistsError,
+    AgentMessage,
+    AgentStorageError,
+    AssistantMessage,
+    BlockCreate,
+    CreateAgent,
+    InputMessage,
+    ListBlocks,
+    ListMessages,
+    ListPassages,
+    ReasoningMessage,
+    SendMessage,
+    StreamEvent,
+    ToolCallMessage,
+    ToolReturnMessage,
+    TurnResult,
+    UserMessage,
+)
+from kelpie_agent.storage import StorageError
+
+from .._errors import NodeDownError
+from ._agent_checks import BlockState, Msg
+from ._agent_client import PAGE, AgentPlan, Planned, Sent, join_pieces
+from ._agent_world import World
+
+__all__ = ["DirectLink", "message_text", "to_msg"]
+
+
+def message_text(m: AgentMessage) -> str:
+    """What the checkers compare: content, reasoning, tool call arguments or tool return."""
+    if isinstance(m, ReasoningMessage):
+        return m.reasoning
+    if isinstance(m, ToolCallMessage):
+        return m.tool_call.arguments
+    if isinstance(m, ToolReturnMessage):
+        return m.tool_return
+    return m.content
+
+
+def to_msg(m: AgentMessage) -> Msg:
+    tool = None
+    if isinstance(m, ToolCallMessage):
+        tool = m.tool_call.name
+    elif isinstance(m, ToolReturnMessage):
+        tool = m.name
+    return Msg(
+        id=m.id,
+        seq=m.seq,
+        run_id=m.run_id,
+        type=m.message_type,
+        text=message_text(m),
+        otid=m.otid,
+        kind=m.kind if isinstance(m, UserMessage) else "",
+        tool=tool,
+        status=m.status if isinstance(m, ToolReturnMessage) else None,
+    )
+
+
+class DirectLink:
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def retryable(self, error: BaseException) -> bool:
+        if isinstance(error, ActorError | StorageError):
+            return error.retryable or isinstance(error, StorageError)
+        return isinstance(error, AgentStorageError | NodeDownError)
+
+    async def _ask(self, node: str, plan: AgentPlan, message: Any) -> Any:
+        dispatcher = self.world.dispatchers.get(node)
+        if dispatcher is None:
+            raise NodeDownError(f"node {node} has no dispatcher yet")
+        return await dispatcher.request(ActorId("agent", plan.agent_id), message)
+
+    async def create(self, node: str, plan: AgentPlan, block_limit: int, retry: bool) -> None:
+        request = CreateAgent(
+            name=f"agent-{plan.number}",
+            agent_type=plan.agent_type,
+            memory_blocks=(
+                BlockCreate("persona", f"I am agent {plan.number}.", limit=block_limit),
+                BlockCreate("human", "", limit=block_limit),
+            ),
+            tool_ids=plan.tool_ids,
+        )
+        try:
+            await self._ask(node, plan, request)
+        except AgentExistsError:
+            if not retry:
+                raise  # an earlier attempt may have created it; a first one must not find it
+
+    async def send(
+        self, node: str, plan: AgentPlan, message: Planned, otid: str | None, max_steps: int
+    ) -> Sent:
+        inputs = (InputMessage("user", message.text, otid=otid),)
+        if not message.stream:
+            result = await self._ask(node, plan, SendMessage(inputs, max_steps=max_steps))
+            assert isinstance(result, TurnResult), result
+            return _sent(result)
+        dispatcher = self.world.dispatchers.get(node)
+        if dispatcher is None:
+            raise NodeDownError(f"node {node} has no dispatcher yet")
+        events: list[StreamEvent] = []
+        send, receive = trio.open_memory_channel[StreamEvent](math.inf)
+        request = SendMessage(inputs, max_steps=max_steps, stream=send, stream_tokens=True)
+        failure: Exception | None = None
+        unclosed = False
+        async with receive, trio.open_nursery() as nursery:
+            closed = trio.Event()
+            nursery.start_soon(_drain, receive, events, closed)
+            try:
+                result = await dispatcher.request(ActorId("agent", plan.agent_id), request)
+            except Exception as error:  # raised outside the nursery, not in a group
+                failure = error
+                nursery.cancel_scope.cancel()  # the actor may never have taken it
+            else:
+                with trio.move_on_after(5.0) as waiting:
+                    await closed.wait()  # the actor closes the stream when the turn ends
+                if waiting.cancelled_caught:
+                    unclosed = True
+                    nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        assert isinstance(result, TurnResult), result
+        pieces = [
+            (f"{e.id}/{e.message_type}", message_text(e))
+            for e in events
+            if isinstance(e, AssistantMessage | ReasoningMessage | ToolCallMessage)
+        ]
+        return attrs.evolve(
+            _sent(result), pieces=join_pieces(pieces), events=len(events), unclosed=unclosed
+        )
+
+    async def history(
+        self, node: str, plan: AgentPlan, after: str | None, assistant: bool
+    ) -> list[Msg]:
+        page = ListMessages(after=after, limit=PAGE, order="asc", use_assistant_message=assistant)
+        got: Sequence[AgentMessage] = await self._ask(node, plan, page)
+        return [to_msg(m) for m in got]
+
+    async def blocks(self, node: str, plan: AgentPlan) -> list[BlockState]:
+        got = await self._ask(node, plan, ListBlocks())
+        return [BlockState(plan.agent_id, b.label, b.value, b.limit) for b in got]
+
+    async def passages(self, node: str, plan: AgentPlan, after: str | None) -> list[Any]:
+        return list(await self._ask(node, plan, ListPassages(after=after, limit=PAGE)))
+
+
+def _sent(result: TurnResult) -> Sent:
+    return Sent(result.run_id, tuple(m.id for m in result.messages), result.stop_reason)
+
+
+async def _drain(
+    receive: trio.MemoryReceiveChannel[StreamEvent], out: list[StreamEvent], closed: trio.Event
+) -> None:
+    async for event in receive:
+        out.append(event)
+    closed.set()

@@ -1,0 +1,206 @@
+"""The agent workload's HTTP link: the unmodified ``letta_client`` SDK (``AsyncLetta``) speaks
+Letta's REST API, JSON and SSE, to each server node's HTTP server over the simulated network,
+so network faults, crashes and partitions hit real request bytes.
+
+The SDK's own retries are off (``max_retries=0``): the workload retries, on another node, with
+the same ``otid``. Server ids are the server's: a create whose outcome was lost is looked up by
+the agent's unique name before it is sent again (an orphan from a late first attempt may stay,
+unused, as with any client of an API without idempotency keys).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import letta_client
+from letta_client import AsyncLetta
+
+from ._agent_checks import BlockState, Msg
+from ._agent_client import PAGE, AgentPlan, Planned, Sent, join_pieces
+from ._agent_world import PORT
+
+__all__ = ["HttpLink", "IncompleteStreamError", "open_http_link"]
+
+RETRY_STATUS = frozenset({408, 429, 502, 503, 504})
+"""Statuses after which the same request may succeed (a 500 is a bug: never retried)."""
+HIDDEN = {"heartbeat": "heartbeat", "system_alert": "alert"}
+
+
+class IncompleteStreamError(Exception):
+    """A stream ended without its stop reason (the connection closed early)."""
+
+
+def _kind(content: str) -> str:
+    """A user message's kind, as the direct link reports it: the loop's hidden turns are JSON
+    objects with a ``type``."""
+    if not content.startswith("{"):
+        return "input"
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return "input"
+    kind = value.get("type") if isinstance(value, dict) else None
+    return HIDDEN.get(kind, "input") if isinstance(kind, str) else "input"
+
+
+def _text(m: Any) -> str:
+    kind = m.message_type
+    if kind == "reasoning_message":
+        return str(m.reasoning or "")
+    if kind == "tool_call_message":
+        return str(m.tool_call.arguments or "") if m.tool_call is not None else ""
+    if kind == "tool_return_message":
+        return str(m.tool_return or "")
+    content = m.content
+    if isinstance(content, list):  # text parts
+        return "".join(getattr(part, "text", "") or "" for part in content)
+    return str(content or "")
+
+
+def to_msg(m: Any, seq: int) -> Msg:
+    kind = m.message_type
+    tool = None
+    if kind == "tool_call_message" and m.tool_call is not None:
+        tool = m.tool_call.name
+    elif kind == "tool_return_message":
+        tool = m.name
+    text = _text(m)
+    return Msg(
+        id=m.id,
+        seq=seq,
+        run_id=m.run_id,
+        type=kind,
+        text=text,
+        otid=m.otid,
+        kind=_kind(text) if kind == "user_message" else "",
+        tool=tool,
+        status=m.status if kind == "tool_return_message" else None,
+    )
+
+
+class HttpLink:
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+        self.ids: dict[str, str] = {}  # the workload's agent id -> the server's
+        self._clients: dict[str, AsyncLetta] = {}
+
+    def _client(self, node: str) -> AsyncLetta:
+        client = self._clients.get(node)
+        if client is None:
+            client = AsyncLetta(
+                base_url=f"http://{node}:{PORT}", http_client=self.http, max_retries=0
+            )
+            self._clients[node] = client
+        return client
+
+    def retryable(self, error: BaseException) -> bool:
+        if isinstance(error, letta_client.APIStatusError):
+            if error.status_code in RETRY_STATUS:
+                return True
+            body = error.body  # an `event: error` frame mid-stream carries its own status
+            return isinstance(body, dict) and body.get("status_code") in RETRY_STATUS
+        return isinstance(
+            error, letta_client.APIConnectionError | httpx.TransportError | IncompleteStreamError
+        )
+
+    def _id(self, plan: AgentPlan) -> str:
+        return self.ids[plan.agent_id]
+
+    async def create(self, node: str, plan: AgentPlan, block_limit: int, retry: bool) -> None:
+        client = self._client(node)
+        name = f"agent-{plan.number}"
+        if retry:  # the first attempt may have created it
+            page = await client.agents.list(name=name, order="asc", limit=1)
+            if page.items:
+                self.ids[plan.agent_id] = page.items[0].id
+                return
+        agent = await client.agents.create(
+            name=name,
+            agent_type=plan.agent_type,  # type: ignore[arg-type]
+            memory_blocks=[
+                {"label": "persona", "value": f"I am agent {plan.number}.", "limit": block_limit},
+                {"label": "human", "value": "", "limit": block_limit},
+            ],
+            tool_ids=list(plan.tool_ids),
+            include_base_tools=False,
+        )
+        self.ids[plan.agent_id] = agent.id
+
+    async def send(
+        self, node: str, plan: AgentPlan, message: Planned, otid: str | None, max_steps: int
+    ) -> Sent:
+        client = self._client(node)
+        body: Any = {"role": "user", "content": message.text}
+        if otid is not None:
+            body["otid"] = otid
+        if not message.stream:
+            reply = await client.agents.messages.create(
+                self._id(plan), messages=[body], max_steps=max_steps
+            )
+            runs = [m.run_id for m in reply.messages if m.run_id]
+            replied = tuple(m.id for m in reply.messages)
+            return Sent(runs[0] if runs else "", replied, reply.stop_reason.stop_reason)
+        stream: Any = await client.agents.messages.create(
+            self._id(plan),
+            messages=[body],
+            max_steps=max_steps,
+            streaming=True,
+            stream_tokens=True,
+        )
+        pieces: list[tuple[str, str]] = []
+        returns: list[str] = []  # tool returns: each is streamed after its commit
+        last = ""
+        run_id, stop, events = "", None, 0
+        chunk: Any
+        async for chunk in stream:
+            events += 1
+            kind = chunk.message_type
+            if kind == "stop_reason":
+                stop = chunk.stop_reason
+            elif kind not in ("usage_statistics", "ping"):
+                last = chunk.id
+                if kind == "tool_return_message":
+                    returns.append(chunk.id)
+                run_id = run_id or chunk.run_id or ""
+                if kind in ("assistant_message", "reasoning_message", "tool_call_message"):
+                    pieces.append((f"{chunk.id}/{kind}", _text(chunk)))
+        if stop is None:
+            raise IncompleteStreamError("the stream ended before its stop reason")
+        # Token deltas go out before their step commits; a model call that is cut and retried
+        # leaves deltas under an id that is never stored. What the client can hold the server
+        # to: every tool return, and, when the turn ended normally, its last message.
+        ids = [*returns, last] if stop == "end_turn" and last and last not in returns else returns
+        return Sent(run_id, tuple(ids), str(stop), join_pieces(pieces), events)
+
+    async def history(
+        self, node: str, plan: AgentPlan, after: str | None, assistant: bool
+    ) -> list[Msg]:
+        page = await self._client(node).agents.messages.list(
+            self._id(plan),
+            after=after,
+            limit=PAGE,
+            order="asc",
+            use_assistant_message=assistant,
+        )
+        return [to_msg(m, i) for i, m in enumerate(page.items)]
+
+    async def blocks(self, node: str, plan: AgentPlan) -> list[BlockState]:
+        page = await self._client(node).agents.blocks.list(self._id(plan))
+        return [BlockState(plan.agent_id, b.label or "", b.value, b.limit or 0) for b in page.items]
+
+    async def passages(self, node: str, plan: AgentPlan, after: str | None) -> list[Any]:
+        got = await self._client(node).agents.passages.list(
+            self._id(plan), after=after, limit=PAGE, ascending=True
+        )
+        return list(got)
+
+
+@asynccontextmanager
+async def open_http_link(timeout: float) -> AsyncIterator[HttpLink]:
+    """One connection pool for every client task; closed when the clients are done."""
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout)) as http:
+        yield HttpLink(http)

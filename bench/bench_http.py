@@ -9,10 +9,13 @@ Rows (client and server share one process and one core, as trio runs one thread)
 * loopback, a new connection per request: the same three servers;
 * loopback, httpx as the client (keep-alive), against the ASGI app: what a Python client adds;
 * the simulated network (``kelpie_dst.run``): the baseline and our server with the ASGI and
-  FastAPI apps, h11 client, keep-alive. Virtual time; the figure is wall-clock requests/s.
+  FastAPI apps, h11 client, keep-alive. Virtual time; the figure is wall-clock requests/s;
+* then the Letta-compatible API's own rows from ``bench_http_api.py``: create-agent and
+  send-message requests/s on loopback (SQLite) and in the simulation (SimKV), and the
+  startup time of a ``kelpie serve`` process.
 
-Usage: ``python bench/bench_http.py [--requests 2000]``. No uvicorn/hypercorn: the comparison
-point is the bare h11 server.
+Usage: ``python bench/bench_http.py [--requests 2000] [--api-requests 300] [--startup-runs 5]``.
+No uvicorn/hypercorn: the comparison point is the bare h11 server.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
+import bench_http_api  # this directory is on sys.path when the file runs as a script
 import h11
 import httpx
 import trio
@@ -163,7 +167,10 @@ def simulated(kind: str, count: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=2000)
-    n = parser.parse_args().requests
+    parser.add_argument("--api-requests", type=int, default=300)
+    parser.add_argument("--startup-runs", type=int, default=5)
+    args = parser.parse_args()
+    n = args.requests
     rows: list[tuple[str, float]] = []
     names = {
         "bare": "bare h11 echo (baseline)",
@@ -183,6 +190,10 @@ def main() -> None:
     for name, seconds in rows:
         count = counts[name]
         print(f"{name:<58} {count / seconds:>11,.0f} {seconds / count * 1e6:>11,.0f}")
+    print()
+    api_rows = bench_http_api.loopback(args.api_requests)
+    api_rows += bench_http_api.simulated(args.api_requests)
+    bench_http_api.print_rows(api_rows, bench_http_api.startup(args.startup_runs))
 
 
 if __name__ == "__main__":

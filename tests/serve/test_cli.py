@@ -1,0 +1,132 @@
+"""``kelpie serve`` as a user runs it: the startup line, health, auth, the request log, the
+default model notice, graceful stops, and one-line usage errors with exit 64."""
+
+from __future__ import annotations
+
+import signal
+import socket
+from pathlib import Path
+
+import httpx
+import letta_client
+import pytest
+
+from .harness import BLOCKS, environment, run, sqlite_url, start
+
+
+def test_startup_line_health_request_log_and_sigint(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    server = start(tmp_path, "--db", sqlite_url(db))
+    try:
+        out = server.stdout().splitlines()
+        assert out[0] == (
+            "kelpie: ANTHROPIC_API_KEY is not set: using the local deterministic model (llm sim)"
+        )
+        assert out[1].startswith(f"kelpie: listening on {server.url} (db sqlite://{db}, llm sim")
+        assert out[1].endswith(", auth off)")
+        client = server.client()
+        assert client.health().status == "ok"
+        agent = client.agents.create(name="otto", memory_blocks=BLOCKS)
+        reply = client.agents.messages.create(agent.id, input="hello there")
+        assert reply.messages[-1].content == "Hello! How can I help you today?"  # type: ignore[union-attr]
+        with pytest.raises(letta_client.NotFoundError):
+            client.agents.retrieve("agent-missing")
+        assert httpx.get(f"{server.url}/v1/agents/?limit=1").status_code == 200
+        # A second server cannot open the same SQLite file: one line, exit 64.
+        second = run(tmp_path, "serve", "--port", "0", "--db", sqlite_url(db))
+        assert second.returncode == 64, second
+        assert second.stderr.startswith(f"kelpie: error: --db sqlite://{db}: cannot open")
+        assert "another kelpie serve" in second.stderr
+    finally:
+        code = server.stop(signal.SIGINT)
+    assert code == 0, server.describe()
+    requests = [(m[1], m[2].split("?")[0], m[3]) for m in server.access_lines()]
+    assert requests == [
+        ("GET", "/v1/health/", "200"),
+        ("POST", "/v1/agents/", "200"),
+        ("POST", f"/v1/agents/{agent.id}/messages", "200"),
+        ("GET", "/v1/agents/agent-missing", "404"),
+        ("GET", "/v1/agents/", "200"),
+    ]
+    lines = server.stdout().splitlines()
+    assert lines[-3:] == [
+        "kelpie: SIGINT: draining requests (up to 10 s)",
+        "kelpie: releasing leases",
+        "kelpie: stopped",
+    ]
+    assert server.stderr() == ""
+
+
+def test_an_api_key_guards_every_route_but_health(tmp_path: Path) -> None:
+    env = environment(tmp_path, KELPIE_API_KEY="s3cret-key", ANTHROPIC_API_KEY="sk-unused")
+    server = start(tmp_path, "--node-id", "n1", env=env)
+    try:
+        line = server.stdout().splitlines()[0]
+        db = tmp_path / "kelpie.db"  # the default: the data dir is $KELPIE_HOME
+        assert line == (
+            f"kelpie: listening on {server.url} (db sqlite://{db}, llm anthropic, node n1, auth on)"
+        )
+        assert server.client().health().status == "ok"
+        with pytest.raises(letta_client.AuthenticationError):
+            server.client().agents.list()
+        with pytest.raises(letta_client.AuthenticationError):
+            server.client("wrong-key").agents.list()
+        assert server.client("s3cret-key").agents.list().items == []
+    finally:
+        assert server.stop() == 0, server.describe()
+    assert [m[3] for m in server.access_lines()] == ["200", "401", "401", "200"]
+    assert "s3cret-key" not in server.stdout() + server.stderr()
+    env.pop("ANTHROPIC_API_KEY")  # (its SDK's import costs a second)
+    flagged = start(tmp_path, "--api-key", "flag-key", env=env)  # the flag wins
+    try:
+        assert flagged.client("flag-key").agents.list().items == []
+        with pytest.raises(letta_client.AuthenticationError):
+            flagged.client("s3cret-key").agents.list()
+    finally:
+        assert flagged.stop() == 0, flagged.describe()
+
+
+def _busy_port() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["--db", "mysql://x/y"], {}, "--db: unknown scheme 'mysql'"),
+        (["--db", "sqlite://host/x.db"], {}, "a SQLite URL has no host"),
+        (["--port", "70000"], {}, "Invalid value for '--port': 70000 is not in the range"),
+        (["--port", "http"], {}, "Invalid value for '--port'"),
+        (["--llm", "anthropic"], {}, "--llm anthropic needs ANTHROPIC_API_KEY"),
+        (["--llm", "gpt"], {}, "Invalid value for '--llm'"),
+        (["--api-key", " "], {}, "--api-key (or KELPIE_API_KEY) is empty"),
+        ([], {"KELPIE_API_KEY": ""}, "--api-key (or KELPIE_API_KEY) is empty"),
+        (["--node-id", "a b"], {}, "--node-id 'a b': use 1-200 letters"),
+        (["--nope"], {}, "No such option"),
+        (["--db", "postgresql://kelpie@127.0.0.1:1/kelpie"], {}, "cannot open the database"),
+        (["--data-dir", "{file}/sub"], {}, "not a writable directory (Not a directory)"),
+        (["--db", "sqlite:///nonexistent-dir/k.db"], {}, "the directory /nonexistent-dir is"),
+        (["--port", "{busy}"], {}, "the address is already in use"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_64(
+    tmp_path: Path, args: list[str], env: dict[str, str], expected: str
+) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    busy = _busy_port()
+    try:
+        port = str(busy.getsockname()[1])
+        argv = [a.format(file=tmp_path / "file", busy=port) for a in args]
+        if "--port" not in argv:
+            argv = ["--port", "0", *argv]
+        result = run(tmp_path, "serve", *argv, env=environment(tmp_path / "home", **env))
+    finally:
+        busy.close()
+    assert result.returncode == 64, result
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("kelpie: error: ")
+    assert expected in result.stderr, result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "listening" not in result.stdout

@@ -61,6 +61,7 @@ class Node:
         self.clock: NodeClock  # the node's wall-clock port, set by Simulation.add_node
         self._scope: trio.CancelScope | None = None
         self._booting = False  # a restart has spawned an incarnation that has not started yet
+        self._unwound: trio.Event | None = None  # set once the live incarnation has ended
         self._nursery: trio.Nursery | None = None
         self._pending: list[tuple[Callable[..., Awaitable[object]], tuple[Any, ...], str]] = []
 
@@ -117,6 +118,7 @@ class Node:
         self.volatile = {}
         self.state = NodeState.UP
         self.sim.trace_event("node.start", node=self, incarnation=incarnation)
+        unwound = self._unwound = trio.Event()
         try:
             with trio.CancelScope() as scope:
                 self._scope = scope
@@ -139,6 +141,13 @@ class Node:
         finally:
             self._nursery = None
             self._scope = None
+            unwound.set()
+
+    async def _wait_unwound(self) -> None:
+        """Return once the last incarnation has ended: after a crash its tasks take a few
+        scheduling rounds (and any shielded cleanup its virtual time) to unwind."""
+        if self._scope is not None and self._unwound is not None:
+            await self._unwound.wait()
 
 
 def _leaves(error: BaseException) -> list[BaseException]:

@@ -224,11 +224,16 @@ class Simulation:
             node._scope.cancel()
 
     def restart(self, node: Node, after: float = 0.0) -> None:
-        """Boot ``node`` again after ``after`` virtual seconds, if it is down by then."""
+        """Boot ``node`` again after ``after`` virtual seconds, if it is down by then (and once
+        its crashed incarnation has finished unwinding)."""
         self._spawn(self._restart_later, node, after, name="kelpie_dst.restart")
 
     async def _restart_later(self, node: Node, after: float) -> None:
         await trio.sleep(after)
+        if node.state is NodeState.DOWN:
+            # The crashed incarnation may still be unwinding (it always is right after the
+            # crash): boot once it has ended, rather than not at all.
+            await node._wait_unwound()
         if node.state is NodeState.DOWN and node._scope is None and not node._booting:
             node._booting = True  # a second restart due at the same moment must not boot twice
             self.trace_event("node.restart", node=node)

@@ -44,6 +44,7 @@ async def open_agent_node(
     dispatcher_options: DispatcherOptions | None = None,
     options: ServiceOptions | None = None,
     observer: Observer | None = None,
+    service_class: type[AgentService] = AgentService,
 ) -> AsyncIterator[AgentService]:
     """Run a node: a :class:`Dispatcher` whose ``agent`` actors are
     :class:`ServiceAgentActor`\\ s over these ports, and the :class:`AgentService` in front of
@@ -52,7 +53,9 @@ async def open_agent_node(
 
     ``node_id`` names one live process at a time (a restarted process may reuse it; two live
     ones must not). ``observer(kind, **fields)`` hears the runtime's and the service's events
-    (``kelpie_dst.log`` in a simulation). The caller owns ``kv``, ``llm`` and ``mcp``."""
+    (``kelpie_dst.log`` in a simulation). ``service_class``: an :class:`AgentService`
+    subclass to serve with instead (instrumentation, or a test's planted bug). The caller
+    owns ``kv``, ``llm`` and ``mcp``."""
     env = AgentEnv(
         llm=llm,
         embedder=embedder if embedder is not None else HashingEmbedder(),
@@ -68,7 +71,7 @@ async def open_agent_node(
         options=dispatcher_options,
         observer=observer,
     )
-    service = AgentService(
+    service = service_class(
         dispatcher, kv, ports, loop_config=env.config, options=options, observer=observer
     )
     async with trio.open_nursery() as nursery:

@@ -5,6 +5,8 @@ persistent simulation), add the ready-made fault rules (``CrashRules``, ``Partit
 ``FaultWindowRules``, ``TimeRules``) as mixins, and run it with
 :func:`run_machine` or ``Machine.TestCase``. Each example opens its own simulation with a seed
 drawn by Hypothesis, so shrinking simplifies the seed along with the steps and the faults.
+``Outcome``, ``Register`` and ``ExactlyOnce`` model requests whose outcome a client may not
+learn (a timeout, a crash mid-request), for checking a service against a model honestly.
 
 See docs/hypothesis.md.
 """
@@ -14,6 +16,9 @@ from ._decorators import invariant as invariant
 from ._decorators import precondition as precondition
 from ._decorators import rule as rule
 from ._machine import SimStateMachine as SimStateMachine
+from ._models import ExactlyOnce as ExactlyOnce
+from ._models import Outcome as Outcome
+from ._models import Register as Register
 from ._replay import REPRODUCE_ENV as REPRODUCE_ENV
 from ._rules import CrashRules as CrashRules
 from ._rules import FaultWindowRules as FaultWindowRules

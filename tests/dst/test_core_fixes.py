@@ -162,3 +162,26 @@ def test_two_restarts_due_at_once_boot_the_node_once() -> None:
     result = kelpie_dst.run(_crash_then_two_restarts, seed=1)
     assert result.ok, result.failure
     assert result.value == [2, 1]
+
+
+async def _crash_during_slow_cleanup(sim: kelpie_dst.Simulation) -> list[int]:
+    async def program(node: kelpie_dst.Node) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(0.5)  # cleanup that takes virtual time (as a lease release)
+
+    node = sim.add_node("worker", program)
+    await trio.sleep(1)
+    sim.crash(node)
+    sim.restart(node)  # at once: the crashed incarnation is still unwinding
+    await trio.sleep(2)
+    return [node.incarnation, int(node.alive)]
+
+
+def test_a_restart_due_while_the_crashed_incarnation_unwinds_boots_it_after() -> None:
+    # It was dropped: the node stayed down for good (CrashRules' restart_after=0.0 too).
+    result = kelpie_dst.run(_crash_during_slow_cleanup, seed=1)
+    assert result.ok, result.failure
+    assert result.value == [2, 1]

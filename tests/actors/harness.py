@@ -15,17 +15,10 @@ from kelpie_agent.storage import KV
 from kelpie_dst import Simulation
 from kelpie_dst.shims import open_kv, sim_ports
 
+from ..timings import SHORT_LEASES
 from .actors import Counter, Journal
 
-OPTIONS = DispatcherOptions(
-    idle_timeout=10.0,
-    lease_duration=6.0,
-    renew_every=1.5,
-    lease_margin=2.5,
-    acquire_timeout=12.0,
-    poll_interval=0.5,
-    shutdown_timeout=2.0,
-)
+OPTIONS = attrs.evolve(SHORT_LEASES, idle_timeout=10.0)
 
 
 @attrs.define

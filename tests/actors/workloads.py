@@ -23,20 +23,11 @@ from kelpie_agent.storage import ChecksumError, StorageError
 from kelpie_dst import Fault, Node, Simulation
 from kelpie_dst.shims import FaultyKV, SimKVStore, sim_ports
 
+from ..timings import SHORT_LEASES
 from .actors import Counter, Inc, Journal, Ledger, state_key, unpack
 
-# Short timings so that leases expire and hand over often in a short virtual run. The margin
-# (2.5 s) exceeds the largest skew between two nodes when each is skewed by at most 1 s.
-OPTIONS = DispatcherOptions(
-    idle_timeout=4.0,
-    lease_duration=6.0,
-    renew_every=1.5,
-    lease_margin=2.5,
-    acquire_timeout=12.0,
-    poll_interval=0.5,
-    shutdown_timeout=2.0,
-)
-MAX_SKEW = 1.0
+OPTIONS = SHORT_LEASES
+MAX_SKEW = 1.0  # SHORT_LEASES's margin covers two nodes skewed by this much each
 
 
 class RecordingStore(SimKVStore):

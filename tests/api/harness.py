@@ -16,25 +16,18 @@ import httpx
 import trio
 
 import kelpie_dst
-from kelpie_agent.actors import DispatcherOptions
 from kelpie_agent.agent import LoopConfig
 from kelpie_agent.api import create_app
 from kelpie_agent.service import AgentService, ServiceOptions, open_agent_node
 from kelpie_dst.shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
 from kelpie_dst.shims.llm import Policy
 
+from ..timings import SHORT_LEASES
+
 BASE = "http://kelpie.test"
 # strict guards; httpx's cookie jar (the test client's, not the app's) reads time.time
 STRICT: dict[str, Any] = {"guards": "strict", "guard_allow": ("http.cookiejar",)}
-OPTIONS = DispatcherOptions(
-    idle_timeout=5.0,
-    lease_duration=6.0,
-    renew_every=1.5,
-    lease_margin=2.5,
-    acquire_timeout=12.0,
-    poll_interval=0.5,
-    shutdown_timeout=2.0,
-)
+OPTIONS = attrs.evolve(SHORT_LEASES, idle_timeout=5.0)
 
 
 @attrs.define

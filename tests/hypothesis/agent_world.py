@@ -23,27 +23,20 @@ import attrs
 import trio
 
 import kelpie_dst
-from kelpie_agent.actors import DispatcherOptions
 from kelpie_agent.agent import Block, InputMessage, TurnResult
 from kelpie_agent.api import create_app
 from kelpie_agent.http import ServerOptions, serve
 from kelpie_agent.service import AgentService, ServiceError, ServiceOptions, open_agent_node
 from kelpie_dst.shims import LlmTiming, ScriptedPolicy, SimLlmClient, open_kv, sim_ports
 
+from ..timings import SHORT_LEASES
+
 DB = "db"
 PORT = 8283
 ECHO = ScriptedPolicy.from_dict({"mode": "scripted", "rules": [{"text": "echo: {text}"}]})
 TIMING = LlmTiming(0.05, 0.2, 400.0)
 # Short leases and idle timeouts: agents deactivate and move between nodes within an example.
-DISPATCHER = DispatcherOptions(
-    idle_timeout=4.0,
-    lease_duration=6.0,
-    renew_every=1.5,
-    lease_margin=2.5,
-    acquire_timeout=12.0,
-    poll_interval=0.5,
-    shutdown_timeout=2.0,
-)
+DISPATCHER = SHORT_LEASES
 SERVICE = ServiceOptions(request_timeout=20.0)
 SERVER = ServerOptions(header_timeout=10.0, body_timeout=10.0, keep_alive_timeout=5.0)
 # Strict guards: a wall-clock read, entropy or a thread in the server fails the example. The

@@ -5,13 +5,11 @@ PYTHONHASHSEED), through ``AgentService`` and through the SDK over the simulated
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 from kelpie_dst.hypothesis import profile_settings, run_machine
 
 from .agent_machine import AgentServerMachine, HttpAgentServerMachine
+from .failures import fresh_python
 
 _FRESH = """
 import json, sys
@@ -41,14 +39,4 @@ def test_examples_repeat_exactly_in_process_and_in_a_fresh_process() -> None:
     assert len({row[3] for row in first[0]}) >= 5  # the examples really differ
     assert sum(int(str(row[2])) for row in first[1]) >= 2  # and were checked
     assert [examples(False, 6), examples(True, 2)] == first
-    env = dict(os.environ, PYTHONHASHSEED="4321")
-    env.pop("KELPIE_HYPOTHESIS_PROFILE", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", _FRESH],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    assert json.loads(proc.stdout.splitlines()[-1]) == first
+    assert json.loads(fresh_python(_FRESH)) == first

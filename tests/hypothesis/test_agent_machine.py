@@ -10,11 +10,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -24,7 +20,6 @@ import pytest
 from hypothesis import Phase
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-import kelpie_dst
 from kelpie_dst.hypothesis import profile_settings, run_machine
 
 from . import agent_machine
@@ -35,8 +30,7 @@ from .agent_machine import (
     OtidDroppingMachine,
     QueuedEditMachine,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
+from .failures import Found, find, replay_program, run_reproduce_line
 
 
 @attrs.define
@@ -83,38 +77,6 @@ def test_the_http_machine_passes_the_ci_profile() -> None:
 
 
 # -- planted bugs ---------------------------------------------------------------------------------
-@attrs.frozen
-class Found:
-    """What a failing run printed (the exception's notes)."""
-
-    message: str
-    program: list[str]  # the printed lines between "state = ..." and "state.teardown()"
-    steps: list[str]  # the rule calls among them
-    seed: int
-    trace_hash: str
-    reproduce: str
-    target: str
-
-    @classmethod
-    def parse(cls, error: AssertionError) -> Found:
-        notes = list(error.__notes__)
-        text = "\n".join(notes)
-        start = next(i for i, line in enumerate(notes) if line.startswith("state = "))
-        program = notes[start + 1 : notes.index("state.teardown()")]
-        steps = [line for line in program if "agrees_with_model" not in line]
-        summary = re.search(r"simulation seed=(\d+) .* trace_hash=([0-9a-f]{32})", text)
-        replay = re.search(r"KELPIE_HYPOTHESIS_REPRODUCE='([^']+)' python -m pytest '(.+)'", text)
-        assert summary and replay, text
-        message = str(error).splitlines()[0]
-        return cls(message, program, steps, int(summary[1]), summary[2], replay[1], replay[2])
-
-
-def find(machine: type[AgentServerMachine], **overrides: object) -> Found:
-    with pytest.raises(AssertionError) as info:
-        run_machine(machine, settings=profile_settings("ci", **overrides))
-    return Found.parse(info.value)
-
-
 @pytest.fixture(scope="module")
 def queued() -> Found:
     return find(QueuedEditMachine)
@@ -144,18 +106,7 @@ def test_a_service_that_loses_the_clients_otid_is_found() -> None:
 def test_the_printed_steps_replay_as_a_script(
     queued: Found, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DST_SEED", str(queued.seed))
-    namespace: dict[str, object] = dict(vars(agent_machine))
-    exec("state = QueuedEditMachine()", namespace)
-    state = namespace["state"]
-    assert isinstance(state, QueuedEditMachine)
-    try:
-        with pytest.raises(AssertionError, match=re.escape(queued.message)):
-            exec("\n".join(queued.program), namespace)
-    finally:
-        state.teardown()
-    assert state.final_trace_hash == queued.trace_hash
-    assert kelpie_dst.current_simulation() is None
+    replay_program(queued, QueuedEditMachine, dict(vars(agent_machine)), monkeypatch)
 
 
 def test_the_saved_example_replays_from_the_database_with_the_same_trace_hash(
@@ -176,28 +127,8 @@ def test_the_saved_example_replays_from_the_database_with_the_same_trace_hash(
 def test_the_reproduce_line_replays_in_a_fresh_pytest_process(
     queued: Found, tmp_path: Path
 ) -> None:
-    (tmp_path / "test_replay_agents.py").write_text(
-        textwrap.dedent("""
-            from tests.hypothesis.agent_machine import QueuedEditMachine
-            TestQueuedEdit = QueuedEditMachine.TestCase
-        """)
-    )
-    env = dict(os.environ, KELPIE_HYPOTHESIS_REPRODUCE=queued.reproduce, PYTHONHASHSEED="99")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env.pop("KELPIE_HYPOTHESIS_PROFILE", None)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    proc = subprocess.run(
-        [*command, "test_replay_agents.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert queued.message in proc.stdout
-    assert f"trace_hash={queued.trace_hash}" in proc.stdout, proc.stdout
-    assert "python -m pytest 'test_replay_agents.py::TestQueuedEdit::runTest'" in proc.stdout
+    module = "tests.hypothesis.agent_machine"
+    run_reproduce_line(queued, tmp_path, module, "QueuedEditMachine", "TestQueuedEdit")
 
 
 # -- the extended profile -------------------------------------------------------------------------

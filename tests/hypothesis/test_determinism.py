@@ -4,12 +4,11 @@ the same (seed, steps, trace hash) for each example again in this process and in
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 from kelpie_dst.examples.toy_kv_service import FixedToyKVMachine
 from kelpie_dst.hypothesis import profile_settings, run_machine
+
+from .failures import fresh_python
 
 _FRESH = """
 import json
@@ -36,14 +35,4 @@ def test_examples_repeat_exactly_in_process_and_in_a_fresh_process() -> None:
     assert len(first) >= 20
     assert len({tuple(row) for row in first}) >= 15  # the examples really differ
     assert examples() == first
-    env = dict(os.environ, PYTHONHASHSEED="4321")
-    env.pop("KELPIE_HYPOTHESIS_PROFILE", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", _FRESH],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    assert json.loads(proc.stdout) == first
+    assert json.loads(fresh_python(_FRESH)) == first

@@ -29,7 +29,6 @@ import attrs
 import trio
 
 import kelpie_dst
-from kelpie_agent.actors import DispatcherOptions
 from kelpie_agent.agent import (
     AgentMessage,
     AssistantMessage,
@@ -45,16 +44,10 @@ from kelpie_agent.service import AgentService, ServiceError, ServiceOptions, ope
 from kelpie_dst import Fault, Node, Simulation
 from kelpie_dst.shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
 
+from ..timings import SHORT_LEASES
+
 T = TypeVar("T")
-OPTIONS = DispatcherOptions(
-    idle_timeout=4.0,
-    lease_duration=6.0,
-    renew_every=1.5,
-    lease_margin=2.5,
-    acquire_timeout=12.0,
-    poll_interval=0.5,
-    shutdown_timeout=2.0,
-)
+OPTIONS = SHORT_LEASES
 TOKEN = re.compile(r"c\d+-m\d+")
 CLOSERS = ("actor.deactivated", "actor.lease_lost", "actor.released", "actor.release_failed")
 

@@ -11,23 +11,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import attrs
+
 import kelpie_dst
-from kelpie_agent.actors import DispatcherOptions
 from kelpie_agent.agent import BlockCreate, CreateAgent, InputMessage, LoopConfig
 from kelpie_agent.service import AgentService, ServiceOptions, open_agent_node
 from kelpie_agent.storage import KV
 from kelpie_dst.shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
 from kelpie_dst.shims.llm import Policy
 
-OPTIONS = DispatcherOptions(
-    idle_timeout=5.0,
-    lease_duration=6.0,
-    renew_every=1.5,
-    lease_margin=2.5,
-    acquire_timeout=12.0,
-    poll_interval=0.5,
-    shutdown_timeout=2.0,
-)
+from ..timings import SHORT_LEASES
+
+OPTIONS = attrs.evolve(SHORT_LEASES, idle_timeout=5.0)
 SERVICE = ServiceOptions(request_timeout=30.0)
 
 

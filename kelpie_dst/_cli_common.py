@@ -44,9 +44,12 @@ def print_report(result: RunResult, replay: str, out: IO[str] | None = None) -> 
     )
     if result.redirected:
         sites = len(result.redirected)
-        console.print(
-            f"guards redirected {sites} call site(s); --strict makes them fail", markup=False
+        why = (
+            " in guard_allow modules"  # strict: only the allowed modules are redirected
+            if result.guards == "strict"
+            else "; --strict makes them fail"
         )
+        console.print(f"guards redirected {sites} call site(s){why}", markup=False)
     if result.failure is not None:
         console.print(f"[bold red]{escape(result.failure.describe())}[/]")
         print(result.summary_line())

@@ -45,6 +45,8 @@ class RunResult:
     faults: tuple[Fault, ...] = ()
     faults_fired: Mapping[str, int] = attrs.field(factory=dict, hash=False)
     redirected: tuple[tuple[str, str, int], ...] = ()
+    # the run's guard policy: under "strict" only guard_allow modules are redirected
+    guards: str = attrs.field(default="redirect", eq=False)
     value: object = attrs.field(default=None, eq=False, hash=False)
     wall_seconds: float = attrs.field(default=0.0, eq=False)
 

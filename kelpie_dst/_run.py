@@ -103,6 +103,7 @@ def _run(
             faults=sim.fault_list,
             faults_fired=dict(sorted(sim.faults.fired.items())),
             redirected=tuple(sim.guards.redirected()),
+            guards=sim.guards.policy,
             value=box[0] if box else None,
             wall_seconds=session.wall_seconds(),
         )

@@ -15,6 +15,7 @@ import trio
 
 import kelpie_dst
 from kelpie_dst import FailureKind
+from kelpie_dst._cli_common import print_report
 
 
 async def everything() -> dict[str, object]:
@@ -118,6 +119,25 @@ def test_strict_allow_list_exempts_modules() -> None:
 
     result = kelpie_dst.run(main, guards="strict", guard_allow=["tests.dst"])
     assert result.ok and result.value == kelpie_dst.DEFAULT_EPOCH
+    assert result.guards == "strict" and len(result.redirected) == 1
+
+
+@pytest.mark.parametrize(
+    ("guards", "allow", "line"),
+    [
+        ("redirect", (), "guards redirected 1 call site(s); --strict makes them fail"),
+        ("strict", ("tests.dst",), "guards redirected 1 call site(s) in guard_allow modules"),
+    ],
+)
+def test_the_report_line_says_what_strict_would_do(
+    guards: str, allow: tuple[str, ...], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def main() -> float:
+        return time.time()
+
+    result = kelpie_dst.run(main, guards=guards, guard_allow=allow)
+    print_report(result, "replay: -")
+    assert line in capsys.readouterr().out.splitlines()
 
 
 def test_off_leaves_everything_alone() -> None:

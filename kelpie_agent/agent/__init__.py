@@ -52,6 +52,7 @@ from ._models import Block as Block
 from ._models import PassageRecord as PassageRecord
 from ._models import ToolRule as ToolRule
 from ._models import ToolSpec as ToolSpec
+from ._requests import UPDATABLE_FIELDS as UPDATABLE_FIELDS
 from ._requests import AgentView as AgentView
 from ._requests import AttachBlock as AttachBlock
 from ._requests import AttachTool as AttachTool
@@ -89,6 +90,7 @@ from ._stores import ToolStore as ToolStore
 __all__ = [
     "AGENT_TYPES",
     "BUILTINS",
+    "UPDATABLE_FIELDS",
     "ActorContextLike",
     "AgentActor",
     "AgentEnv",

@@ -23,6 +23,7 @@ from ._loop import load_toolset
 from ._messages import AgentMessage, render_messages
 from ._models import DEFAULT_BLOCK_LIMIT, AgentRecord, Block, ToolSpec, check_label
 from ._requests import (
+    UPDATABLE_FIELDS,
     AgentView,
     BlockCreate,
     CreateAgent,
@@ -46,21 +47,7 @@ __all__ = [
     "view",
 ]
 
-_UPDATABLE = frozenset(
-    {
-        "name",
-        "system",
-        "model",
-        "embedding",
-        "context_window",
-        "max_tokens",
-        "description",
-        "tags",
-        "metadata",
-        "tool_rules",
-        "timezone",
-    }
-)
+_UPDATABLE = frozenset(UPDATABLE_FIELDS)
 _BATCH = 200
 
 

@@ -103,10 +103,26 @@ class GetAgent:
     """-> :class:`AgentView`."""
 
 
+UPDATABLE_FIELDS: tuple[str, ...] = (
+    "name",
+    "system",
+    "model",
+    "embedding",
+    "context_window",
+    "max_tokens",
+    "description",
+    "tags",
+    "metadata",
+    "tool_rules",
+    "timezone",
+)
+"""The agent metadata :class:`UpdateAgent` may change (tools and blocks have requests of
+their own)."""
+
+
 @attrs.frozen
 class UpdateAgent:
-    """Change metadata -> :class:`AgentView`. Keys: name, system, model, embedding,
-    context_window, max_tokens, description, tags, metadata, tool_rules, timezone."""
+    """Change metadata -> :class:`AgentView`. Keys: :data:`UPDATABLE_FIELDS`."""
 
     changes: Mapping[str, Any] = attrs.field(hash=False)
 

@@ -10,6 +10,7 @@ import attrs
 
 from kelpie_agent.agent import (
     AGENT_TYPES,
+    UPDATABLE_FIELDS,
     BlockCreate,
     CreateAgent,
     InputMessage,
@@ -36,21 +37,7 @@ __all__ = [
 ]
 
 MAX_PAGE = 1000
-_UPDATABLE = (
-    "name",
-    "system",
-    "model",
-    "embedding",
-    "context_window",
-    "max_tokens",
-    "description",
-    "tags",
-    "metadata",
-    "tool_rules",
-    "timezone",
-    "tool_ids",
-    "block_ids",
-)
+_UPDATABLE = (*UPDATABLE_FIELDS, "tool_ids", "block_ids")
 
 
 def ident(value: object, field: str) -> str:
@@ -178,21 +165,7 @@ def _agent_field(name: str, value: Any, field: str) -> Any:
 def create_request(request: object) -> CreateAgent:
     if not isinstance(request, CreateAgent):
         raise InvalidError("request", f"must be a CreateAgent, got {type(request).__name__}")
-    for name in (
-        "agent_type",
-        "system",
-        "model",
-        "embedding",
-        "context_window",
-        "max_tokens",
-        "description",
-        "tags",
-        "metadata",
-        "tool_rules",
-        "timezone",
-        "tool_ids",
-        "block_ids",
-    ):
+    for name in ("agent_type", *(f for f in _UPDATABLE if f != "name")):
         _agent_field(name, getattr(request, name), name)
     if request.name != "":
         text(request.name, "name")

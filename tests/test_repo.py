@@ -67,3 +67,42 @@ def test_every_registered_fault_type_is_documented() -> None:
     missing = [name for name in sorted(fault_types()) if f"`{name}`" not in text]
     assert len(fault_types()) >= 30
     assert not missing, f"docs/faults.md lacks {missing}; see kelpie-dst faults --markdown"
+
+
+# Imported only where their users already have them (the pytest plugin, loaded by pytest), or
+# inside ``try: ... except ImportError``.
+OPTIONAL_IMPORTS = {
+    "pytest": {"kelpie_dst/pytest_plugin.py"},
+    "opentelemetry": {"kelpie_dst/shims/llm/_api_host.py"},
+}
+
+
+def test_every_third_party_import_is_a_base_dependency() -> None:
+    """The README's first command installs without the dev extra, so everything the packages
+    import (outside the pytest plugin) must be in ``[project] dependencies``."""
+    import ast
+    import importlib.metadata
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = {re.split(r"[\[<>=~!; ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    distributions = importlib.metadata.packages_distributions()
+    missing = []
+    for package in ("kelpie_dst", "kelpie_agent"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    dists = {d.lower() for d in distributions.get(top, [])}
+                    if not dists or dists & base or top in ("kelpie_dst", "kelpie_agent"):
+                        continue  # the standard library, a base dependency, or ours
+                    where = str(path.relative_to(ROOT))
+                    if where not in OPTIONAL_IMPORTS.get(top, set()):
+                        missing.append(f"{where}: {name} ({', '.join(sorted(dists))})")
+    assert not missing, missing

@@ -38,6 +38,8 @@ def _options(body: ToolCreate | ToolUpdate) -> dict[str, Any]:
         options["tags"] = tuple(body.tags)
     if body.return_char_limit is not None:
         options["return_char_limit"] = body.return_char_limit
+    if isinstance(body, ToolUpdate) and body.metadata_ is not None:
+        options["metadata"] = body.metadata_
     return options
 
 

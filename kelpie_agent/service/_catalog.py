@@ -32,6 +32,11 @@ def _ordered(items: list[Any]) -> list[Any]:
     return sorted(items, key=lambda x: (x.created_at, x.id))
 
 
+# What a tool keeps through an update unless the update gives it (a new source rebuilds the
+# rest of the spec from the source).
+_KEPT_TOOL_FIELDS = ("tags", "return_char_limit", "metadata")
+
+
 class Catalog(ServiceBase):
     """Standalone blocks and tools."""
 
@@ -104,6 +109,14 @@ class Catalog(ServiceBase):
         current = await self.get_block(block_id)
         merged = {f: changes.get(f, getattr(current, f)) for f in _BLOCK_FIELDS}
         self._check_block(**merged)
+        if merged["label"] != current.label:  # an agent's labels must stay unique
+            for agent in await self.block_agents(block_id):
+                for other in agent.blocks:
+                    if other.label == merged["label"] and other.id != block_id:
+                        raise ConflictError(
+                            f"agent {agent.agent.id} already has a block labelled "
+                            f"{other.label!r} ({other.id})"
+                        )
         return await self._store(
             lambda: self.block_store.update(block_id, **changes), f"block {block_id}", retry=False
         )
@@ -149,7 +162,7 @@ class Catalog(ServiceBase):
                 value = v.tags(value)
             elif name == "return_char_limit":
                 v.int_at_least(value, name, 1)
-            elif name == "json_schema":
+            elif name in ("json_schema", "metadata"):
                 v.metadata(value, name)
             elif name == "name":
                 v.text(value, name)
@@ -227,16 +240,26 @@ class Catalog(ServiceBase):
 
     async def update_tool(self, tool_id: str, **changes: Any) -> ToolSpec:
         """Change a stored tool: ``source_code`` and ``json_schema`` (custom tools only),
-        ``description``, ``tags``, ``return_char_limit``."""
+        ``description``, ``tags``, ``return_char_limit``, ``metadata``. A new source rebuilds
+        the schema (and the description, unless given); the other fields keep their values
+        unless given."""
         v.ident(tool_id, "tool_id")
         if builtin_by_id(tool_id) is not None:
             raise InvalidError("tool_id", "built-in tools cannot be changed", status=400)
-        allowed = ("source_code", "json_schema", "description", "tags", "return_char_limit")
+        allowed = (
+            "source_code",
+            "json_schema",
+            "description",
+            "tags",
+            "return_char_limit",
+            "metadata",
+        )
         unknown = sorted(set(changes) - set(allowed))
         if unknown:
             raise InvalidError(unknown[0], f"cannot be updated ({', '.join(allowed)} can)")
         current = await self.get_tool(tool_id)
         options = self._tool_options({k: changes.get(k) for k in allowed[1:]})
+        kept = {f: options.pop(f, getattr(current, f)) for f in _KEPT_TOOL_FIELDS}
         if changes.get("source_code") is not None or "json_schema" in options:
             if current.tool_type != "custom":
                 raise InvalidError(
@@ -244,13 +267,11 @@ class Catalog(ServiceBase):
                 )
             source = changes.get("source_code") or current.source_code or ""
             fresh = self._build(source, options)
-            new = attrs.evolve(fresh, id=current.id, created_at=current.created_at)
-            if "tags" not in options:
-                new = attrs.evolve(new, tags=current.tags)
+            new = attrs.evolve(fresh, id=current.id, created_at=current.created_at, **kept)
             await self._conflict(new.name, keep=current.id)
         else:
             now = self.ports.clock.now()
-            new = attrs.evolve(current, **options, updated_at=now)
+            new = attrs.evolve(current, **options, **kept, updated_at=now)
         key, value = Keys.tool(tool_id), pack(new)
         await self._store(lambda: self.kv.set(key, value), f"tool {tool_id}", retry=True)
         return new

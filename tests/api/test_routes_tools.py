@@ -91,3 +91,19 @@ async def test_agent_tools_attach_detach_and_run() -> None:
         detached = await c.patch(f"{base}/detach/{tool['id']}")
         assert [t["name"] for t in detached.json()["tools"]] == before
         assert (await c.patch(f"{base}/attach/tool-nope")).status_code == 404
+
+
+@pytest.mark.dst(seeds=2, **STRICT)
+async def test_patching_metadata_and_source_keeps_what_was_not_sent() -> None:
+    async with api() as a:
+        c = a.client
+        body = {"source_code": SOURCE, "tags": ["dice"], "return_char_limit": 99}
+        tool = (await c.post("/v1/tools/", json=body)).json()
+        patched = await c.patch(f"/v1/tools/{tool['id']}", json={"metadata_": {"k": "v"}})
+        assert patched.status_code == 200, patched.text
+        assert patched.json()["metadata_"] == {"k": "v"}
+        source = SOURCE.replace('f"{sides}x{times}"', 'f"{times}x{sides}"')
+        rewritten = (await c.patch(f"/v1/tools/{tool['id']}", json={"source_code": source})).json()
+        assert rewritten["source_code"] == source
+        assert (rewritten["tags"], rewritten["return_char_limit"]) == (["dice"], 99)
+        assert rewritten["metadata_"] == {"k": "v"}

@@ -165,3 +165,18 @@ async def test_an_agents_tools_attach_list_run_detach_and_errors() -> None:
             400,
             "react_agent has no memory tools",
         )
+
+
+@pytest.mark.dst(seeds=2, guards="strict")
+async def test_a_new_source_keeps_the_fields_the_update_did_not_give() -> None:
+    async with service_node() as svc:
+        tool = await svc.create_tool(ADD, tags=("math",), return_char_limit=123)
+        tagged = await svc.update_tool(tool.id, metadata={"owner": "ada"})
+        assert dict(tagged.metadata) == {"owner": "ada"}
+        rewritten = await svc.update_tool(tool.id, source_code=ADD.replace("a + b", "b + a"))
+        assert (rewritten.tags, rewritten.return_char_limit) == (("math",), 123)
+        assert dict(rewritten.metadata) == {"owner": "ada"}
+        assert await svc.get_tool(tool.id) == rewritten
+        limited = await svc.update_tool(tool.id, source_code=ADD, return_char_limit=7)
+        assert (limited.return_char_limit, limited.tags) == (7, ("math",))
+        await _fails(svc.update_tool(tool.id, metadata=[1]), InvalidError, 422, "metadata")

@@ -143,3 +143,26 @@ async def test_standalone_block_errors() -> None:
         await _fails(svc.list_blocks(label="a b"), InvalidError, 422, "label")
         await _fails(svc.list_blocks(limit=5000), InvalidError, 422, "limit")
         assert await svc.get_block(block.id) == block
+
+
+@pytest.mark.dst(seeds=2, guards="strict")
+async def test_relabelling_a_shared_block_cannot_give_an_agent_two_blocks_with_one_label() -> None:
+    async with service_node() as svc:
+        agent_id = (await svc.create_agent(otto())).agent.id
+        shared = await svc.create_block("notes", "kelp")
+        await svc.attach_block(agent_id, shared.id)
+        await _fails(
+            svc.update_block(shared.id, label="human"),
+            ConflictError,
+            409,
+            f"agent {agent_id} already has a block labelled 'human'",
+        )
+        assert (await svc.get_block(shared.id)).label == "notes"  # nothing changed
+        assert [b.label for b in await svc.list_agent_blocks(agent_id)] == [
+            "persona",
+            "human",
+            "notes",
+        ]
+        renamed = await svc.update_block(shared.id, label="facts")  # a free label is fine
+        assert renamed.label == "facts"
+        assert (await svc.get_agent_block(agent_id, "facts")).value == "kelp"

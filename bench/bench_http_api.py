@@ -123,7 +123,7 @@ def startup(runs: int) -> list[tuple[str, float]]:
         with tempfile.TemporaryDirectory() as tmp:
             began = time.perf_counter()
             proc = subprocess.Popen(
-                [str(kelpie), "serve", "--port", "0", "--data-dir", tmp],
+                [str(kelpie), "serve", "--port", "0", "--data-dir", tmp, "--llm", "sim"],
                 stdout=subprocess.PIPE,
                 text=True,
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
@@ -175,7 +176,8 @@ def messages_router(
                     raise
                 failure.append(error)  # a background run must not take the app down
                 if observer is not None:
-                    observer("api.async_run_error", agent=agent_id, error=type(error).__name__)
+                    with contextlib.suppress(Exception):  # nor may a failing observer
+                        observer("api.async_run_error", agent=agent_id, error=type(error).__name__)
             finally:
                 known.set()
 

@@ -194,8 +194,9 @@ def _only_leaf(error: BaseException) -> BaseException:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console entry point: usage errors are one line and exit 64; Ctrl-C before the server
-    runs exits 130 (once it runs, SIGINT and SIGTERM stop it gracefully: exit 0)."""
+    """Console entry point: usage errors are one line and exit 64; Ctrl-C while the command
+    line is read exits 130; from then on (startup included) SIGINT and SIGTERM stop the
+    server gracefully: exit 0."""
     try:
         cli.main(
             args=list(argv) if argv is not None else None,

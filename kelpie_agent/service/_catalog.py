@@ -15,6 +15,7 @@ import attrs
 from kelpie_agent.agent import AgentView, Block, Keys, ToolSpec
 from kelpie_agent.agent._builtins import builtin_by_id
 from kelpie_agent.agent._codec import pack, unpack
+from kelpie_agent.agent._models import DEFAULT_BLOCK_LIMIT
 
 from . import _validate as v
 from ._base import ServiceBase
@@ -144,7 +145,7 @@ class Catalog(ServiceBase):
         if not isinstance(fields["read_only"], bool):
             raise InvalidError("read_only", f"must be true or false, got {fields['read_only']!r}")
         v.metadata(fields["metadata"])
-        limit = v.int_at_least(fields.get("limit", 20_000), "limit", 1)
+        limit = v.int_at_least(fields.get("limit", DEFAULT_BLOCK_LIMIT), "limit", 1)
         if len(fields["value"]) > limit:
             raise InvalidError(
                 "value", f"has {len(fields['value'])} characters, over its limit {limit}"

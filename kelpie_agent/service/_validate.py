@@ -17,7 +17,7 @@ from kelpie_agent.agent import (
     InvalidRequestError,
     ToolRule,
 )
-from kelpie_agent.agent._models import check_id, check_label
+from kelpie_agent.agent._models import DEFAULT_BLOCK_LIMIT, check_id, check_label
 
 from ._errors import InvalidError
 
@@ -114,7 +114,7 @@ def block_create(spec: object, field: str) -> BlockCreate:
     metadata(spec.metadata, f"{field}.metadata")
     if spec.limit is not None:
         int_at_least(spec.limit, f"{field}.limit", 1)
-    limit = 20_000 if spec.limit is None else spec.limit
+    limit = DEFAULT_BLOCK_LIMIT if spec.limit is None else spec.limit
     if len(spec.value) > limit:
         raise InvalidError(
             f"{field}.value", f"has {len(spec.value)} characters, over the block's limit {limit}"

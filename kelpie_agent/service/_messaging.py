@@ -136,7 +136,9 @@ class Messaging(Catalog):
         """``async with service.stream_message(...) as stream: async for event in stream``.
 
         Bad arguments and an unknown agent raise on entry. Leaving the block early (or being
-        cancelled) never stops the run: the input is committed and the agent finishes it."""
+        cancelled) once the first event has arrived never stops the run: the input is
+        committed and the agent finishes it. Leaving before that may withdraw the message
+        before the agent took it (then it never runs; a retry with the same otid is safe)."""
         request, idempotent = await self._send_request(
             agent_id, messages, max_steps, use_assistant_message, stream_tokens
         )

@@ -18,6 +18,7 @@ __all__ = [
     "SandboxCrashedError",
     "SandboxError",
     "SandboxFileError",
+    "SandboxIsolationError",
     "SandboxStateError",
     "SnapshotError",
 ]
@@ -38,6 +39,12 @@ class SandboxStateError(SandboxError):
 
 class SandboxBootError(SandboxError):
     """The sandbox failed to boot; it is stopped and cannot be used."""
+
+
+class SandboxIsolationError(SandboxBootError):
+    """The sandbox must isolate its commands (Linux namespaces through bubblewrap) and cannot
+    here: ``bwrap`` is missing or cannot create namespaces. Nothing ran. Install bubblewrap, or
+    choose ``isolation="none"`` (``kelpie serve --unsafe-sandbox``) knowingly."""
 
 
 class SandboxCrashedError(SandboxError):

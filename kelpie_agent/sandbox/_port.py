@@ -69,7 +69,9 @@ class SandboxLimits:
     ``timeout`` is the default wall-clock limit of one exec (callers may pass their own);
     ``cpu_seconds``, ``memory_bytes`` (address space) and ``file_size_bytes`` (largest file a
     command or a file tool may write) apply per process; ``max_output_bytes`` caps what is kept
-    of each of stdout and stderr.
+    of each of stdout and stderr. ``processes`` caps the processes and threads one command may
+    have at once; ``disk_bytes`` caps the working area as a whole (a command that grows it past
+    the limit is killed).
     """
 
     timeout: float = attrs.field(default=30.0, validator=_positive)
@@ -77,6 +79,8 @@ class SandboxLimits:
     memory_bytes: int = attrs.field(default=512 * 1024 * 1024, validator=_positive_int)
     file_size_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive_int)
     max_output_bytes: int = attrs.field(default=1024 * 1024, validator=_positive_int)
+    processes: int = attrs.field(default=64, validator=_positive_int)
+    disk_bytes: int = attrs.field(default=256 * 1024 * 1024, validator=_positive_int)
 
 
 class Sandbox(Protocol):

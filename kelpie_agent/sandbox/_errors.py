@@ -9,6 +9,7 @@ from __future__ import annotations
 from kelpie_agent.errors import KelpieError
 
 __all__ = [
+    "NO_BWRAP",
     "CorruptSnapshotError",
     "ExecTimeoutError",
     "PathOutsideSandboxError",
@@ -22,6 +23,9 @@ __all__ = [
     "SandboxStateError",
     "SnapshotError",
 ]
+
+
+NO_BWRAP = "bubblewrap (bwrap) is not installed"
 
 
 class SandboxError(KelpieError):

@@ -47,7 +47,13 @@ import trio
 from . import _files, _spawn, _tarsnap
 from ._bwrap import RUN_DIR, Jail, find_bwrap, python_roots
 from ._checks import check_bytes, check_command, check_path, check_timeout
-from ._errors import PauseError, SandboxError, SandboxIsolationError, SandboxStateError
+from ._errors import (
+    NO_BWRAP,
+    PauseError,
+    SandboxError,
+    SandboxIsolationError,
+    SandboxStateError,
+)
 from ._lifecycle import Lifecycle
 from ._network import SandboxNetwork
 from ._port import ExecResult, SandboxLimits, SandboxState
@@ -66,7 +72,6 @@ SNAPSHOT_KIND = "tar"
 SUPERVISOR_FILE = "supervisor.py"
 ISOLATIONS = ("namespaces", "none")
 SANDBOX_UID_BASE = 1_500_000_000  # sandbox users of a root server: this plus 24 bits
-_NO_BWRAP = "bubblewrap (bwrap) is not installed"
 
 
 def _uid_for(path: str) -> int:
@@ -154,8 +159,9 @@ class ProcessSandbox:
             self._cleanup()
             lines = probe.stderr.strip().splitlines()
             bwrap = [line for line in lines if line.startswith("bwrap:")]
-            if bwrap:
-                raise self._life.fail_isolation(f"bubblewrap cannot isolate: {bwrap[0]}")
+            if self._jail is not None and (bwrap or not lines):
+                why = bwrap[0] if bwrap else f"it exited with {probe.exit_code} and said nothing"
+                raise self._life.fail_isolation(f"bubblewrap cannot isolate: {why}")
             detail = lines[-1:] or [f"exit code {probe.exit_code}"]
             raise self._life.fail_boot(f"Python does not start under its limits: {detail[0]}")
         self._life.finish_boot()
@@ -198,7 +204,9 @@ class ProcessSandbox:
         if self.isolation == "namespaces":
             bwrap = self._bwrap or find_bwrap()
             if bwrap is None:
-                raise SandboxIsolationError(_NO_BWRAP)
+                raise SandboxIsolationError(NO_BWRAP)
+            if not os.access(bwrap, os.X_OK):
+                raise SandboxIsolationError(f"bubblewrap {bwrap} is not an executable")
         self._base = os.path.realpath(tempfile.mkdtemp(prefix="kelpie-sandbox-", dir=self._parent))
         self._workdir = os.path.join(self._base, "work")
         os.mkdir(self._workdir, 0o755)

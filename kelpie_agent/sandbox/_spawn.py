@@ -28,13 +28,13 @@ from pathlib import Path
 import attrs
 import trio
 
-from ._checks import OutputBuffer
+from ._checks import DISK_MESSAGE, OutputBuffer
 from ._errors import SandboxError
 from ._lifecycle import Lifecycle
 from ._port import ExecResult, SandboxLimits
 from ._supervisor import FIELDS
 
-__all__ = ["DISK_MESSAGE", "PLAIN_WRAPPER", "SUPERVISOR", "Running", "run", "signal_group"]
+__all__ = ["PLAIN_WRAPPER", "SUPERVISOR", "Running", "run", "signal_group"]
 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py").read_text(encoding="utf-8")
 PLAIN_WRAPPER = """\
@@ -56,9 +56,6 @@ except OSError as error:
     sys.exit(127)
 """
 DRAIN_GRACE = 0.5  # seconds to collect output after a plain command exits (escaped grandchildren)
-DISK_MESSAGE = (
-    "sandbox: the working area grew past its disk limit of {} bytes; the command was killed\n"
-)
 
 
 def signal_group(pgid: int, signum: int) -> None:
@@ -218,8 +215,9 @@ async def run(
     code = proc.returncode
     if "status" in word:
         code = os.waitstatus_to_exitcode(int(word["status"]))
+    stderr = err.text
     if word.get("reason") == "disk":
         code = -signal.SIGXFSZ
-        err.add(DISK_MESSAGE.format(limits.disk_bytes).encode())
+        stderr += DISK_MESSAGE.format(limits.disk_bytes)
     duration = trio.current_time() - start
-    return ExecResult(out.text, err.text, code, duration, out.truncated or err.truncated)
+    return ExecResult(out.text, stderr, code, duration, out.truncated or err.truncated)

@@ -213,7 +213,8 @@ def main() -> None:
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     drop_privileges(settings)
-    processes = int(settings["processes"]) + 2  # this process and the forwarder
+    # The command's own processes, plus this one and the forwarder.
+    processes = int(settings["processes"]) + 1 + (settings["proxy"] != "-")
     _cap(resource.RLIMIT_NPROC, processes, processes)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)

@@ -32,6 +32,7 @@ from kelpie_agent.sandbox._errors import (
     SandboxBootError,
     SnapshotError,
 )
+from kelpie_agent.sandbox._network import SandboxNetwork
 from kelpie_agent.sandbox._port import SandboxLimits, SandboxState
 
 from .._errors import UsageError
@@ -123,8 +124,9 @@ class FaultySandbox(SimSandbox):
         name: str = "sandbox",
         limits: SandboxLimits | None = None,
         timings: SimTimings | None = None,
+        **options: Any,
     ) -> None:
-        super().__init__(limits, timings=timings)
+        super().__init__(limits, timings=timings, **options)
         self.sim = sim
         self.node = node
         self.name = name
@@ -189,11 +191,22 @@ def open_sandbox(
     name: str = "sandbox",
     limits: SandboxLimits | None = None,
     timings: SimTimings | None = None,
+    isolation: str = "namespaces",
+    network: SandboxNetwork | None = None,
+    bubblewrap: bool = True,
 ) -> FaultySandbox:
-    """A simulated sandbox (not yet booted) for ``node`` (default: the calling task's node)."""
+    """A simulated sandbox (not yet booted) for ``node`` (default: the calling task's node).
+    ``isolation``, ``network`` and ``bubblewrap`` are :class:`SimSandbox`'s."""
     sim = node.sim if node is not None else current_simulation()
     if sim is None:
         raise UsageError("open_sandbox() needs a running simulation; use SimSandbox() outside one")
     return FaultySandbox(
-        sim, node if node is not None else sim.current_node(), name, limits, timings
+        sim,
+        node if node is not None else sim.current_node(),
+        name,
+        limits,
+        timings,
+        isolation=isolation,
+        network=network,
+        bubblewrap=bubblewrap,
     )

@@ -175,3 +175,17 @@ class ServeConfig:
     lease_duration: float
     shutdown_grace: float
     log_level: str
+    api_key_source: str = ""  # "--api-key-file", "KELPIE_API_KEY", "--api-key" or ""
+    anthropic_key: str | None = attrs.field(default=None, repr=False)
+    sandbox_allow: tuple[str, ...] = ()  # the hosts any agent's tools may be allowed
+    unsafe_sandbox: bool = False  # tools run without namespaces
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Values no log line may show."""
+        found = [self.api_key, self.anthropic_key]
+        if isinstance(self.db, PostgresDb):
+            from psycopg.conninfo import conninfo_to_dict
+
+            found.append(str(conninfo_to_dict(self.db.dsn).get("password") or "") or None)
+        return tuple(sorted({s for s in found if s}, key=len, reverse=True))

@@ -19,14 +19,18 @@ from ._errors import SandboxStateError as SandboxStateError
 from ._errors import SnapshotError as SnapshotError
 from ._network import SandboxNetwork as SandboxNetwork
 from ._network import check_host_pattern as check_host_pattern
+from ._port import ALLOW_HOSTS_KEY as ALLOW_HOSTS_KEY
 from ._port import ExecResult as ExecResult
 from ._port import Sandbox as Sandbox
 from ._port import SandboxLimits as SandboxLimits
+from ._port import SandboxRequest as SandboxRequest
 from ._port import SandboxState as SandboxState
+from ._port import agent_network as agent_network
 from ._process import ProcessSandbox as ProcessSandbox
 from ._process import isolation_problem as isolation_problem
 
 __all__ = [
+    "ALLOW_HOSTS_KEY",
     "CorruptSnapshotError",
     "ExecResult",
     "ExecTimeoutError",
@@ -42,9 +46,11 @@ __all__ = [
     "SandboxIsolationError",
     "SandboxLimits",
     "SandboxNetwork",
+    "SandboxRequest",
     "SandboxState",
     "SandboxStateError",
     "SnapshotError",
+    "agent_network",
     "check_host_pattern",
     "isolation_problem",
 ]

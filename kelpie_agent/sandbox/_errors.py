@@ -48,7 +48,12 @@ class SandboxBootError(SandboxError):
 class SandboxIsolationError(SandboxBootError):
     """The sandbox must isolate its commands (Linux namespaces through bubblewrap) and cannot
     here: ``bwrap`` is missing or cannot create namespaces. Nothing ran. Install bubblewrap, or
-    choose ``isolation="none"`` (``kelpie serve --unsafe-sandbox``) knowingly."""
+    choose ``isolation="none"`` (``kelpie serve --unsafe-sandbox``) knowingly. ``reason`` is
+    the short why ("bubblewrap (bwrap) is not installed")."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class SandboxCrashedError(SandboxError):

@@ -136,7 +136,8 @@ class Lifecycle:
         self.fail_boot(reason)
         return SandboxIsolationError(
             f"{self.kind} refuses to run tool code: {reason}; install bubblewrap, or run "
-            "without isolation knowingly (kelpie serve --unsafe-sandbox)"
+            "without isolation knowingly (kelpie serve --unsafe-sandbox)",
+            reason=reason,
         )
 
     def pause(self) -> None:

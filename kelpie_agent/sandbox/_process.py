@@ -386,7 +386,7 @@ async def isolation_problem(
     try:
         await probe.boot()
     except SandboxIsolationError as error:
-        return str(error)
+        return error.reason
     except SandboxError:
         return None  # booting failed for another reason; the sandboxes will say which
     finally:

@@ -286,7 +286,11 @@ class World:
                 ]
                 client = McpClient(configs, transport=sim_mcp_transport(*self.mcp_servers))
                 mcp = RecordingMcp(await stack.enter_async_context(client), self.journal)
-            factory = (lambda: open_sandbox(node, name="agent-tools")) if self.sandbox else None
+            factory = (
+                (lambda r: open_sandbox(node, name="agent-tools", network=r.network))
+                if self.sandbox
+                else None
+            )
             llm = SimLlmClient(self.policy, timing=LlmTiming())
             observer = self.journal.observer(node.name)
             if self.via == "http":

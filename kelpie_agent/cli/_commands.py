@@ -18,8 +18,6 @@ from typing import Any, NoReturn
 import attrs
 import click
 
-from kelpie_agent.sandbox._network import check_host_pattern
-
 from ._config import (
     DEFAULT_PORT,
     ServeConfig,
@@ -116,6 +114,38 @@ def cli() -> None:
     "agent's metadata.sandbox_allow_hosts names it too; repeat for more. Default: none.",
 )
 @click.option(
+    "--tool-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long one custom, sandbox or MCP tool call may run before it is killed.",
+)
+@click.option(
+    "--sandbox-memory",
+    type=click.IntRange(16, 1 << 20),
+    default=512,
+    show_default=True,
+    metavar="MB",
+    help="Address space of each process a tool starts.",
+)
+@click.option(
+    "--sandbox-disk",
+    type=click.IntRange(1, 1 << 24),
+    default=256,
+    show_default=True,
+    metavar="MB",
+    help="Size of an agent's sandbox working directory (one file: at most a quarter of it).",
+)
+@click.option(
+    "--sandbox-processes",
+    type=click.IntRange(1, 4096),
+    default=64,
+    show_default=True,
+    metavar="N",
+    help="Processes and threads one tool call may have at once.",
+)
+@click.option(
     "--unsafe-sandbox",
     is_flag=True,
     default=False,
@@ -141,6 +171,10 @@ def serve_command(
     lease_duration: float,
     shutdown_grace: float,
     sandbox_allow: tuple[str, ...],
+    tool_timeout: float,
+    sandbox_memory: int,
+    sandbox_disk: int,
+    sandbox_processes: int,
     unsafe_sandbox: bool,
     log_level: str,
 ) -> None:
@@ -158,6 +192,8 @@ def serve_command(
             lease_duration=lease_duration,
             shutdown_grace=shutdown_grace,
             sandbox_allow=sandbox_allow,
+            tool_timeout=tool_timeout,
+            sandbox_sizes=(sandbox_memory, sandbox_disk, sandbox_processes),
             unsafe_sandbox=unsafe_sandbox,
             log_level=log_level,
         )
@@ -201,6 +237,8 @@ class Flags:
     lease_duration: float
     shutdown_grace: float
     sandbox_allow: tuple[str, ...]
+    tool_timeout: float
+    sandbox_sizes: tuple[int, int, int]  # memory MB, disk MB, processes
     unsafe_sandbox: bool
     log_level: str
 
@@ -246,6 +284,8 @@ def _config(flags: Flags) -> ServeConfig:
     if llm == "anthropic" and not anthropic_key:
         raise ServeUsageError("--llm anthropic needs ANTHROPIC_API_KEY in the environment")
     allow = []
+    if flags.sandbox_allow:  # (the sandbox package imports trio: only when needed)
+        from kelpie_agent.sandbox import check_host_pattern
     for pattern in flags.sandbox_allow:
         try:
             allow.append(check_host_pattern(pattern))
@@ -266,6 +306,8 @@ def _config(flags: Flags) -> ServeConfig:
         lease_duration=flags.lease_duration,
         shutdown_grace=flags.shutdown_grace,
         sandbox_allow=tuple(allow),
+        tool_timeout=flags.tool_timeout,
+        sandbox_sizes=flags.sandbox_sizes,
         unsafe_sandbox=flags.unsafe_sandbox,
         log_level=flags.log_level,
     )

@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from kelpie_agent.actors import DispatcherOptions
+from kelpie_agent.agent import LoopConfig
 from kelpie_agent.api import create_app
 from kelpie_agent.http import HttpServer, ServerOptions
 from kelpie_agent.llm import LlmClient
@@ -110,6 +111,7 @@ def sandbox_factory(config: ServeConfig) -> Callable[[SandboxRequest], Sandbox]:
 
     def make(request: SandboxRequest) -> Sandbox:
         return ProcessSandbox(
+            config.sandbox_limits,
             parent_dir=config.data_dir / SANDBOXES,
             isolation="none" if config.unsafe_sandbox else "namespaces",
             network=request.network.under(ceiling),
@@ -151,6 +153,7 @@ async def _run(config: ServeConfig, life: _Lifecycle) -> None:
                 node_id=node_id,
                 llm=llm,
                 sandbox_factory=sandbox_factory(config),
+                loop_config=LoopConfig(tool_timeout=config.tool_timeout),
                 dispatcher_options=dispatcher_options(config.lease_duration),
                 options=ServiceOptions(request_timeout=max(60.0, 2 * config.lease_duration)),
                 observer=observe,

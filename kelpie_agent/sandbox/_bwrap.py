@@ -92,7 +92,9 @@ class Jail:
     hide: tuple[str, ...] = ()  # covered with an empty read-only tmpfs where visible
     as_root: bool = False  # the server runs as root: keep CAP_SETUID/SETGID for the supervisor
 
-    def argv(self, command: Sequence[str]) -> list[str]:
+    def argv(self, command: Sequence[str], seccomp_fd: int | None = None) -> list[str]:
+        """bubblewrap's command line for ``command``; ``seccomp_fd`` is an open file holding
+        the filter of ``_seccomp.program()`` (passed to the process)."""
         args = [
             self.bwrap,
             "--die-with-parent",
@@ -133,6 +135,8 @@ class Jail:
         args += ["--remount-ro", "/", "--remount-ro", "/dev"]
         for path in hidden:
             args += ["--remount-ro", path]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         args += ["--chdir", self.workdir, "--", *command]
         return args
 

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from . import _files, _spawn, _tarsnap
+from . import _seccomp as seccomp
 from ._bwrap import RUN_DIR, Jail, find_bwrap, python_roots
 from ._checks import check_bytes, check_command, check_path, check_timeout
 from ._errors import (
@@ -70,6 +71,7 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 BOOT_TIMEOUT = 30.0  # seconds the boot probe may take
 SNAPSHOT_KIND = "tar"
 SUPERVISOR_FILE = "supervisor.py"
+SECCOMP_FILE = "seccomp.bpf"
 ISOLATIONS = ("namespaces", "none")
 SANDBOX_UID_BASE = 1_500_000_000  # sandbox users of a root server: this plus 24 bits
 
@@ -226,6 +228,10 @@ class ProcessSandbox:
             file.write(f"sandbox:x:{gid}:\n")
         with open(os.path.join(run_dir, SUPERVISOR_FILE), "w", encoding="utf-8") as file:
             file.write(_spawn.SUPERVISOR)
+        filter_ = seccomp.program()
+        if filter_ is not None:
+            with open(os.path.join(run_dir, SECCOMP_FILE), "wb") as binary:
+                binary.write(filter_)
         parent = os.path.dirname(self._base)
         self._jail = Jail(
             bwrap=bwrap,
@@ -326,14 +332,28 @@ class ProcessSandbox:
             raise failure
         return result
 
+    def _open_filter(self) -> int | None:
+        """A new descriptor of the seccomp filter's file (bubblewrap reads it to the end)."""
+        try:
+            return os.open(os.path.join(self._base, "run", SECCOMP_FILE), os.O_RDONLY)
+        except FileNotFoundError:
+            return None  # no filter for this architecture
+
     async def _run_jailed(
         self, argv: list[str], config: dict[str, str], timeout: float, what: str
     ) -> ExecResult:
         assert self._jail is not None
         script = f"{RUN_DIR}/{SUPERVISOR_FILE}"
-        command = self._jail.argv(_spawn.supervisor_argv(script, config, argv))
-        launch = _spawn.Launch(command, self._environment(), self._workdir, True)
-        return await _spawn.run(launch, self._limits, self._life, self._running, timeout, what)
+        supervised = _spawn.supervisor_argv(script, config, argv)
+        fd = self._open_filter()
+        try:
+            command = self._jail.argv(supervised, seccomp_fd=fd)
+            fds = (fd,) if fd is not None else ()
+            launch = _spawn.Launch(command, self._environment(), self._workdir, True, fds)
+            return await _spawn.run(launch, self._limits, self._life, self._running, timeout, what)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     # -- snapshots ---------------------------------------------------------------------------
 

@@ -100,6 +100,7 @@ class Launch:
     env: dict[str, str]
     workdir: str
     supervised: bool
+    pass_fds: tuple[int, ...] = ()
 
 
 def plain_argv(limits: SandboxLimits, command: Sequence[str]) -> list[str]:
@@ -164,6 +165,7 @@ async def run(
             cwd=launch.workdir,
             env=launch.env,
             start_new_session=True,
+            pass_fds=launch.pass_fds,
         )
     except OSError as error:
         if ours is not None:

@@ -223,7 +223,7 @@ def main() -> None:
     if settings["proxy"] != "-":
         forward(settings["proxy"])
     workdir, disk = settings["workdir"], int(settings["disk"])
-    allowed = max(disk, usage(workdir, disk))
+    allowed = max(disk, usage(workdir, sys.maxsize))  # may start over (then: must not grow)
     main_pid = start_command(settings, argv)
     os.dup2(null, 1)
     os.dup2(null, 2)

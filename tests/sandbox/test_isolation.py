@@ -79,7 +79,7 @@ async def test_a_detached_child_dies_with_the_command(sb: ProcessSandbox) -> Non
     code = (
         "import subprocess, sys\n"
         "subprocess.Popen([sys.executable, '-c', 'import time\\nwhile True:\\n"
-        "    open(\"beat\", \"a\").write(\"x\"); time.sleep(0.02)'], start_new_session=True)\n"
+        '    open("beat", "a").write("x"); time.sleep(0.02)\'], start_new_session=True)\n'
         "print('left it running')\n"
     )
     assert (await sb.exec_python(code)).stdout == "left it running\n"
@@ -237,3 +237,25 @@ async def test_isolation_problem_says_why(tmp_path: Path) -> None:
     missing = await isolation_problem(tmp_path, bwrap="/bin/false")
     assert missing is not None and "bubblewrap" in missing
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_no_new_namespaces_inside(sb: ProcessSandbox) -> None:
+    code = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "for flag in (0x10000000, 0x00020000, 0x40000000):\n"
+        "    print(libc.unshare(flag), os.strerror(ctypes.get_errno()))\n"
+    )
+    assert (await sb.exec_python(code)).stdout == "-1 Operation not permitted\n" * 3
+    assert (await sb.exec("unshare -U true")).exit_code != 0
+    threads = "import threading\nt = threading.Thread(target=print, args=('ok',))\nt.start()"
+    assert (await sb.exec_python(threads)).stdout == "ok\n"  # clone without new namespaces
+
+
+async def test_the_seccomp_filter_exists_for_the_common_machines() -> None:
+    from kelpie_agent.sandbox._seccomp import program
+
+    for machine in ("x86_64", "aarch64"):
+        filter_ = program(machine)
+        assert filter_ is not None and len(filter_) % 8 == 0
+    assert program("riscv64") is None

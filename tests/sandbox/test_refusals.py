@@ -36,7 +36,11 @@ FILL_SIM = "printf '%s' {} > f1; printf '%s' {} > f2; printf '%s' {} > f3".forma
 def both(tmp_path: Path) -> list[tuple[str, Callable[..., Sandbox], dict[str, object]]]:
     return [
         ("process", lambda **kw: ProcessSandbox(LIMITS, parent_dir=tmp_path, **kw), {}),
-        ("sim", lambda **kw: SimSandbox(LIMITS, **kw), {"clock": trio.testing.MockClock(autojump_threshold=0)}),
+        (
+            "sim",
+            lambda **kw: SimSandbox(LIMITS, **kw),
+            {"clock": trio.testing.MockClock(autojump_threshold=0)},
+        ),
     ]
 
 
@@ -100,8 +104,7 @@ def test_filling_the_disk_ends_the_same_way(tmp_path: Path) -> None:
     assert process == sim
     assert process[0] == -signal.SIGXFSZ
     assert process[1] == (
-        "sandbox: the working area grew past its disk limit of 200000 bytes; "
-        "the command was killed"
+        "sandbox: the working area grew past its disk limit of 200000 bytes; the command was killed"
     )
     assert ENTRY_COST == SUPERVISOR_ENTRY_COST
 

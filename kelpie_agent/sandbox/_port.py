@@ -114,7 +114,7 @@ def agent_network(metadata: Mapping[str, Any]) -> SandboxNetwork:
         return SandboxNetwork()
     field = f"metadata.{ALLOW_HOSTS_KEY}"
     if not isinstance(hosts, list | tuple):
-        raise ValueError(f"{field} must be a list of host patterns, got {type(hosts).__name__}")
+        raise ValueError(f"{field}: must be a list of host patterns, got {type(hosts).__name__}")
     try:
         return SandboxNetwork(hosts)
     except (TypeError, ValueError) as error:

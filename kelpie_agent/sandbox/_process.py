@@ -320,9 +320,13 @@ class ProcessSandbox:
         failure: Exception | None = None
         async with trio.open_nursery() as nursery:
             name = f"net-{next(self._ids)}.sock"
-            await nursery.start(serve_proxy, os.path.join(self._base, "run", name), self.network)
-            config["proxy"] = f"{RUN_DIR}/{name}"
             try:
+                socket = os.path.join(self._base, "run", name)
+                try:
+                    await nursery.start(serve_proxy, socket, self.network)
+                except OSError as error:
+                    raise SandboxError(f"could not start the network proxy: {error}") from error
+                config["proxy"] = f"{RUN_DIR}/{name}"
                 result = await self._run_jailed(argv, config, timeout, what)
             except Exception as error:  # raised as itself, not in an ExceptionGroup
                 failure = error

@@ -161,13 +161,17 @@ async def serve_proxy(
     """Serve the proxy on a new Unix socket at ``path`` (mode 0666: the sandbox's user may
     connect; keep it in a private directory) until cancelled."""
     sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
+    # A Unix socket's path may not exceed 107 bytes; through /proc/self/fd any directory will do.
+    directory = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        await sock.bind(path)
+        await sock.bind(f"/proc/self/fd/{directory}/{os.path.basename(path)}")
         os.chmod(path, 0o666)
         sock.listen(64)
     except BaseException:
         sock.close()
         raise
+    finally:
+        os.close(directory)
     listener = trio.SocketListener(sock)
     async with listener, trio.open_nursery() as nursery:
         task_status.started()

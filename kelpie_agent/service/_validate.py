@@ -18,6 +18,7 @@ from kelpie_agent.agent import (
     ToolRule,
 )
 from kelpie_agent.agent._models import DEFAULT_BLOCK_LIMIT, check_id, check_label
+from kelpie_agent.sandbox import agent_network
 
 from ._errors import InvalidError
 
@@ -147,7 +148,13 @@ def _agent_field(name: str, value: Any, field: str) -> Any:
     if name == "tags":
         return tags(value, field)
     if name == "metadata":
-        return metadata(value, field)
+        checked = metadata(value, field)
+        try:
+            agent_network(checked)  # metadata.sandbox_allow_hosts: host patterns
+        except ValueError as error:
+            field_name, _, problem = str(error).partition(": ")
+            raise InvalidError(f"{field}.{field_name.split('.', 1)[1]}", problem) from None
+        return checked
     if name == "tool_rules":
         return _rules(value, field)
     if name in ("tool_ids", "block_ids"):

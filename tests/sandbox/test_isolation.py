@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from kelpie_agent.sandbox import (
     SandboxStateError,
     isolation_problem,
 )
+from tests.outside import host_ip, web_server
 
 pytestmark = pytest.mark.trio
 
@@ -126,7 +125,7 @@ async def test_without_an_allow_list_there_is_no_network(sb: ProcessSandbox) -> 
         port = server.getsockname()[1]
         code = (
             "import socket\n"
-            f"for host in ('127.0.0.1', '{_host_ip() or '127.0.0.1'}', '1.1.1.1'):\n"
+            f"for host in ('127.0.0.1', '{host_ip() or '127.0.0.1'}', '1.1.1.1'):\n"
             "    try:\n"
             f"        socket.create_connection((host, {port}), timeout=2)\n"
             "        print(host, 'connected')\n"
@@ -138,48 +137,10 @@ async def test_without_an_allow_list_there_is_no_network(sb: ProcessSandbox) -> 
     assert "HTTP_PROXY" not in (await sb.exec("env")).stdout
 
 
-def _host_ip() -> str | None:
-    """An address of this host other than loopback, if it has one."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect(("192.0.2.1", 9))  # no packet is sent
-            address = str(probe.getsockname()[0])
-    except OSError:
-        return None
-    return None if address.startswith("127.") else address
-
-
 @pytest.fixture
 def web(tmp_path: Path) -> Iterator[tuple[str, int]]:
-    """A plain HTTP server on this host's non-loopback address, serving ``hello.txt``."""
-    address = _host_ip()
-    if address is None:
-        pytest.skip("this host has no address besides loopback to serve from")
-    root = tmp_path / "www"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello from outside")
-    with socket.socket() as probe:
-        probe.bind((address, 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", address],
-        cwd=root,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(200):
-            try:
-                socket.create_connection((address, port), timeout=1).close()
-                break
-            except OSError:
-                import time
-
-                time.sleep(0.05)
-        yield address, port
-    finally:
-        proc.kill()
-        proc.wait()
+    with web_server(tmp_path / "www") as where:
+        yield where
 
 
 async def test_named_hosts_are_reachable_through_the_proxy_and_nothing_else(

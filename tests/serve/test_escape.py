@@ -9,6 +9,7 @@ a secret.
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import textwrap
@@ -19,11 +20,14 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.outside import web_server
+
 from .harness import Server, environment, start
 
 API_KEY = "kelpie-escape-test-api-key-9c1f"
 ANTHROPIC_KEY = "sk-ant-escape-test-anthropic-key-5e7d"
 SECRETS = (API_KEY, ANTHROPIC_KEY)
+_probes = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +65,7 @@ def probe(server: Server, agent_id: str, body: str, **args: Any) -> dict[str, An
     to the agent, run it with ``args``, and return the run's answer."""
     params = ", ".join(f"{name}: str" for name in args)
     docs = "".join(f"        {name}: a value\n" for name in args)
-    name = f"probe_{abs(hash(body)) % 10**8}"
+    name = f"probe_{next(_probes)}"
     source = (
         f"def {name}({params}) -> str:\n"
         f'    """A probe.\n\n    Args:\n{docs}    """\n'
@@ -392,3 +396,44 @@ def test_a_new_user_namespace_gives_no_way_out(server: Server, agent: str) -> No
     )
     refused = "; ".join(f"{ns} Operation not permitted" for ns in ("user", "mount", "net"))
     assert found == refused, found
+
+
+def test_only_hosts_the_agent_and_the_server_both_allow(tmp_path: Path) -> None:
+    with web_server(tmp_path / "www") as (address, port):
+        home = tmp_path / "home"
+        env = environment(home, KELPIE_API_KEY=API_KEY)
+        serve = start(home, "--sandbox-allow-host", address, env=env)
+        try:
+            with _http(serve) as http:
+                bad = http.post(
+                    "/v1/agents/",
+                    json={"name": "x", "metadata": {"sandbox_allow_hosts": ["not a host"]}},
+                )
+                assert bad.status_code == 422, bad.text
+                assert "metadata.sandbox_allow_hosts" in bad.text
+                allowed = http.post(
+                    "/v1/agents/",
+                    json={
+                        "name": "fetcher",
+                        "metadata": {"sandbox_allow_hosts": [address, "example.com"]},
+                    },
+                ).json()["id"]
+            plain = _agent(serve, "plain")
+            fetch = """
+            import urllib.request, urllib.error
+            try:
+                return urllib.request.urlopen(url, timeout=10).read().decode()
+            except urllib.error.HTTPError as error:
+                return f"{error.code} {error.read().decode().strip()}"
+            except OSError as error:
+                return type(error).__name__
+            """
+            url = f"http://{address}:{port}/hello.txt"
+            assert verdict(probe(serve, allowed, fetch, url=url)) == "hello from outside"
+            assert verdict(probe(serve, plain, fetch, url=url)) == "URLError"  # no network
+            refused = verdict(probe(serve, allowed, fetch, url=f"http://example.com:{port}/"))
+            assert refused.startswith("403 sandbox: example.com"), refused  # not the server's
+            local = verdict(probe(serve, allowed, fetch, url=f"{serve.url}/v1/health/"))
+            assert local.startswith("403 sandbox: "), local
+        finally:
+            assert serve.stop() == 0, serve.describe()

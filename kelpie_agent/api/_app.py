@@ -14,7 +14,7 @@ from fastapi import Depends, FastAPI
 from kelpie_agent import __version__
 from kelpie_agent.service import AgentService
 
-from ._auth import BEARER, make_auth
+from ._auth import BEARER, DOCS, docs_routes, make_auth
 from ._errors import Observer, install_error_handlers
 from ._routes_agents import agents_router
 from ._routes_archival import archival_router
@@ -61,15 +61,20 @@ def create_app(
                 holder.nursery = None
                 nursery.cancel_scope.cancel()
 
+    closed = {name: None for name in DOCS} if api_key else {}  # served below, behind the key
     app = FastAPI(
         title="Kelpie",
         summary="A Letta-compatible agent server (the REST API letta-client speaks)",
         version=version,
         redirect_slashes=False,
         lifespan=lifespan,
+        **closed,  # type: ignore[arg-type]
     )
     install_error_handlers(app, observer)
-    auth = [Depends(make_auth(api_key))]
+    check = make_auth(api_key)
+    if api_key:
+        docs_routes(app, check)
+    auth = [Depends(check)]
     if api_key:
         auth.append(Depends(BEARER))  # declares the scheme in the OpenAPI schema
     app.include_router(health_router(version))

@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kelpie_agent.actors import ActorError
@@ -126,6 +127,26 @@ def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]
     return "; ".join(parts) or "invalid request", listed
 
 
+def allowed_methods(routes: Sequence[Any], scope: Scope) -> list[str]:
+    """The methods some route serves at this request's path (for a 405's ``Allow``). Routers
+    included with ``include_router`` are looked into (FastAPI keeps them as one entry)."""
+    methods: set[str] = set()
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            prefix = getattr(getattr(route, "include_context", None), "prefix", "") or ""
+            path = str(scope.get("path", ""))
+            if path.startswith(prefix):
+                methods |= set(
+                    allowed_methods(inner.routes, {**scope, "path": path[len(prefix) :]})
+                )
+            continue
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
 def install_error_handlers(app: FastAPI, observer: Observer | None = None) -> None:
     """Answer every error as ``{"detail": ...}``; never a traceback."""
 
@@ -144,6 +165,8 @@ def install_error_handlers(app: FastAPI, observer: Observer | None = None) -> No
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names one route's methods; list every route's
+            headers["Allow"] = ", ".join(allowed_methods(request.app.routes, request.scope))
         return error_response(exc.status_code, _one_line(str(exc.detail)), headers=headers)
 
     async def on_error(request: Request, exc: Exception) -> JSONResponse:

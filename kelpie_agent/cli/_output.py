@@ -19,6 +19,7 @@ __all__ = ["LOGGER", "access_line", "configure_logging", "observe", "redact", "s
 
 LOGGER = logging.getLogger("kelpie")
 MASK = "***"
+MIN_SECRET = 8  # shorter values are not masked: they would garble ordinary words
 _secrets: tuple[str, ...] = ()
 
 # What the runtime and the API report through their observer, and at what level it is logged.
@@ -36,9 +37,9 @@ _LEVELS = {
 
 def set_secrets(secrets: tuple[str, ...]) -> None:
     """The values (API keys, a database password) that :func:`redact` hides from every line
-    ``kelpie serve`` writes."""
+    ``kelpie serve`` writes (those of at least MIN_SECRET characters)."""
     global _secrets
-    _secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+    _secrets = tuple(sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len, reverse=True))
 
 
 def redact(text: str) -> str:

@@ -40,7 +40,7 @@ from kelpie_agent.service import AgentService, ServiceOptions, open_agent_node
 from kelpie_agent.storage import KV, PostgresKV, SqliteKV, StorageError
 
 from ._config import PostgresDb, ServeConfig, ServeUsageError, SqliteDb, default_node_id
-from ._output import LOGGER, access_line, observe, say, set_secrets
+from ._output import LOGGER, MIN_SECRET, access_line, observe, say, set_secrets
 
 __all__ = ["dispatcher_options", "sandbox_factory", "serve_main", "sim_llm"]
 
@@ -257,6 +257,11 @@ def _notices(config: ServeConfig) -> None:
         say(
             "warning: --api-key is visible to every local user (ps, /proc); use KELPIE_API_KEY "
             "or --api-key-file"
+        )
+    if config.api_key is not None and len(config.api_key) < MIN_SECRET:
+        say(
+            f"warning: the API key is shorter than {MIN_SECRET} characters: easy to guess, "
+            "and log lines cannot mask it"
         )
     if config.api_key is None and config.host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: no API key, and {config.host} may be reachable from other hosts")

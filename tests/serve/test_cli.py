@@ -72,9 +72,18 @@ def test_an_api_key_guards_every_route_but_health(tmp_path: Path) -> None:
         with pytest.raises(letta_client.AuthenticationError):
             server.client("wrong-key").agents.list()
         assert server.client("s3cret-key").agents.list().items == []
+        key = {"Authorization": "Bearer s3cret-key"}
+        for path in ("/openapi.json", "/docs", "/redoc"):  # the schema needs the key too
+            assert httpx.get(server.url + path).status_code == 401
+            assert httpx.get(server.url + path, headers=key).status_code == 200
+        schema = httpx.get(server.url + "/openapi.json", headers=key).json()
+        assert "/openapi.json" not in schema["paths"] and "/v1/agents/" in schema["paths"]
     finally:
         assert server.stop() == 0, server.describe()
-    assert [m[3] for m in server.access_lines()] == ["200", "401", "401", "200"]
+    assert [m[3] for m in server.access_lines()] == ["200", "401", "401", "200"] + [
+        "401",
+        "200",
+    ] * 3 + ["200"]
     assert "s3cret-key" not in server.stdout() + server.stderr()
     env.pop("ANTHROPIC_API_KEY")  # (its SDK's import costs a second)
     env.pop("KELPIE_API_KEY")
@@ -96,6 +105,35 @@ def test_an_api_key_guards_every_route_but_health(tmp_path: Path) -> None:
         ) in flagged.stdout().splitlines()
     finally:
         assert flagged.stop() == 0, flagged.describe()
+
+
+def test_wrong_methods_and_oversized_chunked_bodies(tmp_path: Path) -> None:
+    server = start(tmp_path)
+    try:
+        cases = {
+            ("DELETE", "/v1/agents/"): "GET, POST",
+            ("PUT", "/v1/agents/agent-x"): "DELETE, GET, PATCH",
+            ("POST", "/v1/tools/tool-x"): "DELETE, GET, PATCH",
+        }
+        for (method, path), allow in cases.items():
+            response = httpx.request(method, server.url + path)
+            assert (response.status_code, response.headers["allow"]) == (405, allow), path
+        with socket.create_connection(server.url.removeprefix("http://").split(":")) as sock:
+            sock.sendall(
+                b"POST /v1/agents/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            chunk = b"%x\r\n%s\r\n" % (1 << 20, b"a" * (1 << 20))
+            try:
+                for _ in range(20):  # 20 MiB, past the 16 MiB limit
+                    sock.sendall(chunk)
+            except OSError:
+                pass  # the server answered and closed
+            answer = sock.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 413 "), answer
+    finally:
+        assert server.stop() == 0, server.describe()
+    assert server.stderr() == ""  # no internal error logged
 
 
 def _busy_port() -> socket.socket:

@@ -23,7 +23,7 @@ from kelpie_agent.sandbox import (
 )
 from tests.outside import host_ip, web_server
 
-pytestmark = pytest.mark.trio
+pytestmark = [pytest.mark.trio, pytest.mark.bubblewrap]
 
 MiB = 1 << 20
 

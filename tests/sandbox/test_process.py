@@ -30,7 +30,7 @@ from kelpie_agent.sandbox import (
 )
 from kelpie_agent.sandbox._snapshot import seal
 
-pytestmark = pytest.mark.trio
+pytestmark = [pytest.mark.trio, pytest.mark.bubblewrap]
 
 MiB = 1 << 20
 

@@ -26,6 +26,8 @@ from kelpie_agent.sandbox._supervisor import ENTRY_COST as SUPERVISOR_ENTRY_COST
 from kelpie_dst.shims import open_sandbox
 from kelpie_dst.shims._sandbox import SimSandbox
 
+pytestmark = pytest.mark.bubblewrap
+
 LIMITS = SandboxLimits(disk_bytes=200_000, file_size_bytes=150_000)
 FILL = "for i in 1 2 3; do head -c 100000 /dev/zero > f$i; done"
 FILL_SIM = "printf '%s' {} > f1; printf '%s' {} > f2; printf '%s' {} > f3".format(

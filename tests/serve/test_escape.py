@@ -24,6 +24,8 @@ from tests.outside import web_server
 
 from .harness import Server, environment, start
 
+pytestmark = pytest.mark.bubblewrap
+
 API_KEY = "kelpie-escape-test-api-key-9c1f"
 ANTHROPIC_KEY = "sk-ant-escape-test-anthropic-key-5e7d"
 SECRETS = (API_KEY, ANTHROPIC_KEY)

@@ -8,6 +8,7 @@ import random
 import time
 from pathlib import Path
 
+import pytest
 import trio
 
 from kelpie_agent.actors import ActorId, read_lease
@@ -37,6 +38,7 @@ ADD = (
 )
 
 
+@pytest.mark.bubblewrap
 def test_agents_blocks_tools_messages_and_passages_survive_a_clean_restart(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     server = start(tmp_path, "--db", sqlite_url(db))

@@ -52,6 +52,7 @@ def _say(text: str, otid: str | None = None) -> tuple[InputMessage, ...]:
 
 
 @pytest.mark.trio
+@pytest.mark.bubblewrap
 async def test_agents_blocks_messages_passages_and_tools_survive_a_restart(
     tmp_path: Path,
 ) -> None:

@@ -26,8 +26,6 @@ from kelpie_agent.sandbox._supervisor import ENTRY_COST as SUPERVISOR_ENTRY_COST
 from kelpie_dst.shims import open_sandbox
 from kelpie_dst.shims._sandbox import SimSandbox
 
-pytestmark = pytest.mark.bubblewrap
-
 LIMITS = SandboxLimits(disk_bytes=200_000, file_size_bytes=150_000)
 FILL = "for i in 1 2 3; do head -c 100000 /dev/zero > f$i; done"
 FILL_SIM = "printf '%s' {} > f1; printf '%s' {} > f2; printf '%s' {} > f3".format(
@@ -51,6 +49,7 @@ def run(main: Callable[[], Awaitable[object]], **options: object) -> object:
     return trio.run(main, clock=clock) if clock is not None else trio.run(main)
 
 
+@pytest.mark.bubblewrap
 def test_no_isolation_no_boot_in_both(tmp_path: Path) -> None:
     messages = []
     missing = {"process": {"bwrap": str(tmp_path / "missing")}, "sim": {"bubblewrap": False}}
@@ -72,6 +71,7 @@ def test_no_isolation_no_boot_in_both(tmp_path: Path) -> None:
     assert "install bubblewrap" in sim and "--unsafe-sandbox" in sim
 
 
+@pytest.mark.bubblewrap
 def test_without_isolation_both_run(tmp_path: Path) -> None:
     for kind, make, options in both(tmp_path):
         extra = {"bwrap": "/nonexistent"} if kind == "process" else {"bubblewrap": False}
@@ -87,6 +87,7 @@ def test_without_isolation_both_run(tmp_path: Path) -> None:
         assert run(main, **options) == "ran\n", kind
 
 
+@pytest.mark.bubblewrap
 def test_filling_the_disk_ends_the_same_way(tmp_path: Path) -> None:
     results = []
     for kind, make, options in both(tmp_path):
@@ -121,3 +122,20 @@ def test_the_simulated_sandbox_keeps_its_network_settings() -> None:
 
     result = kelpie_dst.run(main, seed=1)
     assert result.ok, result.summary_line()
+
+
+async def refusals_in_a_simulation() -> None:
+    """A node without bubblewrap, and one whose command fills the disk (for the hash check)."""
+    missing = open_sandbox(bubblewrap=False, name="no-bwrap")
+    with pytest.raises(SandboxIsolationError):
+        await missing.boot()
+    sandbox = open_sandbox(limits=LIMITS, name="full", network=SandboxNetwork(["example.com"]))
+    await sandbox.boot()
+    result = await sandbox.exec(FILL_SIM)
+    assert result.exit_code == -signal.SIGXFSZ
+    await sandbox.exec("rm f1 f2 f3")
+    await sandbox.stop()
+
+
+def test_the_refusals_replay_exactly() -> None:
+    kelpie_dst.assert_deterministic(refusals_in_a_simulation, seeds=range(3), runs=2)

@@ -437,5 +437,13 @@ def test_only_hosts_the_agent_and_the_server_both_allow(tmp_path: Path) -> None:
             assert refused.startswith("403 sandbox: example.com"), refused  # not the server's
             local = verdict(probe(serve, allowed, fetch, url=f"{serve.url}/v1/health/"))
             assert local.startswith("403 sandbox: "), local
+            keep = 'open("kept.txt", "w").write("kept")\nreturn "written"'
+            assert verdict(probe(serve, plain, keep)) == "written"
+            with _http(serve) as http:  # allowing it later takes effect at the next call
+                metadata = {"sandbox_allow_hosts": [address]}
+                http.patch(f"/v1/agents/{plain}", json={"metadata": metadata}).raise_for_status()
+            assert verdict(probe(serve, plain, fetch, url=url)) == "hello from outside"
+            kept = verdict(probe(serve, plain, 'return open("kept.txt").read()'))
+            assert kept == "kept"  # the new sandbox took the old one's files over
         finally:
             assert serve.stop() == 0, serve.describe()

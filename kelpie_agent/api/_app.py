@@ -16,6 +16,7 @@ from kelpie_agent.service import AgentService
 
 from ._auth import BEARER, DOCS, docs_routes, make_auth
 from ._errors import Observer, install_error_handlers
+from ._openapi import exact_openapi
 from ._routes_agents import agents_router
 from ._routes_archival import archival_router
 from ._routes_blocks import blocks_router
@@ -70,6 +71,8 @@ def create_app(
         lifespan=lifespan,
         **closed,  # type: ignore[arg-type]
     )
+    build_openapi = app.openapi
+    app.openapi = lambda: exact_openapi(build_openapi)  # type: ignore[method-assign]
     install_error_handlers(app, observer)
     check = make_auth(api_key)
     if api_key:

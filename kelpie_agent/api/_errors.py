@@ -29,8 +29,10 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kelpie_agent.actors import ActorError
+from kelpie_agent.agent._models import ID_PATTERN, LABEL_PATTERN
 from kelpie_agent.errors import KelpieError
 from kelpie_agent.service import translate
+from kelpie_agent.service._validate import NOT_BLANK
 
 __all__ = [
     "ApiError",
@@ -105,6 +107,14 @@ def _loc(loc: Sequence[Any]) -> str:
     return out or "request"
 
 
+# Patterns of the schema, in words (what a 422 says instead of the regex).
+_SAID = {
+    NOT_BLANK: "must not be blank (only spaces, tabs and newlines)",
+    ID_PATTERN: "not a valid id (1-200 letters, digits, '_', '.', ':' or '-')",
+    LABEL_PATTERN: "not a valid label (1-100 letters, digits, '_', '.' or '-')",
+}
+
+
 def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
     """One line naming the first problems, and the list (location, message, type)."""
     listed: list[dict[str, Any]] = []
@@ -117,6 +127,8 @@ def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]
             msg = f"{msg}: {_one_line(ctx.get('error', ''))}".rstrip(": ")
         # "Value error, x" (a model validator's message) reads better as "x"
         msg = msg.removeprefix("Value error, ")
+        if kind == "string_pattern_mismatch" and (error.get("ctx") or {}).get("pattern") in _SAID:
+            msg = _SAID[error["ctx"]["pattern"]]
         if msg.startswith("at ") and ": " in msg:  # the storable-value check names its place
             where, msg = msg[3:].split(": ", 1)
             loc += [] if where == "." else [where]
@@ -127,22 +139,38 @@ def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]
     return "; ".join(parts) or "invalid request", listed
 
 
-def allowed_methods(routes: Sequence[Any], scope: Scope) -> list[str]:
-    """The methods some route serves at this request's path (for a 405's ``Allow``). Routers
-    included with ``include_router`` are looked into (FastAPI keeps them as one entry)."""
-    methods: set[str] = set()
+def _matching(routes: Sequence[Any], scope: Scope) -> list[Any]:
+    """The routes whose path matches this request's (any method), looking into routers
+    included with ``include_router`` (FastAPI keeps each as one entry)."""
+    found = []
     for route in routes:
         inner = getattr(route, "original_router", None)
         if inner is not None:
             prefix = getattr(getattr(route, "include_context", None), "prefix", "") or ""
             path = str(scope.get("path", ""))
             if path.startswith(prefix):
-                methods |= set(
-                    allowed_methods(inner.routes, {**scope, "path": path[len(prefix) :]})
-                )
+                found += _matching(inner.routes, {**scope, "path": path[len(prefix) :]})
             continue
         match, _ = route.matches(scope)
         if match is not Match.NONE:
+            found.append(route)
+    return found
+
+
+def _literals(route: Any) -> int:
+    path = str(getattr(route, "path_format", getattr(route, "path", "")))
+    return sum(1 for part in path.split("/") if part and not part.startswith("{"))
+
+
+def allowed_methods(routes: Sequence[Any], scope: Scope) -> list[str]:
+    """The methods of the resource at this request's path, for a 405's ``Allow``: those of
+    the matching routes with the most literal segments (``.../archival-memory/search`` is the
+    search, not a passage whose id is "search")."""
+    matching = _matching(routes, scope)
+    most = max((_literals(route) for route in matching), default=0)
+    methods: set[str] = set()
+    for route in matching:
+        if _literals(route) == most:
             methods |= set(getattr(route, "methods", None) or ())
     return sorted(methods)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -9,9 +10,11 @@ from fastapi import APIRouter, Query
 from pydantic import TypeAdapter, ValidationError
 
 from kelpie_agent.service import AgentService
+from kelpie_agent.service._validate import NOT_BLANK
 
 from ._errors import ApiError
 from ._models_archival import Passage, PassageCreate, PassageSearchResponse, passage_out, search_out
+from ._params import RFC3339, AgentId, Cursor, DateTimeQuery, PassageId
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES
 
@@ -27,6 +30,8 @@ def _epoch(text: str | None, field: str) -> float | None:
     """An ISO 8601 query datetime as epoch seconds (a time without a zone is UTC)."""
     if text is None:
         return None
+    if not re.fullmatch(RFC3339, text):
+        raise ApiError(422, f"query.{field}: not an RFC 3339 date-time: {text!r}")
     try:
         moment = _DATETIME.validate_python(text)
     except ValidationError as error:
@@ -44,16 +49,16 @@ def archival_router(service: AgentService) -> APIRouter:
     router = APIRouter(tags=["archival memory"], responses=ERROR_RESPONSES)
 
     @router.post("/v1/agents/{agent_id}/archival-memory")
-    async def insert_passage(agent_id: str, body: PassageCreate) -> list[Passage]:
+    async def insert_passage(agent_id: AgentId, body: PassageCreate) -> list[Passage]:
         """Store a passage (embedded for search); answers the passages created."""
         records = await service.insert_passage(agent_id, body.text, tags=tuple(body.tags or ()))
         return [passage_out(r) for r in records]
 
     @router.get("/v1/agents/{agent_id}/archival-memory")
     async def list_passages(
-        agent_id: str,
-        after: str | None = None,
-        before: str | None = None,
+        agent_id: AgentId,
+        after: Cursor = None,
+        before: Cursor = None,
         limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 100,
         search: str | None = None,
         ascending: bool = True,
@@ -66,13 +71,13 @@ def archival_router(service: AgentService) -> APIRouter:
 
     @router.get("/v1/agents/{agent_id}/archival-memory/search")
     async def search_passages(
-        agent_id: str,
-        query: str,
+        agent_id: AgentId,
+        query: Annotated[str, Query(pattern=NOT_BLANK)],
         tags: Annotated[list[str] | None, Query()] = None,
         tag_match_mode: Annotated[str, Query(pattern="^(any|all)$")] = "any",
         top_k: Annotated[int | None, Query(ge=0, le=MAX_PAGE)] = None,
-        start_datetime: Annotated[str | None, Query(description="ISO 8601")] = None,
-        end_datetime: Annotated[str | None, Query(description="ISO 8601")] = None,
+        start_datetime: DateTimeQuery = None,
+        end_datetime: DateTimeQuery = None,
     ) -> PassageSearchResponse:
         """Semantic search, best match first; the datetimes bound ``created_at``."""
         hits = await service.search_passages(
@@ -87,7 +92,7 @@ def archival_router(service: AgentService) -> APIRouter:
         return search_out(hits)
 
     @router.delete("/v1/agents/{agent_id}/archival-memory/{memory_id}")
-    async def delete_passage(agent_id: str, memory_id: str) -> Deleted:
+    async def delete_passage(agent_id: AgentId, memory_id: PassageId) -> Deleted:
         await service.delete_passage(agent_id, memory_id)
         return Deleted(message=f"Passage id={memory_id} successfully deleted")
 

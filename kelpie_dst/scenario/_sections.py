@@ -178,7 +178,7 @@ def _fault_entry(doc: Doc, full: str, value: Any) -> FaultEntry:
 
 
 def swarm(doc: Doc) -> Swarm:
-    doc.only(("enabled", "include", "exclude", "p_enabled", "ranges"))
+    doc.only(("enabled", "include", "exclude", "p_enabled", "ranges", "intensity"))
     types = fault_types()
     choices = sorted({t.split(".", 1)[0] for t in types}) + list(types)
     selections = {}
@@ -212,4 +212,5 @@ def swarm(doc: Doc) -> Swarm:
         exclude=selections["exclude"],
         p_enabled=doc.probability("p_enabled", 0.5),
         ranges=tuple(sorted(ranges)),
+        intensity=doc.flag("intensity", False),
     )

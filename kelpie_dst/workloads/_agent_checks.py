@@ -31,6 +31,7 @@ import attrs
 __all__ = [
     "TAG",
     "Ack",
+    "BlockPlan",
     "BlockState",
     "Commit",
     "Execution",
@@ -45,15 +46,18 @@ __all__ = [
     "check_completed",
     "check_exactly_once",
     "check_no_mixing",
+    "check_read_only",
     "check_single_activation",
     "check_streams",
+    "check_turns",
     "tag",
 ]
 
 TAG = re.compile(r"tag-a(\d+)-m(\d+)", re.IGNORECASE)
 """Every input carries ``tag-a<agent>-m<message>``; the scripted tools echo it."""
-NOTE = re.compile(r"tag-a\d+-m\d+ step \d+")
-"""What a tool step writes: ``tag-a<agent>-m<message> step <n>``."""
+NOTE = re.compile(r"tag-a\d+-m\d+ step \d+(?:\.\d+)?")
+"""What a tool step writes: ``tag-a<agent>-m<message> step <n>`` (``<n>.<j>`` for the j-th
+call of a step with several)."""
 
 
 def tag(agent: int, message: int) -> str:
@@ -88,6 +92,17 @@ class Ack:
     run_id: str
     message_ids: tuple[str, ...]
     stop_reason: str
+    reply: str | None = None  # the last assistant text the client was shown
+
+
+@attrs.frozen
+class BlockPlan:
+    """A memory block the workload gives an agent when it creates it."""
+
+    label: str
+    value: str
+    limit: int
+    read_only: bool = False
 
 
 @attrs.frozen
@@ -161,6 +176,7 @@ class Commit:
     owners: tuple[tuple[str, Owner | None], ...] = ()
     fences: tuple[Fence, ...] = ()
     results: tuple[str, ...] = ()
+    incarnation: int = 0  # of the committing node: which life of it wrote
 
 
 @attrs.frozen
@@ -230,6 +246,7 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
     order: dict[str, list[str]] = {}  # actor -> tokens in the order of their first write
     acquired: dict[tuple[str, str, int], int] = {}  # (actor, node, epoch) -> entry position
     latest: dict[str, tuple[int, str, int]] = {}  # actor -> (position, node, epoch) acquired
+    lives: dict[str, tuple[str, int]] = {}  # owner token -> (node, incarnation) that took it
     for position, entry in enumerate(entries):
         if isinstance(entry, Observed):
             if entry.kind == "actor.acquired" and entry.epoch is not None:
@@ -253,6 +270,12 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
                     f"the lease was {current}"
                 )
                 continue
+            life = lives.get(read.token)
+            if life is not None and life != (entry.node, entry.incarnation):
+                problems.append(
+                    f"t={entry.time:.3f} {actor}: life {entry.incarnation} of {entry.node} "
+                    f"committed under the lease that life {life[1]} of {life[0]} acquired"
+                )
             if (actor, entry.node, read.epoch) not in acquired:
                 problems.append(
                     f"t={entry.time:.3f} {actor}: {entry.node} committed as epoch {read.epoch} "
@@ -274,6 +297,8 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
                 tokens.append(read.token)
         for actor, record in entry.owners:
             owner[actor] = record
+            if record is not None and record.token is not None:
+                lives.setdefault(record.token, (entry.node, entry.incarnation))
     return problems
 
 
@@ -361,5 +386,45 @@ def check_exactly_once(
             problems.append(
                 f"{run.tool}({run.note!r}) was sent again (entry {run.at}) after its result was "
                 f"committed (entry {first})"
+            )
+    return problems
+
+
+def check_turns(acks: Iterable[Ack], markers: Mapping[str, str]) -> list[str]:
+    """Every acknowledged turn that ended normally (``end_turn``) gave the client a reply to
+    *that* message (it carries the message's tag); a ``recall`` reply quotes the agent's own
+    memory (``markers[agent]``). Other stop reasons are explicit, and need no reply."""
+    problems = []
+    for ack in acks:
+        if ack.stop_reason != "end_turn":
+            continue
+        where = f"{ack.agent} message #{ack.index} ({ack.otid})"
+        found = TAG.search(ack.text)
+        if ack.reply is None:
+            problems.append(f"{where}: the turn ended (end_turn) without a reply")
+        elif found is not None and found.group(0) not in ack.reply:
+            problems.append(f"{where}: the reply {ack.reply[:80]!r} answers another message")
+        elif " recall x" in ack.text and markers.get(ack.agent, "") not in ack.reply:
+            problems.append(
+                f"{where}: the reply {ack.reply[:80]!r} does not quote the agent's own memory "
+                f"({markers.get(ack.agent)})"
+            )
+    return problems
+
+
+def check_read_only(
+    blocks: Iterable[BlockState], expected: Mapping[tuple[str, str], str]
+) -> list[str]:
+    """``expected[(agent, label)]``: the value of a read-only block, which nothing changes."""
+    listed = list(blocks)
+    seen = {(b.agent, b.label): b.value for b in listed}
+    agents = {b.agent for b in listed}
+    problems = []
+    for (agent, label), value in sorted(expected.items()):
+        if agent in agents and seen.get((agent, label)) != value:
+            got = seen.get((agent, label))
+            problems.append(
+                f"{agent}: read-only block {label} is {got[:60] if got else got!r}, "
+                f"not {value[:60]!r}"
             )
     return problems

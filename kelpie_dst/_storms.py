@@ -113,8 +113,11 @@ class SwarmIntensity:
         return " ".join(parts)
 
     @classmethod
-    def draw(cls, seed: int, domains: tuple[str, ...], horizon: float) -> SwarmIntensity:
-        """Each domain's mode, and its storm windows inside ``[0, horizon)``."""
+    def draw(
+        cls, seed: int, domains: tuple[str, ...], horizon: float, keep_on: tuple[str, ...] = ()
+    ) -> SwarmIntensity:
+        """Each domain's mode, and its storm windows inside ``[0, horizon)``; a domain in
+        ``keep_on`` is never switched off (a scenario about that domain)."""
         modes, storms = [], []
         specs = storm_specs()
         for domain in sorted(domains):
@@ -126,7 +129,9 @@ class SwarmIntensity:
                     break
                 pick -= weight
             spec = specs.get(domain)
-            if mode == "storm" and (spec is None or horizon <= 0):
+            if (mode == "storm" and (spec is None or horizon <= 0)) or (
+                mode == "off" and domain in keep_on
+            ):
                 mode = "mild"
             modes.append((domain, mode))
             if mode != "storm":

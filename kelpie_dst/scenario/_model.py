@@ -53,6 +53,7 @@ class Swarm:
     p_enabled: float = 0.5
     ranges: tuple[tuple[str, float, float], ...] = ()
     intensity: bool = False  # per seed, each domain off, mild or in storms (kelpie_dst._storms)
+    keep_on: tuple[str, ...] = ()  # domains intensity never switches off
 
     def selects(self, fault_type: str) -> bool:
         domain = fault_type.split(".", 1)[0]
@@ -180,7 +181,7 @@ class Scenario:
             return None
         domains = tuple(d for d in storm_specs() if swarm.selects(f"{d}.*"))
         horizon = self.heal_at if self.heal_at is not None else self.duration
-        return SwarmIntensity.draw(seed, domains, horizon)
+        return SwarmIntensity.draw(seed, domains, horizon, swarm.keep_on)
 
     def resolve_faults(self, seed: int) -> tuple[tuple[Fault, ...], tuple[Fault, ...]]:
         """The explicit faults and the swarm-chosen ones for ``seed`` (explicit types win).

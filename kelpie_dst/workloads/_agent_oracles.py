@@ -21,7 +21,7 @@ violations.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import attrs
 import trio
@@ -92,7 +92,7 @@ class PromptAuditor:
         if isinstance(outcome, Failure):
             if outcome.kind == "bad_request":
                 self._problem(
-                    f"{where}: the agent sent a request the API refuses: {outcome.message}"
+                    f"{where}: the agent sent a request the API refuses: {outcome.message}", "api"
                 )
             return
         self._said(outcome)
@@ -215,19 +215,28 @@ def check_effects(
     applied: Iterable[Applied],
     calls: Mapping[str, tuple[str, bool]],
     returns: Mapping[str, tuple[int, str]],
+    planned: Collection[str] = (),
 ) -> list[str]:
     """``calls``: the effect calls the model made in complete answers (key -> note,
     forbidden); ``returns``: the tool results committed to the database (call id -> first
-    journal position, status)."""
+    journal position, status); ``planned``: every key the model chose, complete answer or
+    not (default: those of ``calls``). An effect under a key no workload move chose (another
+    policy's arguments) is not the workload's to judge."""
     problems: list[str] = []
     keys_of: dict[str, set[str]] = {}
     done: set[str] = set()
+    planned = set(planned) | set(calls)
     for a in applied:
+        if a.key not in planned:
+            continue
         keys_of.setdefault(a.note, set()).add(a.key)
         done.add(a.key)
         made = calls.get(a.key)
         if made is None:
-            problems.append(f"{a.via}: {a.note!r} took effect under {a.key}, a call never made")
+            problems.append(
+                f"{a.via}: {a.note!r} took effect under {a.key}, a call the model never "
+                "completed"
+            )
         elif made[1]:
             problems.append(f"{a.via}: {a.note!r} ran although the call {a.key} must be refused")
         stored = returns.get(a.key)

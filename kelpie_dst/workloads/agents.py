@@ -395,5 +395,5 @@ def tool_effects_exactly_once(ctx: WorkloadContext) -> None:
     )
     ledger, made = world.ledger, world.auditor.call_ids
     calls = {key: call for key, call in ledger.calls.items() if key in made}
-    problems += check_effects(ledger.applied, calls, world.journal.returns)
+    problems += check_effects(ledger.applied, calls, world.journal.returns, ledger.calls)
     _holds(problems, "a tool's effect was not exactly once")

@@ -177,6 +177,7 @@ class Commit:
     fences: tuple[Fence, ...] = ()
     results: tuple[str, ...] = ()
     incarnation: int = 0  # of the committing node: which life of it wrote
+    writer: str | None = None  # the activation that committed (None: not inside one)
 
 
 @attrs.frozen
@@ -247,6 +248,7 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
     acquired: dict[tuple[str, str, int], int] = {}  # (actor, node, epoch) -> entry position
     latest: dict[str, tuple[int, str, int]] = {}  # actor -> (position, node, epoch) acquired
     lives: dict[str, tuple[str, int]] = {}  # owner token -> (node, incarnation) that took it
+    takers: dict[str, str] = {}  # owner token -> the activation that acquired it
     for position, entry in enumerate(entries):
         if isinstance(entry, Observed):
             if entry.kind == "actor.acquired" and entry.epoch is not None:
@@ -270,6 +272,12 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
                     f"the lease was {current}"
                 )
                 continue
+            taker = takers.get(read.token)
+            if taker is not None and entry.writer is not None and taker != entry.writer:
+                problems.append(
+                    f"t={entry.time:.3f} {actor}: {entry.writer} committed under the lease "
+                    f"that {taker} acquired"
+                )
             life = lives.get(read.token)
             if life is not None and life != (entry.node, entry.incarnation):
                 problems.append(
@@ -299,6 +307,8 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
             owner[actor] = record
             if record is not None and record.token is not None:
                 lives.setdefault(record.token, (entry.node, entry.incarnation))
+                if entry.writer is not None:
+                    takers.setdefault(record.token, entry.writer)
     return problems
 
 

@@ -99,9 +99,26 @@ class Journal:
         self.executions: list[Execution] = []
         self.counts: dict[str, int] = {}
         self.returns: dict[str, tuple[int, str]] = {}  # tool call id -> (entry, status), first
+        self._activations: dict[int, str] = {}
+        self._tasks: list[trio.lowlevel.Task] = []
         names = b"|".join(re.escape(t.encode()) for t in mcp_tools)
         self._results = re.compile(b"(?:" + names + rb"): tag-a\d+-m\d+ step \d+(?:\.\d+)?")
         self._any = bool(mcp_tools)
+
+    def activation(self) -> str | None:
+        """Which activation is committing: the nearest enclosing actor task (the dispatcher
+        names each ``kelpie_agent.actor[<kind>/<id>]``), or None outside one."""
+        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+        while task is not None:
+            if task.name.startswith("kelpie_agent.actor["):
+                key = id(task)
+                if key not in self._activations:
+                    self._activations[key] = f"{task.name}#{len(self._activations) + 1}"
+                    self._tasks.append(task)  # kept alive, so the id is never reused
+                return self._activations[key]
+            nursery = task.parent_nursery
+            task = nursery.parent_task if nursery is not None else None
+        return None
 
     def executed(self, tool: str, note: str) -> None:
         """An agent sent an MCP call for ``note`` (a tool step)."""
@@ -113,6 +130,7 @@ class Journal:
         fences: Mapping[bytes, bytes | None],
         writes: Sequence[Write],
         incarnation: int = 0,
+        writer: str | None = None,
     ) -> None:
         agent_writes = tuple(
             k for k in (key.decode("utf-8", "replace") for key, _ in writes) if agent_of_key(k)
@@ -148,6 +166,7 @@ class Journal:
                 fenced,
                 tuple(results),
                 incarnation,
+                writer,
             )
         )
 
@@ -185,7 +204,8 @@ class RecordingTransaction(SimTransaction):
         super()._validate(writes)
         # SimTransaction applies the writes right after this returns, with no await between.
         node = self._recorder.node
-        self._recorder.journal.commit(node.name, self._fences, writes, node.incarnation)
+        journal = self._recorder.journal
+        journal.commit(node.name, self._fences, writes, node.incarnation, journal.activation())
 
 
 class RecordingKV(FaultyKV):

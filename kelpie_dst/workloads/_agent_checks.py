@@ -48,6 +48,7 @@ __all__ = [
     "check_no_mixing",
     "check_read_only",
     "check_single_activation",
+    "check_step_budgets",
     "check_streams",
     "check_turns",
     "tag",
@@ -78,6 +79,7 @@ class Msg:
     kind: str = ""  # user messages: input, heartbeat or alert
     tool: str | None = None  # tool calls and returns: the tool's name
     status: str | None = None  # tool returns: success or error
+    step_id: str | None = None  # what the model wrote: the step (one LLM call) it belongs to
 
 
 @attrs.frozen
@@ -93,6 +95,7 @@ class Ack:
     message_ids: tuple[str, ...]
     stop_reason: str
     reply: str | None = None  # the last assistant text the client was shown
+    max_steps: int | None = None  # the step budget the send asked for
 
 
 @attrs.frozen
@@ -437,4 +440,28 @@ def check_read_only(
                 f"{agent}: read-only block {label} is {got[:60] if got else got!r}, "
                 f"not {value[:60]!r}"
             )
+    return problems
+
+
+def check_step_budgets(acks: Iterable[Ack], histories: Mapping[str, Sequence[Msg]]) -> list[str]:
+    """A run stopped by ``max_steps`` made exactly that many LLM calls (steps that wrote a
+    message); one that ended normally made no more than its budget."""
+    problems = []
+    for ack in acks:
+        if ack.max_steps is None or not ack.run_id:
+            continue
+        steps = {
+            m.step_id
+            for m in histories.get(ack.agent, ())
+            if m.run_id == ack.run_id
+            and m.step_id
+            and m.type in ("assistant_message", "reasoning_message", "tool_call_message")
+        }
+        where = f"{ack.agent} message #{ack.index} ({ack.otid})"
+        if ack.stop_reason == "max_steps" and len(steps) != ack.max_steps:
+            problems.append(
+                f"{where}: stopped by max_steps={ack.max_steps} after {len(steps)} steps"
+            )
+        elif ack.stop_reason == "end_turn" and len(steps) > ack.max_steps:
+            problems.append(f"{where}: {len(steps)} steps ran under max_steps={ack.max_steps}")
     return problems

@@ -34,6 +34,7 @@ class Planned:
     text: str
     otid: str
     stream: bool
+    max_steps: int | None = None  # None: the workload's max_steps
 
 
 @attrs.frozen
@@ -212,9 +213,10 @@ class Clients:
         self, plan: AgentPlan, message: Planned, rng: Any, state: dict[str, str]
     ) -> bool:
         otid = message.otid if self.otids else None
+        budget = message.max_steps if message.max_steps is not None else self.max_steps
 
         async def attempt(node: str, _: int) -> Sent:
-            return await self.link.send(node, plan, message, otid, self.max_steps)
+            return await self.link.send(node, plan, message, otid, budget)
 
         key = f"a{plan.number} #{message.index}"
         try:
@@ -232,6 +234,7 @@ class Clients:
                 sent.message_ids,
                 sent.stop_reason,
                 sent.reply,
+                budget,
             )
         )
         self.check_durable(f"t={trio.current_time():.3f} ack of #{message.index}", plan)

@@ -70,6 +70,7 @@ def to_msg(m: AgentMessage) -> Msg:
         kind=m.kind if isinstance(m, UserMessage) else "",
         tool=tool,
         status=m.status if isinstance(m, ToolReturnMessage) else None,
+        step_id=m.step_id,
     )
 
 

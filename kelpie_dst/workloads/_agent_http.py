@@ -79,6 +79,7 @@ def to_msg(m: Any, seq: int) -> Msg:
         kind=_kind(text) if kind == "user_message" else "",
         tool=tool,
         status=m.status if kind == "tool_return_message" else None,
+        step_id=getattr(m, "step_id", None),
     )
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from kelpie_agent.llm import LlmRequest, Tool
+from kelpie_agent.llm import LlmRequest, Tool, ToolCall, ToolResult
 
 from ..shims.llm import Call
 from ._agent_prompt import PromptBlock, prompt_blocks
@@ -86,6 +86,7 @@ class Expect:
     arguments: str
     ok: bool
     why: str
+    contains: str = ""  # a search: its successful result must show this text
 
 
 def _filler(length: int, head: str, wide: bool, rng: random.Random) -> str:
@@ -130,11 +131,49 @@ class Moves:
             args["request_heartbeat"] = True
         return Call(name, args, id=ident)
 
-    def _expect(self, agent: int, call: Call, ok: bool, why: str) -> Call:
+    def _expect(self, agent: int, call: Call, ok: bool, why: str, contains: str = "") -> Call:
         arguments = call.raw if call.raw is not None else encode_args(call.input)
         assert call.id is not None
-        self.expect(Expect(agent, call.id, call.name, arguments, ok, why))
+        self.expect(Expect(agent, call.id, call.name, arguments, ok, why, contains))
         return call
+
+    def search(self, agent: int, name: str, args: dict[str, Any], find: str) -> Call:
+        """A search that must find ``find`` (empty: nothing known to be stored yet)."""
+        call = self.call(name, args)
+        if not find:
+            return call
+        return self._expect(agent, call, True, f"search for {find!r}", find)
+
+    def stored(self, text: str, tool: str | None = None) -> bool:
+        """Does the conversation show ``text`` as stored: in a message (any, if ``tool`` is
+        None), or in a successful call of ``tool``?"""
+        calls: dict[str, str] = {}
+        for message in self.request.messages:
+            for block in message.content:
+                if isinstance(block, ToolCall):
+                    calls[block.id] = block.name
+                    if tool is None and text in block.arguments:
+                        return True
+                elif isinstance(block, ToolResult):
+                    if tool is None and text in block.content:
+                        return True
+                    if (
+                        tool is not None
+                        and calls.get(block.tool_call_id) == tool
+                        and not block.is_error
+                        and text in self._arguments(block.tool_call_id)
+                    ):
+                        return True
+                elif tool is None and text in block.text:
+                    return True
+        return False
+
+    def _arguments(self, call_id: str) -> str:
+        for message in self.request.messages:
+            for block in message.content:
+                if isinstance(block, ToolCall) and block.id == call_id:
+                    return block.arguments
+        return ""
 
     def blocks(self) -> dict[str, PromptBlock]:
         return prompt_blocks(self.request.system) or {}

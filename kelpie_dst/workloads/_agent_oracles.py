@@ -127,6 +127,14 @@ class PromptAuditor:
             return
         self.checked_outcomes += 1
         failed = result.is_error or '"status": "Failed"' in result.content
+        if expect.contains and not failed and expect.contains not in result.content:
+            self._problem(
+                f"{where}: a{expect.agent}'s {expect.name} call {expect.call_id} did not find "
+                f"{expect.contains!r}, stored before it ran: {result.content[:160]}",
+                "outcome",
+            )
+        elif expect.contains and failed:
+            return  # a search may fail under faults; what it must find is for a success
         if failed == expect.ok:
             outcome = "failed" if failed else "succeeded"
             self._problem(
@@ -234,8 +242,7 @@ def check_effects(
         made = calls.get(a.key)
         if made is None:
             problems.append(
-                f"{a.via}: {a.note!r} took effect under {a.key}, a call the model never "
-                "completed"
+                f"{a.via}: {a.note!r} took effect under {a.key}, a call the model never completed"
             )
         elif made[1]:
             problems.append(f"{a.via}: {a.note!r} ran although the call {a.key} must be refused")

@@ -217,12 +217,18 @@ def _calls(d: Directive, step: int, moves: Moves) -> list[Call]:
         ]
     elif d.kind == "archival":
         if step % 2:
-            options = [("archival_memory_insert", {"content": f"{note}: {d.words}"}, False)]
-        else:
-            options = [("archival_memory_search", {"query": d.tag, "top_k": 3}, False)]
-    elif d.kind == "conversation":
+            insert: dict[str, Any] = {"content": f"{note}: {d.words}", "tags": [d.tag]}
+            options = [("archival_memory_insert", insert, False)]
+        elif "archival_memory_search" in offered:  # must find what this run inserted
+            inserted = f"{d.tag} step {step - 1}"
+            found = inserted if moves.stored(inserted, "archival_memory_insert") else ""
+            query: dict[str, Any] = {"query": d.tag, "tags": [d.tag], "top_k": 3}
+            return [moves.search(d.agent, "archival_memory_search", query, found)]
+    elif d.kind == "conversation" and "conversation_search" in offered:
         previous = tag(d.agent, max(1, d.message - step))
-        options = [("conversation_search", {"query": previous, "limit": 3}, False)]
+        found = previous if d.message - step >= 1 and moves.stored(previous) else ""
+        search: dict[str, Any] = {"query": previous, "limit": 3}
+        return [moves.search(d.agent, "conversation_search", search, found)]
     elif d.kind == "shell":
         code = f"echo {note} && echo {d.words} | wc -w"
         options = [("run_code", {"code": code, "language": "shell"}, False)]

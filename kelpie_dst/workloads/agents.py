@@ -56,6 +56,7 @@ from ._agent_checks import (
     check_no_mixing,
     check_read_only,
     check_single_activation,
+    check_step_budgets,
     check_streams,
     check_turns,
 )
@@ -216,7 +217,9 @@ def _plan(
             n = 0 if kind in ("chat", "recall") else rng.randint(1, max(1, steps))
             text = directive_text(number, index, kind, n, rng, tool)
             stream = rng.random() < fraction
-            messages.append(Planned(index, text, f"otid-a{number}-m{index}", stream))
+            # Now and then a step budget at the boundary: the directive needs n + 1 calls.
+            budget = max(1, n + rng.choice((0, 1, 2))) if rng.random() < 0.2 else None
+            messages.append(Planned(index, text, f"otid-a{number}-m{index}", stream, budget))
         marker = f"mark-a{number}-" + "".join(
             rng.choice("abcdefghjkmnpqrstuvwxyz") for _ in range(6)
         )
@@ -362,7 +365,7 @@ def turns_complete(ctx: WorkloadContext) -> None:
     never becomes an answer)."""
     record, auditor = _record(ctx), _world(ctx).auditor
     markers = {p.agent_id: p.marker for p in record.plans}
-    problems = check_turns(record.acks, markers)
+    problems = check_turns(record.acks, markers) + check_step_budgets(record.acks, record.histories)
     problems += check_model_said(record.histories, auditor.texts, auditor.calls)
     _holds(problems, "a turn did not complete properly")
 

@@ -25,6 +25,7 @@ import attrs
 import trio
 
 from .._faults import FaultSpec, register_fault
+from .._storms import StormSpec, register_storm
 from .._nodes import Node
 from ._pipe import DATA, Segment
 from ._socket import DEFAULT_WINDOW, Address, SimSocket
@@ -99,6 +100,19 @@ REORDER = _F(
         params={"max_extra": 0.05},
         swarm_range=(0.0, 0.1),
         observed="datagrams arrive out of order",
+    )
+)
+STORM = register_storm(
+    StormSpec(
+        "network",
+        "partitions and clogs longer than a lease, long delays, packet loss",
+        (
+            ("network.partition", 1.0, (("interval", 1.0), ("duration", 8.0))),
+            ("network.clog", 0.5, (("interval", 1.0), ("duration", 8.0))),
+            ("network.delay", 0.3, (("max_extra", 8.0),)),
+            ("network.packet_loss", 0.2, ()),
+        ),
+        length=(1.0, 3.0),
     )
 )
 
@@ -478,7 +492,7 @@ class SimNetwork:
             names = sorted(n.name for n in self.sim.nodes)
             if len(names) < 2 or faults.healed:
                 continue
-            partition = faults.fires(PARTITION.name)
+            partition = faults.fires(PARTITION.name, periodic=True)
             if partition is not None and not self.blocked:
                 shuffled = names[:]
                 rng.shuffle(shuffled)
@@ -488,7 +502,7 @@ class SimNetwork:
                 self.sim._spawn(
                     self._heal_after, partition.param("duration"), name="kelpie_dst.net.heal"
                 )
-            clog = faults.fires(CLOG.name)
+            clog = faults.fires(CLOG.name, periodic=True)
             if clog is not None:
                 src, dst = rng.sample(names, 2)
                 self.clog(src, dst, clog.param("duration"))

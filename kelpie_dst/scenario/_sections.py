@@ -178,11 +178,11 @@ def _fault_entry(doc: Doc, full: str, value: Any) -> FaultEntry:
 
 
 def swarm(doc: Doc) -> Swarm:
-    doc.only(("enabled", "include", "exclude", "p_enabled", "ranges"))
+    doc.only(("enabled", "include", "exclude", "p_enabled", "ranges", "intensity", "keep_on"))
     types = fault_types()
     choices = sorted({t.split(".", 1)[0] for t in types}) + list(types)
     selections = {}
-    for key in ("include", "exclude"):
+    for key in ("include", "exclude", "keep_on"):
         values = doc.str_list(key, [])
         for index, value in enumerate(values):
             if value not in choices:
@@ -212,4 +212,8 @@ def swarm(doc: Doc) -> Swarm:
         exclude=selections["exclude"],
         p_enabled=doc.probability("p_enabled", 0.5),
         ranges=tuple(sorted(ranges)),
+        intensity=doc.flag("intensity", False),
+        keep_on=tuple(
+            sorted({v.split(".", 1)[0] for v in selections["keep_on"]})
+        ),
     )

@@ -79,6 +79,7 @@ def to_msg(m: Any, seq: int) -> Msg:
         kind=_kind(text) if kind == "user_message" else "",
         tool=tool,
         status=m.status if kind == "tool_return_message" else None,
+        step_id=getattr(m, "step_id", None),
     )
 
 
@@ -110,6 +111,9 @@ class HttpLink:
     def _id(self, plan: AgentPlan) -> str:
         return self.ids[plan.agent_id]
 
+    def server_id(self, plan: AgentPlan) -> str | None:
+        return self.ids.get(plan.agent_id)
+
     async def create(self, node: str, plan: AgentPlan, block_limit: int, retry: bool) -> None:
         client = self._client(node)
         name = f"agent-{plan.number}"
@@ -122,8 +126,8 @@ class HttpLink:
             name=name,
             agent_type=plan.agent_type,  # type: ignore[arg-type]
             memory_blocks=[
-                {"label": "persona", "value": f"I am agent {plan.number}.", "limit": block_limit},
-                {"label": "human", "value": "", "limit": block_limit},
+                {"label": b.label, "value": b.value, "limit": b.limit, "read_only": b.read_only}
+                for b in plan.blocks
             ],
             tool_ids=list(plan.tool_ids),
             include_base_tools=False,
@@ -143,7 +147,13 @@ class HttpLink:
             )
             runs = [m.run_id for m in reply.messages if m.run_id]
             replied = tuple(m.id for m in reply.messages)
-            return Sent(runs[0] if runs else "", replied, reply.stop_reason.stop_reason)
+            texts = [_text(m) for m in reply.messages if m.message_type == "assistant_message"]
+            return Sent(
+                runs[0] if runs else "",
+                replied,
+                reply.stop_reason.stop_reason,
+                reply=texts[-1] if texts else None,
+            )
         stream: Any = await client.agents.messages.create(
             self._id(plan),
             messages=[body],
@@ -174,7 +184,11 @@ class HttpLink:
         # leaves deltas under an id that is never stored. What the client can hold the server
         # to: every tool return, and, when the turn ended normally, its last message.
         ids = [*returns, last] if stop == "end_turn" and last and last not in returns else returns
-        return Sent(run_id, tuple(ids), str(stop), join_pieces(pieces), events)
+        joined = join_pieces(pieces)
+        texts = [text for key, text in joined if key.endswith("/assistant_message")]
+        return Sent(
+            run_id, tuple(ids), str(stop), joined, events, reply=texts[-1] if texts else None
+        )
 
     async def history(
         self, node: str, plan: AgentPlan, after: str | None, assistant: bool

@@ -13,7 +13,7 @@ from ._errors import FailureKind, NondeterminismError
 from ._faults import Fault
 from ._reports import classify, format_exception
 from ._result import Failure, RunResult
-from ._runner import Session, check_main_signature
+from ._runner import Session, check_main_signature, stream_digests
 from ._sim import DEFAULT_EPOCH, SimConfig, Simulation, make_config
 from ._trace import Trace, open_trace_file
 
@@ -91,7 +91,7 @@ def _run(
         sim.trace_event(
             "run.end",
             outcome="ok" if failure is None else failure.kind.name.lower(),
-            rng={name: s.digest() for name, s in sorted(sim._streams.items())},
+            rng=stream_digests(sim),
         )
         return RunResult(
             seed=seed,

@@ -12,7 +12,9 @@ object of our own as ``_r`` therefore decides the order of every batch:
   consistently are found far more often than under a uniform shuffle.
 
 Both also hold back the tasks of paused nodes, which is how :meth:`Simulation.pause` freezes a
-node exactly (its tasks stay scheduled but do not run until it resumes).
+node exactly (its tasks stay scheduled but do not run until it resumes), and both record every
+decision for the trace: the number of each task in the order it runs (:attr:`ran`), and, through
+:func:`trace_timers`, every timer armed.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["STRATEGIES", "PCTStrategy", "RandomStrategy", "installed_scheduler"]
 
 _RUN_MODULE: Any = trio._core._run
-_REQUIRED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT")
+_REQUIRED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT", "Deadlines")
 
 
 def check_trio_internals() -> None:
@@ -55,12 +57,26 @@ class RandomStrategy(random.Random):
         self.steps = 0
         self._parked: dict[Node, list[trio.lowlevel.Task]] = {}
         self.pausing = False
+        # Task numbers in spawn order (stable across processes, unlike trio's _counter), and
+        # the trace's list that receives them as tasks run (None: not traced).
+        self.numbers: dict[trio.lowlevel.Task, int] = {}
+        self._next_number = 0
+        self.ran: list[int] | None = None
 
     def shuffle(self, x: MutableSequence[Any]) -> None:
         if self.pausing:
             self._park(x)
         self.steps += len(x)
         self._order(x)
+        if self.ran is not None:
+            # trio pops tasks from the end of the batch: the last one runs first.
+            self.ran.extend(map(self.numbers.__getitem__, reversed(x)))
+
+    def register(self, task: trio.lowlevel.Task) -> int:
+        """Number a new task (called when it is spawned); the number is traced."""
+        number = self.numbers[task] = self._next_number
+        self._next_number += 1
+        return number
 
     def _order(self, batch: MutableSequence[Any]) -> None:
         # Fisher-Yates with the C-level random() (batches are small, so the float's bias is
@@ -72,6 +88,7 @@ class RandomStrategy(random.Random):
 
     def forget(self, task: trio.lowlevel.Task) -> None:
         """Called when a task exits."""
+        self.numbers.pop(task, None)
 
     # -- pausing -----------------------------------------------------------------------------
     def _park(self, batch: MutableSequence[Any]) -> None:
@@ -125,7 +142,27 @@ class PCTStrategy(RandomStrategy):
             priority[top] = self.depth - self._changes + self.random() * 0.5
 
     def forget(self, task: trio.lowlevel.Task) -> None:
+        super().forget(task)
         self._priority.pop(task, None)
+
+
+class _TracedDeadlines(_RUN_MODULE.Deadlines):  # type: ignore[misc]
+    """trio's table of deadlines, also recording every deadline armed (in virtual seconds)."""
+
+    __slots__ = ("timers",)
+
+    def add(self, deadline: float, cancel_scope: Any) -> None:
+        self.timers.append(deadline)
+        _RUN_MODULE.Deadlines.add(self, deadline, cancel_scope)
+
+
+def trace_timers(runner: Any, timers: list[float]) -> None:
+    """Make ``runner`` (trio's, just created) append every timer it arms to ``timers``."""
+    traced = object.__new__(_TracedDeadlines)
+    traced._heap = runner.deadlines._heap
+    traced._active = runner.deadlines._active
+    traced.timers = timers
+    runner.deadlines = traced
 
 
 STRATEGIES: dict[str, type[RandomStrategy]] = {"random": RandomStrategy, "pct": PCTStrategy}

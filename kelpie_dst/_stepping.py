@@ -103,7 +103,8 @@ class SimulationHandle:
 
     @property
     def trace_hash(self) -> str:
-        return self.sim.trace.hexdigest()
+        # includes the scheduling decisions since the last event, without emitting them
+        return self.sim.trace.hexdigest(self.sim.now())
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -114,6 +115,7 @@ class SimulationHandle:
         try:
             if self.sim._token is not None and not self._session.finished:
                 self._session.cancel_everything()
+            self.sim.trace.finish(self.sim.now())
         finally:
             self._session.__exit__(None, None, None)
             if self._owned_file is not None:

@@ -372,7 +372,9 @@ _CLASS_PATCHES: list[tuple[type, str, object, object]] = [
     (threading.Thread, "start", _thread_start, _sim_thread_start),
     *[(random.SystemRandom, n, _sysrandom[n], _sysrandom_method(n)) for n in _sysrandom],
 ]
-_SKIP_MODULES = frozenset({__name__, "_datetime", "kelpie_dst._guards_sources"})
+_SKIP_MODULES = frozenset(
+    {__name__, "_datetime", "kelpie_dst._guards_sources", "kelpie_dst.net._stdlib"}
+)
 
 # The sources added by issue #14 (clocks by id, entropy devices, the C RNG, datetime on
 # instances, real processes) live in their own module; it needs the helpers above.

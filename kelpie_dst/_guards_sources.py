@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _guards as _g
 from ._guard_sites import real_time_caller
+from .net import _stdlib as _net_stdlib
 
 if TYPE_CHECKING:
     from ._guards import _Source
@@ -300,6 +301,7 @@ IDENTITY: list[tuple[object, object]] = [
     (_fork, _real_process("os.fork", _fork)),
     (_posix_spawn, _real_process("os.posix_spawn", _posix_spawn)),
     (_posix_spawnp, _real_process("os.posix_spawnp", _posix_spawnp)),
+    *_net_stdlib.IDENTITY,  # stdlib sockets and name lookups (no way out)
 ]
 # class attributes patched directly (inherited by subclasses)
 CLASS_PATCHES: list[tuple[type, str, object, object]] = [

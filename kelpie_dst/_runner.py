@@ -164,11 +164,13 @@ class Session:
         sim = self.sim
         sim.clock.on_interrupt = self.host.stop
         sim.clock.host = self.host
+        horizon = {"horizon": sim.config.pct_horizon} if sim.strategy.name == "pct" else {}
         sim.trace_event(
             "run.start",
             seed=sim.seed,
             strategy=sim.strategy.name,
             faults=[f.describe() for f in sim.fault_list],
+            **horizon,
         )
         trio.lowlevel.start_guest_run(
             root,

@@ -9,7 +9,8 @@ object of our own as ``_r`` therefore decides the order of every batch:
 * :class:`PCTStrategy` is a PCT-style priority scheduler (Burckhardt et al., 2010): every task
   gets a random priority when first seen, batches run in priority order, and at ``depth - 1``
   random change points the running task drops below all others. Bugs that need one task to win
-  consistently are found far more often than under a uniform shuffle.
+  consistently are found far more often than under a uniform shuffle. The change points are
+  spread over the program's estimated length (``_pct.py``), so they land inside short programs.
 
 Both also hold back the tasks of paused nodes, which is how :meth:`Simulation.pause` freezes a
 node exactly (its tasks stay scheduled but do not run until it resumes), and both record every
@@ -20,6 +21,7 @@ decision for the trace: the number of each task in the order it runs (:attr:`ran
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 from collections.abc import Iterator, MutableSequence
 from typing import TYPE_CHECKING, Any
@@ -31,7 +33,16 @@ from ._errors import DstError
 if TYPE_CHECKING:
     from ._nodes import Node
 
-__all__ = ["STRATEGIES", "PCTStrategy", "RandomStrategy", "installed_scheduler"]
+__all__ = [
+    "MAX_HORIZON",
+    "STRATEGIES",
+    "PCTStrategy",
+    "RandomStrategy",
+    "installed_scheduler",
+    "trace_timers",
+]
+
+MAX_HORIZON = 1 << 16  # task steps: where PCT's scale-free change points stop
 
 _RUN_MODULE: Any = trio._core._run
 _REQUIRED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT", "Deadlines")
@@ -115,16 +126,31 @@ class RandomStrategy(random.Random):
 
 
 class PCTStrategy(RandomStrategy):
-    """Random task priorities with ``depth - 1`` change points over ``horizon`` task steps."""
+    """Random task priorities with ``depth - 1`` change points over the program's length.
+
+    With ``horizon`` (an estimate of the program's length in task steps, from a calibration
+    run: see :func:`kelpie_dst._pct.horizon_for`), the change points are uniform in
+    ``[1, horizon]``, as in Burckhardt et al.: a bug of depth ``d`` in a program of at most
+    ``horizon`` steps with ``k`` tasks is found with probability at least
+    ``1 / (k * horizon**(d - 1))`` per seed. Without an estimate they are drawn log-uniformly
+    over ``[1, MAX_HORIZON]`` (scale-free: each doubling of the length gets the same share), so
+    that they land inside short programs as well as long ones.
+    """
 
     name = "pct"
 
-    def __init__(self, seed: int, *, depth: int = 3, horizon: int = 2_000) -> None:
+    def __init__(self, seed: int, *, depth: int = 3, horizon: int | None = None) -> None:
         super().__init__(seed)
         self.depth = depth
+        self.horizon = horizon
         self._priority: dict[trio.lowlevel.Task, float] = {}
-        points = sorted(self.randrange(1, max(2, horizon)) for _ in range(max(0, depth - 1)))
-        self._change_points = points
+        count = max(0, depth - 1)
+        if horizon is not None:
+            points = [self.randint(1, max(1, horizon)) for _ in range(count)]
+        else:
+            log_max = math.log(MAX_HORIZON)
+            points = [int(math.exp(self.random() * log_max)) for _ in range(count)]
+        self._change_points = sorted(points)
         self._changes = 0
 
     def _order(self, batch: MutableSequence[Any]) -> None:

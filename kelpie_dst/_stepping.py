@@ -179,9 +179,11 @@ def open_simulation(
     buggify: bool = True,
     record: bool = False,
     trace_file: IO[bytes] | str | os.PathLike[str] | None = None,
+    pct_horizon: int | None = None,
 ) -> SimulationHandle:
     """Open a persistent simulation; the options are those of :func:`kelpie_dst.run`. A trace
-    file given by path is complete once the handle is closed."""
+    file given by path is complete once the handle is closed. There is no program to calibrate
+    PCT's horizon on: without ``pct_horizon``, its change points are drawn log-uniformly."""
     config = make_config(
         seed=seed,
         strategy=strategy,
@@ -194,6 +196,7 @@ def open_simulation(
         epoch=epoch,
         buggify=buggify,
         record=record,
+        pct_horizon=pct_horizon,
     )
     if not isinstance(trace_file, str | os.PathLike):
         return SimulationHandle(Simulation(config, Trace(record=record, file=trace_file)))

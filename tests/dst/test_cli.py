@@ -110,6 +110,7 @@ def test_check_determinism_exit_codes() -> None:
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.startswith("deterministic: seed=4 trace_hash=")
+    assert "fresh process 2:" in ok.stdout  # two fresh processes by default (issue #14)
     bad = kelpie_dst(
         "check-determinism", "--entry", "kelpie_dst.examples.setorder:main", "--seed", "4"
     )

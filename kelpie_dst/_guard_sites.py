@@ -189,11 +189,23 @@ def importing_module(depth: int = 2) -> str | None:
         if name == _HOST:
             return None
         if name in _IMPORTLIB:
-            return module
+            # No <module> frame above: an extension module (C, Cython) runs its init, as
+            # numpy.random's does (it seeds a generator from secrets.randbits).
+            return module if module is not None else _spec_name(frame)
         if module is None and frame.f_code.co_name == "<module>":
             module = name
         frame = frame.f_back
     return None
+
+
+def _spec_name(frame: FrameType | None) -> str:
+    """The name of the module importlib is loading, from its ``spec`` (an extension module)."""
+    while frame is not None and frame.f_globals.get("__name__") in _IMPORTLIB:
+        spec = frame.f_locals.get("spec")
+        if spec is not None and isinstance(getattr(spec, "name", None), str):
+            return str(spec.name)
+        frame = frame.f_back
+    return "<extension module>"
 
 
 def import_stream(module: str) -> RngStream:

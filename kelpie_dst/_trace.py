@@ -338,9 +338,9 @@ def _sched_detail(a: Event | None, b: Event | None, names: Mapping[int, str]) ->
         return ""
 
     def task(n: object) -> str:
-        return f"task {n} ({names.get(n, '?')})" if isinstance(n, int) else "nothing"
+        return f"task {n} ({names.get(n, '?')})" if isinstance(n, int) else "no task (it ended)"
 
-    for key, what in (("ran", "step"), ("timers", "timer")):
+    for key in ("ran", "timers"):
         left, right = list(a.fields.get(key) or []), list(b.fields.get(key) or [])
         if left == right:
             continue
@@ -350,8 +350,6 @@ def _sched_detail(a: Event | None, b: Event | None, names: Mapping[int, str]) ->
         x = left[at] if at < len(left) else None
         y = right[at] if at < len(right) else None
         if key == "ran":
-            return (
-                f"{what} {at} of this stretch ran {task(x)} in one run and {task(y)} in the other"
-            )
-        return f"{what} {at} of this stretch was armed for {x} ns in one and {y} ns in the other"
+            return f"step {at} of this stretch ran {task(x)} in one run, {task(y)} in the other"
+        return f"timer {at} of this stretch was armed for t={x} in one run, t={y} in the other"
     return ""

@@ -21,6 +21,7 @@ decision for the trace: the number of each task in the order it runs (:attr:`ran
 from __future__ import annotations
 
 import contextlib
+import heapq
 import math
 import random
 from collections.abc import Iterator, MutableSequence
@@ -178,8 +179,10 @@ class _TracedDeadlines(_RUN_MODULE.Deadlines):  # type: ignore[misc]
     __slots__ = ("timers",)
 
     def add(self, deadline: float, cancel_scope: Any) -> None:
+        # Deadlines.add, inlined (one Python call per timer instead of two)
         self.timers.append(deadline)
-        _RUN_MODULE.Deadlines.add(self, deadline, cancel_scope)
+        heapq.heappush(self._heap, (deadline, id(cancel_scope), cancel_scope))
+        self._active += 1
 
 
 def trace_timers(runner: Any, timers: list[float]) -> None:

@@ -194,7 +194,7 @@ class StdlibSocket(metaclass=_SocketType):
     # -- what may wait ---------------------------------------------------------------------------
     def _wait(self, what: str, operation: Callable[[], Awaitable[Any]]) -> Any:
         """Run ``operation`` in the simulation from another thread, or refuse."""
-        if _g._active() is not None:  # on the simulation's own thread
+        if trio.lowlevel.in_trio_task():  # a trio task: nothing else runs while it blocks
             refuse(f"socket.socket.{what}", _BLOCKING)
         try:
             return trio.from_thread.run(operation)

@@ -185,7 +185,7 @@ def test_effects_exactly_once() -> None:
         planned={"k1", "k2", "k3", "k9"},
     )
     assert problems == [
-        "mcp: 'n1' (k1) ran again at t=3.000 after its result was committed (journal entry 10 < 11)",
+        "mcp: 'n1' (k1) ran again at t=3.000 after its result was committed (journal entry 10 < 11)",  # noqa: E501
         "sandbox: 'n2' took effect under k9, a call the model never completed",
         "custom: 'n3' ran although the call k3 must be refused",
         "'n2' (k2) reported success but never took effect",

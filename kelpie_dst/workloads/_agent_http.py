@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import letta_client
 from letta_client import AsyncLetta
+from letta_client._base_client import get_platform
 
 from ._agent_checks import BlockState, Msg
 from ._agent_client import PAGE, AgentPlan, Planned, Sent, join_pieces
@@ -28,6 +29,12 @@ __all__ = ["HttpLink", "IncompleteStreamError", "open_http_link"]
 RETRY_STATUS = frozenset({408, 429, 502, 503, 504})
 """Statuses after which the same request may succeed (a 500 is a bug: never retried)."""
 HIDDEN = {"heartbeat": "heartbeat", "system_alert": "alert"}
+
+# Each SDK client asks ``get_platform()`` for its headers once; ``distro`` answers the first
+# question in a process by running ``lsb_release`` and caches it. Asked here, outside any
+# simulation, so the first seed run in a process traces the same events as every later one
+# (it used to record one extra redirected ``subprocess.Popen``).
+get_platform()
 
 
 class IncompleteStreamError(Exception):

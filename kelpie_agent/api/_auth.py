@@ -4,33 +4,30 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
 
 from fastapi import Request
 from fastapi.security import HTTPBearer
 
+from ._context import current
 from ._errors import ApiError
 
-__all__ = ["BEARER", "make_auth"]
+__all__ = ["BEARER", "require_token"]
 
 # Declares the scheme in the OpenAPI schema; the check itself is ours (a 401, not a 403).
 BEARER = HTTPBearer(auto_error=False, description="The server's API key, when it has one")
 
 
-def make_auth(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
-    """A FastAPI dependency that checks the bearer token (a no-op without ``api_key``)."""
-    expected = api_key.encode() if api_key else None
-
-    async def require_token(request: Request) -> None:
-        if expected is None:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if not header:
-            raise ApiError(401, "missing Authorization header (expected 'Bearer <api key>')")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            token.strip().encode(errors="replace"), expected
-        ):
-            raise ApiError(401, "invalid API key")
-
-    return require_token
+async def require_token(request: Request) -> None:
+    """A FastAPI dependency that checks the bearer token against the key of the node the
+    request is for (a no-op when that node has none)."""
+    expected = current().api_key
+    if expected is None:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if not header:
+        raise ApiError(401, "missing Authorization header (expected 'Bearer <api key>')")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        token.strip().encode(errors="replace"), expected
+    ):
+        raise ApiError(401, "invalid API key")

@@ -25,8 +25,8 @@ import attrs
 import trio
 
 from .._faults import FaultSpec, register_fault
-from .._storms import StormSpec, register_storm
 from .._nodes import Node
+from .._storms import StormSpec, register_storm
 from ._pipe import DATA, Segment
 from ._socket import DEFAULT_WINDOW, Address, SimSocket
 

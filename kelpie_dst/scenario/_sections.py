@@ -213,7 +213,5 @@ def swarm(doc: Doc) -> Swarm:
         p_enabled=doc.probability("p_enabled", 0.5),
         ranges=tuple(sorted(ranges)),
         intensity=doc.flag("intensity", False),
-        keep_on=tuple(
-            sorted({v.split(".", 1)[0] for v in selections["keep_on"]})
-        ),
+        keep_on=tuple(sorted({v.split(".", 1)[0] for v in selections["keep_on"]})),
     )

@@ -175,7 +175,13 @@ def run_command(
 @cli.command("check-determinism")
 @_run_options
 @click.option("--seed", type=int, required=True, help="The seed to check.")
-@click.option("--runs", type=click.IntRange(min=2), default=3, show_default=True)
+@click.option(
+    "--runs",
+    type=click.IntRange(min=2),
+    default=4,
+    show_default=True,
+    help="Runs in all: 2 in this process, the rest each in a fresh process.",
+)
 @click.option("--vary-hashseed", is_flag=True, help="Give each fresh process its own hash seed.")
 def check_determinism_command(
     entry: str,

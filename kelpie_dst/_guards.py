@@ -44,6 +44,7 @@ from ._guard_sites import (
     CallSite,
     References,
     call_site,
+    describe_call,
     import_stream,
     importing_module,
     real_time_caller,
@@ -371,7 +372,17 @@ _CLASS_PATCHES: list[tuple[type, str, object, object]] = [
     (threading.Thread, "start", _thread_start, _sim_thread_start),
     *[(random.SystemRandom, n, _sysrandom[n], _sysrandom_method(n)) for n in _sysrandom],
 ]
-_SKIP_MODULES = frozenset({__name__, "_datetime"})
+_SKIP_MODULES = frozenset(
+    {__name__, "_datetime", "kelpie_dst._guards_sources", "kelpie_dst.net._stdlib"}
+)
+
+# The sources added by issue #14 (clocks by id, entropy devices, the C RNG, datetime on
+# instances, real processes) live in their own module; it needs the helpers above.
+from . import _guards_sources  # noqa: E402
+
+for _original, _replacement in _guards_sources.IDENTITY:
+    _BY_IDENTITY[id(_original)] = (_original, _replacement)
+_CLASS_PATCHES += _guards_sources.CLASS_PATCHES
 
 
 _REFERENCES = References(_BY_IDENTITY, _SKIP_MODULES)
@@ -392,11 +403,10 @@ class Guards:
         self.thread: int | None = None  # the thread that steps the simulation
 
     def hit(self, what: str, site: CallSite) -> None:
-        if self.policy == "strict" and not any(
-            site.module == p or site.module.startswith(p + ".") for p in self.allow
-        ):
+        if self.policy == "strict" and not site.within(self.allow):
             message = (
-                f"{what} called at {site.file}:{site.line} (in {site.function}); "
+                f"{describe_call(what, site)} called at {site.file}:{site.line} "
+                f"(in {site.function}); "
                 "in a simulation, use the simulator's clock, streams and trio instead"
             )
             self.violations.append(message)
@@ -418,6 +428,7 @@ class Guards:
             namespace[attr] = replacement
         for cls, attr, _original, replacement in _CLASS_PATCHES:
             setattr(cls, attr, replacement)
+        _guards_sources.install()
         self.thread = _get_ident()
         _ACTIVE = self
 
@@ -430,6 +441,7 @@ class Guards:
             namespace[attr] = original
         for cls, attr, original, _replacement in _CLASS_PATCHES:
             setattr(cls, attr, original)
+        _guards_sources.uninstall()
         _REFERENCES.scan_and_restore_strays()
 
     def redirected(self) -> list[tuple[str, str, int]]:

@@ -6,14 +6,16 @@ import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import IO, Any
 
+import attrs
 import outcome
 import trio
 
 from ._errors import FailureKind, NondeterminismError
 from ._faults import Fault
+from ._pct import horizon_for
 from ._reports import classify, format_exception
 from ._result import Failure, RunResult
-from ._runner import Session, check_main_signature
+from ._runner import Session, check_main_signature, stream_digests
 from ._sim import DEFAULT_EPOCH, SimConfig, Simulation, make_config
 from ._trace import Trace, open_trace_file
 
@@ -35,6 +37,7 @@ def run(
     buggify: bool = True,
     record: bool = False,
     trace_file: IO[bytes] | str | os.PathLike[str] | None = None,
+    pct_horizon: int | None = None,
 ) -> RunResult:
     """Run ``async def main()`` (or ``main(sim)``) in a fresh simulation; never raises for a
     failure of the program, which is reported in :attr:`RunResult.failure`.
@@ -42,7 +45,9 @@ def run(
     * ``seed`` decides everything: scheduling, fault decisions, the streams, the global
       ``random`` module, and guarded values.
     * ``strategy``: ``"random"`` (a uniform shuffle of each batch) or ``"pct"`` (priorities
-      with ``pct_depth - 1`` change points).
+      with ``pct_depth - 1`` change points, spread over ``pct_horizon`` task steps; by default
+      the length of a calibration run of ``main`` with seed 0, when ``main`` has an importable
+      name, see ``_pct.py``).
     * ``guards``: ``"redirect"``, ``"strict"`` or ``"off"`` (see :mod:`kelpie_dst._guards`);
       ``guard_allow`` lists module prefixes exempt from ``strict``.
     * ``faults``: :class:`Fault` objects or ``"TYPE=PROBABILITY"`` strings; ``swarm=True``
@@ -66,6 +71,10 @@ def run(
         record=record,
     )
     takes_sim = check_main_signature(main)
+    if config.strategy == "pct" and pct_horizon is None:
+        # the program's length, from a seed-independent calibration run (_pct.py)
+        pct_horizon = horizon_for(main, config, lambda c: _run(c, main, takes_sim, None).steps)
+    config = attrs.evolve(config, pct_horizon=pct_horizon)
     if not isinstance(trace_file, str | os.PathLike):
         return _run(config, main, takes_sim, trace_file)
     with open_trace_file(trace_file) as sink:
@@ -91,7 +100,7 @@ def _run(
         sim.trace_event(
             "run.end",
             outcome="ok" if failure is None else failure.kind.name.lower(),
-            rng={name: s.digest() for name, s in sorted(sim._streams.items())},
+            rng=stream_digests(sim),
         )
         return RunResult(
             seed=seed,
@@ -106,6 +115,7 @@ def _run(
             guards=sim.guards.policy,
             value=box[0] if box else None,
             wall_seconds=session.wall_seconds(),
+            steps=sim.strategy.steps,
         )
 
 

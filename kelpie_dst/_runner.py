@@ -25,11 +25,12 @@ from . import _buggify
 from ._blocked import blocked_tasks_report
 from ._clock import Interrupt
 from ._errors import DstError, LivenessError, SimulationCrashed, UsageError
+from ._guards_state import ModuleRandomState
 from ._nodes import NODE
-from ._rng import derive_seed
-from ._sched import installed_scheduler
+from ._rng import derive_seed, state_digest
+from ._sched import installed_scheduler, trace_timers
 from ._sim import Simulation
-from ._trace import sanitize
+from ._trace import Trace, sanitize
 
 __all__ = ["Session"]
 
@@ -44,17 +45,18 @@ class _Instrument(trio.abc.Instrument):
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
 
-    def _emit(self, kind: str, task: trio.lowlevel.Task) -> None:
+    def _emit(self, kind: str, task: trio.lowlevel.Task, **fields: object) -> None:
         node = task.context.get(NODE, None)
         self.sim.trace.emit(
             self.sim.clock.current_time(),
             node.name if node is not None else "-",
             kind,
-            {"task": sanitize(task.name)},
+            {"task": sanitize(task.name), **fields},
         )
 
     def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        self._emit("task.spawn", task)
+        # n: the task's number in the trace's scheduling decisions (sched events)
+        self._emit("task.spawn", task, n=self.sim.strategy.register(task))
 
     def task_exited(self, task: trio.lowlevel.Task) -> None:
         self._emit("task.exit", task)
@@ -139,6 +141,8 @@ class Session:
         self.wall_start = time.perf_counter()
         self._saved_random = random.getstate()
         random.seed(derive_seed(self.sim.seed, "global-random"))
+        self._module_random = ModuleRandomState(self.sim.seed)  # tempfile's names, numpy
+        self._module_random.enter()
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
         self._scheduler_cm = installed_scheduler(self.sim.strategy)
@@ -151,6 +155,7 @@ class Session:
         _buggify._CURRENT[0] = None
         self._scheduler_cm.__exit__(None, None, None)
         random.setstate(self._saved_random)  # type: ignore[arg-type]
+        self._module_random.exit()
         if self._gc_was_enabled:
             gc.enable()
 
@@ -159,11 +164,13 @@ class Session:
         sim = self.sim
         sim.clock.on_interrupt = self.host.stop
         sim.clock.host = self.host
+        horizon = {"horizon": sim.config.pct_horizon} if sim.strategy.name == "pct" else {}
         sim.trace_event(
             "run.start",
             seed=sim.seed,
             strategy=sim.strategy.name,
             faults=[f.describe() for f in sim.fault_list],
+            **horizon,
         )
         trio.lowlevel.start_guest_run(
             root,
@@ -178,6 +185,9 @@ class Session:
         # start_guest_run's last act is to queue its first tick: keep the guest state, so a
         # run whose tasks refuse to die can still be abandoned cleanly.
         self._guest_state = self.host.queue[-1].__self__  # type: ignore[attr-defined]
+        if Trace.SCHEDULE:  # every scheduling decision goes into the trace (_trace.py)
+            sim.strategy.ran = sim.trace.ran
+            trace_timers(self._guest_state.runner, sim.trace.timers)
 
     def drive(self) -> None:
         """Drive until the current goal stops the host, the run ends, or the clock interrupts.
@@ -243,6 +253,16 @@ class Session:
 
     def wall_seconds(self) -> float:
         return time.perf_counter() - self.wall_start
+
+
+def stream_digests(sim: Simulation) -> dict[str, str]:
+    """The state digest of every random stream of the run: the named ones, the global
+    ``random`` module (``<random>``) and the scheduler (``<scheduler>``), so a run that draws
+    a different number of times from any of them has a different ``run.end`` event."""
+    digests = {name: s.digest() for name, s in sorted(sim._streams.items())}
+    digests["<random>"] = state_digest(random._inst)
+    digests["<scheduler>"] = state_digest(sim.strategy)
+    return digests
 
 
 def unwrap_crash(result: outcome.Outcome[Any]) -> BaseException | None:

@@ -49,6 +49,8 @@ class SimConfig:
     seed: int = 0
     strategy: str = attrs.field(default="random", validator=_check_strategy)
     pct_depth: int = 3
+    # PCT: the program's length in task steps (None: no estimate; see _pct.py)
+    pct_horizon: int | None = None
     guards: str = attrs.field(default="redirect", validator=_check_guards)
     guard_allow: tuple[str, ...] = ()
     faults: FaultPlan = attrs.field(factory=FaultPlan)
@@ -72,6 +74,7 @@ def make_config(
     epoch: float = DEFAULT_EPOCH,
     buggify: bool = True,
     record: bool = False,
+    pct_horizon: int | None = None,
 ) -> SimConfig:
     """A :class:`SimConfig` from the keyword options shared by ``run`` and ``open_simulation``."""
     plan = FaultPlan(
@@ -90,6 +93,7 @@ def make_config(
         epoch=epoch,
         buggify=buggify,
         record=record,
+        pct_horizon=pct_horizon,
     )
 
 
@@ -113,7 +117,11 @@ class Simulation:
         strategy_cls = STRATEGIES[config.strategy]
         sched_seed = derive_seed(config.seed, "scheduler")
         if config.strategy == "pct":
-            self.strategy = strategy_cls(sched_seed, depth=config.pct_depth)  # type: ignore[call-arg]
+            self.strategy = strategy_cls(
+                sched_seed,
+                depth=config.pct_depth,  # type: ignore[call-arg]
+                horizon=config.pct_horizon,
+            )
         else:
             self.strategy = strategy_cls(sched_seed)
         self.network = SimNetwork(self)

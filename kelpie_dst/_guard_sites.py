@@ -49,12 +49,13 @@ _LIBRARY_DIRS = tuple(
 _SITE_DIRS = ("/site-packages/", "/dist-packages/", "\\site-packages\\")
 _USER_PARTS_OF_KELPIE_DST = ("kelpie_dst.examples", "kelpie_dst.workloads")
 _library_file: dict[str, bool] = {}  # co_filename -> not the user's (cached)
-# Callers that keep the real monotonic clock: blocking primitives whose timeouts must elapse in
-# real time (virtual time stands still while they block), trio's own clock, test harnesses.
+# Callers that keep the real monotonic clock (and a real time.sleep): real I/O whose timeouts
+# must elapse in real time (virtual time stands still while it blocks), trio's own clock, test
+# harnesses. threading, queue and concurrent.futures are simulated, so they get virtual time.
 _REAL_TIME = frozenset(
     {
-        *("threading", "queue", "subprocess", "selectors", "socket", "ssl", "sched"),
-        *("asyncio", "concurrent", "multiprocessing", "trio"),
+        *("subprocess", "selectors", "socket", "ssl", "sched"),
+        *("asyncio", "multiprocessing", "trio"),
         *("_pytest", "pytest", "pluggy", "hypothesis"),
     }
 )

@@ -1,0 +1,596 @@
+"""The simulated threads of one simulation: who runs them, wakes them, times them out, ends them.
+
+Each simulated thread is *hosted* by a trio task (its own, or for ``trio.to_thread.run_sync``
+the calling task). The host runs the thread when trio's scheduler runs the host, so the
+simulation's strategies (random, PCT) choose among threads exactly as among tasks, with the
+same seed. When the thread blocks, the host awaits the trio-side equivalent: a wakeup, a
+timeout, a ``trio.from_thread`` call. While the trio loop itself is blocked in a synchronous
+call (``future.result()`` in a task), only threads run; see ``_loop.py``.
+
+Nothing here runs unless a program uses threads: no task, no stream, no trace event, so
+thread-free programs keep their trace hashes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import outcome
+import trio
+
+from .._nodes import NodeState
+from ._core import PARTICIPANTS, Loop, Real, SimThread, State, ThreadKilled, Wait, current
+from ._hashing import install_stable_hashes
+from ._preempt import Preemption
+from ._report import describe_frame, site_key, stack_of, user_frame
+from ._watchdog import (
+    HINT,
+    Stall,
+    Watch,
+    WatchdogInterrupt,
+    format_stack,
+    install_signal_handler,
+    monitor,
+    restore_signal_handler,
+)
+
+if TYPE_CHECKING:
+    from .._nodes import Node
+    from .._sim import Simulation
+
+__all__ = ["ThreadRuntime"]
+
+# Thread-name counters that module state would otherwise carry from one run to the next.
+_COUNTERS: tuple[tuple[str, str | None, str, int], ...] = (
+    ("threading", None, "_counter", 1),
+    ("concurrent.futures.thread", "ThreadPoolExecutor", "_counter", 0),
+)
+
+
+def _count_next(start: int) -> Callable[[], int]:
+    import itertools
+
+    return itertools.count(start).__next__
+
+
+class ThreadRuntime:
+    """Simulated threads of one :class:`~kelpie_dst.Simulation` (``sim.threads``)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.loop = Loop(self)
+        self.threshold: float = sim.config.watchdog
+        self.threads: list[SimThread] = []  # started and not finished, in creation order
+        self.holder: SimThread | None = None  # None: the trio loop holds the baton
+        self.pending: list[SimThread] = []  # woken off the trio loop: hosts to reschedule
+        self.spawns: list[SimThread] = []  # started off the trio loop: hosts to start
+        self.outside: list[Wait] = []  # woken by threads that are not participants
+        self.idle: dict[Node | None, list[SimThread]] = {}  # to_thread workers per node
+        self.retired: list[SimThread] = []  # idle workers of crashed nodes
+        self.failure: tuple[str, str] | None = None
+        self.loop_wait: Wait | None = None  # set while the trio loop is blocked
+        self.active = False
+        self.closed = False
+        self._closing = False
+        self._seq = 0
+        self._serial = 0
+        self._heap: list[tuple[float, int, Wait]] = []
+        self._timers_changed = False
+        self._keeper: bool = False
+        self._keeper_scope: trio.CancelScope | None = None
+        self._exited: trio.lowlevel.ParkingLot | None = None
+        self._exit_pending = False
+        self._preemption: Preemption | None = None
+        self._saved: list[tuple[Any, str, Any]] = []
+        self._first_activation = True
+        self._signal: Any = None
+        self._crash_hooked: set[str] = set()
+        self._tasks: Callable[[], Any] = lambda: ()
+        self.exiting: set[str] = set()  # nodes whose main returned, waiting for threads
+
+    # -- stepping -------------------------------------------------------------------------------
+    def activate(
+        self,
+        exempt: Callable[[], bool] = lambda: False,
+        tasks: Callable[[], Any] = lambda: (),
+    ) -> None:
+        """While the simulation steps: this OS thread and the simulated threads participate.
+        ``exempt()`` is true while the loop legitimately waits in real time (the watchdog
+        leaves it alone then); ``tasks()`` lists trio's tasks, to name a stuck one."""
+        self._tasks = tasks
+        ident = Real.get_ident()
+        self._loop_ident = ident
+        PARTICIPANTS[ident] = self.loop
+        for st in self.threads:
+            if st.ident is not None:
+                PARTICIPANTS[st.ident] = st
+        if self._first_activation:
+            self._first_activation = False
+            self._reset_counters()
+        install_stable_hashes()
+        self.active = True
+        if self.threshold != math.inf:
+            self._signal = install_signal_handler()
+            monitor.watch(
+                Watch(
+                    ident,
+                    self.threshold,
+                    lambda: self.holder is not None or exempt(),
+                    self._loop_stuck,
+                    self._signal is not None,
+                )
+            )
+
+    def deactivate(self) -> None:
+        monitor.unwatch(self._loop_ident)
+        restore_signal_handler(self._signal)
+        self._signal = None
+        self.active = False
+        PARTICIPANTS.pop(self._loop_ident, None)
+        for st in self.threads:
+            if st.ident is not None:
+                PARTICIPANTS.pop(st.ident, None)
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def next_serial(self) -> int:
+        """Hashes of threads and futures made in this run (see ``_hashing``)."""
+        self._serial += 1
+        return (1 << 48) + self._serial
+
+    def trace(self, kind: str, **fields: Any) -> None:
+        if not self._closing:
+            self.sim.trace_event(kind, **fields)
+
+    @property
+    def preemption(self) -> Preemption | None:
+        if self._preemption is None and self.sim.config.preemption:
+            self._preemption = Preemption(self.sim.rng("threads/preempt"))
+        return self._preemption
+
+    # -- the baton ------------------------------------------------------------------------------
+    def run_thread(self, st: SimThread) -> None:
+        """Hand ``st`` the baton and wait until it hands it back (or the watchdog trips)."""
+        previous = self.holder
+        self.holder = st
+        st.state = State.RUNNING
+        st.go.release()
+        try:
+            self.wait_back(st)
+        finally:
+            self.holder = previous
+        if st.state is State.DONE:
+            self._finished(st)
+
+    def wait_back(self, st: SimThread) -> None:
+        back = st.back
+        pause = max(0.005, min(0.1, self.threshold / 4))
+        if back.acquire(True, pause):
+            return
+        stall = Stall()
+        while True:
+            holder = self.holder or st
+            if stall.observe(holder.ident, Real.monotonic()) >= self.threshold:
+                self._thread_stuck(holder, st)
+            if back.acquire(True, pause):
+                return
+
+    # -- readiness ------------------------------------------------------------------------------
+    def make_ready(self, st: SimThread, value: outcome.Outcome[Any] | None) -> None:
+        st.state = State.READY
+        st.value = value
+        st.wait = None
+        if st.host_waiting:
+            if current() is self.loop:
+                st.host_waiting = False
+                trio.lowlevel.reschedule(st.host)
+            else:
+                self.pending.append(st)
+
+    def wake_from_outside(self, wait: Wait) -> None:
+        """A thread outside the simulation woke ``wait``: apply it on the trio loop."""
+        self.outside.append(wait)
+        token = self.sim._token
+        if token is not None:
+            try:
+                token.run_sync_soon(self._apply_outside)
+            except trio.RunFinishedError:
+                pass
+
+    def _apply_outside(self) -> None:
+        from ._primitives import wake
+
+        outside, self.outside = self.outside, []
+        for wait in outside:
+            wake(wait)
+
+    def flush(self) -> None:
+        """On the trio loop, after a thread handed the baton back: reschedule the hosts it
+        woke, start the hosts of threads it started, arm its timeouts."""
+        if self.outside:
+            self._apply_outside()
+        while self.pending:
+            st = self.pending.pop(0)
+            if st.host_waiting and st.state is State.READY:
+                st.host_waiting = False
+                trio.lowlevel.reschedule(st.host)
+        while self.spawns:
+            self.spawn_host(self.spawns.pop(0))
+        if self._timers_changed:
+            self._arm_timekeeper()
+        if self._exit_pending and self._exited is not None:
+            self._exit_pending = False
+            self._exited.unpark_all()
+
+    def recheck(self, node: Node | None = None) -> None:
+        """Wake the hosts of ``node``'s parked threads (all, if None) so they notice that
+        their node crashed or the run is ending."""
+        for st in list(self.threads):
+            if st.host_waiting and (node is None or st.node is node):
+                st.host_waiting = False
+                trio.lowlevel.reschedule(st.host)
+
+    # -- timeouts -------------------------------------------------------------------------------
+    def add_deadline(self, wait: Wait) -> None:
+        assert wait.deadline is not None
+        heapq.heappush(self._heap, (wait.deadline, self.next_seq(), wait))
+        self._timers_changed = True
+
+    def next_deadline(self) -> float:
+        heap = self._heap
+        while heap and heap[0][2].done:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else math.inf
+
+    def expire_due(self, now: float) -> None:
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            wait = heapq.heappop(heap)[2]
+            if wait.done:
+                continue
+            wait.done = wait.timed_out = True
+            owner = wait.owner
+            if isinstance(owner, SimThread) and owner.wait is wait:
+                self.make_ready(owner, None)
+
+    def _arm_timekeeper(self) -> None:
+        self._timers_changed = False
+        first = self.next_deadline()
+        if first == math.inf:
+            return
+        if not self._keeper:
+            self._keeper = True
+            self.sim._spawn(self._timekeeper, name="kelpie_dst.threads.timekeeper")
+        elif self._keeper_scope is not None and first < self._keeper_scope.deadline:
+            self._keeper_scope.deadline = first
+
+    async def _timekeeper(self) -> None:
+        while True:
+            self.expire_due(trio.current_time())
+            self.flush()
+            with trio.CancelScope(deadline=self.next_deadline()) as scope:
+                self._keeper_scope = scope
+                await trio.sleep_forever()
+            self._keeper_scope = None
+
+    # -- hosting --------------------------------------------------------------------------------
+    def spawn_host(self, st: SimThread) -> None:
+        """Start the trio task that runs plain thread ``st``, on its node."""
+        node = st.node
+        name = f"kelpie_dst.thread[{st.name}]"
+        if node is None:
+            self.sim._spawn(self._host, st, name=name)
+        elif node.alive:
+            if node.name not in self._crash_hooked:
+                self._crash_hooked.add(node.name)
+                node.crash_hooks.append(self._on_crash)
+            node.start_soon(self._host, st, name=name)
+        else:  # its node died before the thread could run
+            self.kill_now(st)
+
+    async def _host(self, st: SimThread) -> None:
+        await self.serve(st)
+
+    async def serve(self, st: SimThread) -> None:
+        """Run ``st`` from this task until it finishes (or, a worker, its job is done)."""
+        st.host = trio.lowlevel.current_task()
+        cancelled: BaseException | None = None
+        while st.state is not State.DONE and st.state is not State.IDLE:
+            if not st.killed and self._doomed(st):
+                self._kill(st)
+            state = st.state
+            if state is State.READY:
+                self.run_thread(st)
+                self.flush()
+            elif state is State.CALL:
+                call, st.call = st.call, None
+                assert call is not None
+                result = await outcome.acapture(call)
+                if st.state is State.CALL:
+                    st.state, st.value = State.READY, outcome.Value(result)
+            elif state is State.YIELDED:
+                st.state, st.value = State.READY, None
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            else:
+                try:
+                    await self._wait_host(st)
+                except trio.Cancelled as error:
+                    if not self._doomed(st):  # abandon_on_cancel: another task takes over
+                        self._adopt(st)
+                        raise
+                    cancelled = error
+        if cancelled is not None:
+            raise cancelled
+
+    async def _wait_host(self, st: SimThread) -> None:
+        def abort(raise_cancel: Any) -> trio.lowlevel.Abort:
+            if st.abandon_on_cancel or self._doomed(st):
+                st.host_waiting = False
+                return trio.lowlevel.Abort.SUCCEEDED
+            st.cancel_register[0] = raise_cancel  # for trio.from_thread.check_cancelled
+            return trio.lowlevel.Abort.FAILED
+
+        st.host_waiting = True
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _doomed(self, st: SimThread) -> bool:
+        node = st.node
+        if node is not None and node.state in (NodeState.DOWN, NodeState.STOPPED):
+            return True
+        scope = self.sim._root_scope
+        return scope is not None and scope.cancel_called
+
+    def _kill(self, st: SimThread) -> None:
+        st.killed = True
+        if st.state in (State.PARKED, State.YIELDED, State.READY, State.NEW):
+            if st.wait is not None:
+                st.wait.done = True
+            st.wait = None
+            st.state, st.value = State.READY, outcome.Error(ThreadKilled())
+        self.trace("thread.kill", thread=st.name)
+
+    def kill_now(self, st: SimThread) -> None:
+        """Kill ``st`` synchronously (no host), running its unwinding to the end."""
+        st.host_waiting = False
+        for _ in range(1000):  # a thread that swallows ThreadKilled and blocks again, a while
+            if st.state in (State.DONE, State.IDLE) or st.abandoned:
+                break
+            if not st.killed or st.state is not State.READY:
+                self._kill(st)
+                st.state, st.value = State.READY, outcome.Error(ThreadKilled())
+            self.run_thread(st)
+        if st.state is State.IDLE:
+            self.exit_worker(st)
+
+    def _adopt(self, st: SimThread) -> None:
+        """``to_thread.run_sync(abandon_on_cancel=True)`` was cancelled: the thread runs on
+        in the background, hosted by a task of its own."""
+        st.adopted = True
+
+        async def adopted() -> None:
+            try:
+                await self.serve(st)
+            finally:
+                if st.release is not None:
+                    st.release()
+                self.return_worker(st)
+
+        name = f"kelpie_dst.thread[{st.name}]"
+        if st.node is not None and st.node.alive:
+            st.node.start_soon(adopted, name=name)
+        else:
+            self.sim._spawn(adopted, name=name)
+
+    def _on_crash(self, node: Node) -> None:
+        self.retired.extend(self.idle.pop(node, []))
+        self.recheck(node)
+
+    # -- workers (trio.to_thread) ---------------------------------------------------------------
+    def return_worker(self, st: SimThread) -> None:
+        if st.state is State.IDLE and st.node is not None and not st.node.alive:
+            self.retired.append(st)
+        elif st.state is State.IDLE:
+            self.idle.setdefault(st.node, []).append(st)
+
+    def exit_worker(self, st: SimThread) -> None:
+        st.job = None
+        st.state, st.value = State.READY, None
+        self.run_thread(st)
+
+    # -- finishing ------------------------------------------------------------------------------
+    def _finished(self, st: SimThread) -> None:
+        """``st``'s OS thread has run its last Python code: wait for it to really end, so
+        ``is_alive()`` agrees, then wake whoever joins it."""
+        Real.thread_join(st.thread, None if self.threshold == math.inf else self.threshold)
+        st.finished = True
+        if st in self.threads:
+            self.threads.remove(st)
+        from ._primitives import wake
+
+        for wait in st.joiners:
+            wake(wait)
+        st.joiners = []
+        if st.kind == "thread":
+            self.trace("thread.exit", thread=st.name)
+        if self._exited is not None and not self._closing:
+            if current() is self.loop and self.holder is None:
+                self._exited.unpark_all()
+            else:
+                self._exit_pending = True
+
+    async def process_exit(self, node: Node) -> None:
+        """``node``'s main returned: as the interpreter does at exit, shut down its thread
+        pools and wait for its non-daemon threads. Without threads, returns at once."""
+        live = [
+            st
+            for st in self.threads
+            if st.node is node and st.kind == "thread" and not st.thread.daemon
+        ]
+        if not live:
+            return
+        self.trace("thread.process_exit", threads=[st.name for st in live])
+        self.exiting.add(node.name)
+        pools: Any = sys.modules.get("concurrent.futures.thread")
+        saved = None
+        if pools is not None:
+            queues = [
+                q
+                for t, q in list(pools._threads_queues.items())
+                if getattr(t, "_kelpie_dst_thread", None) in live
+            ]
+            if queues:
+                saved = pools._shutdown
+                pools._shutdown = True
+            for q in queues:
+                q.put(None)
+        if self._exited is None:
+            self._exited = trio.lowlevel.ParkingLot()
+        try:
+            while not all(st.finished for st in live):
+                await self._exited.park()
+        finally:
+            self.exiting.discard(node.name)
+            if saved is not None and pools is not None:
+                pools._shutdown = saved
+
+    def close(self) -> None:
+        """After the run: end every thread still alive (their nodes are gone), exit the idle
+        workers, restore the module state this run replaced."""
+        if self.closed:
+            return
+        self._closing = True
+        was_active = self.active
+        if not was_active:
+            self.activate_quietly()
+        try:
+            for st in sorted(self.threads, key=lambda t: t.seq):
+                if not st.abandoned and not st.finished and st.state is not State.IDLE:
+                    self.kill_now(st)
+            for workers in [*self.idle.values(), self.retired]:
+                for st in workers:
+                    if st.state is State.IDLE:
+                        self.exit_worker(st)
+            self.idle.clear()
+            self.retired.clear()
+        finally:
+            if not was_active:
+                self.deactivate_quietly()
+            for holder, attr, value in reversed(self._saved):
+                setattr(holder, attr, value)
+            self._saved.clear()
+            self.closed = True
+
+    def activate_quietly(self) -> None:
+        ident = Real.get_ident()
+        self._loop_ident = ident
+        PARTICIPANTS[ident] = self.loop
+        for st in self.threads:
+            if st.ident is not None:
+                PARTICIPANTS[st.ident] = st
+
+    def deactivate_quietly(self) -> None:
+        PARTICIPANTS.pop(self._loop_ident, None)
+        for st in [*self.threads, *self.retired]:
+            if st.ident is not None:
+                PARTICIPANTS.pop(st.ident, None)
+
+    def _reset_counters(self) -> None:
+        for module_name, class_name, attr, first in _COUNTERS:
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            holder = getattr(module, class_name) if class_name else module
+            self._saved.append((holder, attr, getattr(holder, attr)))
+            setattr(holder, attr, _count_next(first))
+
+    # -- failures -------------------------------------------------------------------------------
+    def record_failure(self, kind: str, message: str, details: str, **fields: Any) -> None:
+        if self.failure is None:
+            self.failure = (message, details)
+            self.trace(kind, **fields)
+
+    def _thread_stuck(self, holder: SimThread, resumed: SimThread) -> None:
+        frames = stack_of(holder.ident)
+        frame = user_frame(frames)
+        message = (
+            f"watchdog: thread {holder.name!r} made no progress for {self.threshold:g}s of "
+            f"real time: it is blocked outside the simulation at {describe_frame(frame)}"
+        )
+        details = f"  thread {holder.name!r} (innermost call last):\n{format_stack(frames)}\n"
+        self.record_failure(
+            "thread.watchdog", message, details + HINT, thread=holder.name, site=site_key(frame)
+        )
+        for st in {holder, resumed}:
+            self._abandon(st)
+        raise WatchdogInterrupt(message)
+
+    def _abandon(self, st: SimThread) -> None:
+        """Give up on a thread stuck outside the model: it never runs again, and the
+        interpreter will not wait for it at exit."""
+        st.abandoned = True
+        st.finished = True
+        st.state = State.DONE
+        if st.ident is not None:
+            PARTICIPANTS.pop(st.ident, None)
+        if st in self.threads:
+            self.threads.remove(st)
+        lock = getattr(st.thread, "_tstate_lock", None)
+        shutdown_locks = getattr(threading, "_shutdown_locks", None)
+        if lock is not None and shutdown_locks is not None:
+            with threading._shutdown_locks_lock:  # type: ignore[attr-defined]
+                shutdown_locks.discard(lock)
+
+    def _loop_stuck(self, frames: list[Any]) -> str:
+        """Called by the monitor thread: the trio loop has been blocked outside the model."""
+        frame = user_frame(frames)
+        ids = {id(f) for f in frames}
+        who = "the trio loop"
+        for task in list(self._tasks()):
+            if id(getattr(task.coro, "cr_frame", None)) in ids:
+                who = f"task {task.name!r}"
+        message = (
+            f"watchdog: {who} made no progress for {self.threshold:g}s of real time: "
+            f"it blocks the trio loop outside the simulation at {describe_frame(frame)}"
+        )
+        details = f"  the trio loop (innermost call last):\n{format_stack(frames)}\n{HINT}"
+        self.record_failure("thread.watchdog", message, details, site=site_key(frame))
+        return f"{message}\n{details}"
+
+    def threads_report(self) -> list[str]:
+        """One entry per live thread and where it waits (for deadlock reports)."""
+        lines = []
+        for st in sorted(self.threads, key=lambda t: t.seq):
+            if st.state in (State.DONE, State.IDLE):
+                continue
+            frame = user_frame(stack_of(st.ident))
+            node = st.node.name if st.node is not None else "-"
+            kind = "daemon" if st.thread.daemon else "non-daemon"
+            if not st.thread.daemon and node in self.exiting:
+                kind += ": the node's main has returned, and a process waits at exit for it"
+            if st.kind == "worker":
+                kind = "trio.to_thread worker"
+            how = {
+                State.PARKED: "blocked",
+                State.CALL: "waiting for the trio loop (trio.from_thread)",
+            }.get(st.state, "ready")
+            paused = ", node paused" if st.node is not None and st.node.paused else ""
+            lines.append(
+                f"  thread {st.name!r} on node {node!r} ({kind}{paused}), {how}\n"
+                f"    at {describe_frame(frame)}"
+            )
+        return lines
+
+    def failure_error(self) -> tuple[str, str] | None:
+        return self.failure
+
+    def block_loop(self, wait: Wait) -> bool:
+        from ._loop import block_loop
+
+        return block_loop(self, wait)

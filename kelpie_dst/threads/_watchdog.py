@@ -1,0 +1,210 @@
+"""The real-time watchdog: a simulation never hangs.
+
+Everything a simulation waits for is simulated, so its real clock only stops when some call
+blocks outside the model: C code, real I/O, a real lock (one created before the run), a
+``time.sleep`` bound before the run. The watchdog finds such a call by sampling the position
+(innermost frame and instruction) of whoever holds the baton; if it has not moved for
+``threshold`` seconds of real time, the run fails as a liveness violation (exit 2) naming the
+thread or task and its file:line.
+
+* A simulated thread that does not hand the baton back is found by the participant waiting for
+  it (:meth:`Stall.observe` in ``ThreadRuntime.wait_back``); the thread is abandoned (never run
+  again) and the run ends.
+* The trio loop itself is watched by one monitor thread per process. When it trips, it
+  interrupts the loop: with a signal when the simulation runs on the main thread (a blocking
+  system call then fails with EINTR and raises), else with an asynchronous exception. If the
+  loop is still stuck after another ``threshold``, the process prints the report and exits 2.
+
+Positions that move (a long computation, a busy loop) are progress, not a hang: the watchdog
+only catches calls that are blocked.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from ._core import Real
+from ._report import describe_frame, stack_of, task_frames
+
+__all__ = [
+    "DEFAULT_WATCHDOG",
+    "HINT",
+    "REPLAY_HINT",
+    "Stall",
+    "Watch",
+    "WatchdogInterrupt",
+    "format_stack",
+    "install_signal_handler",
+    "monitor",
+    "restore_signal_handler",
+]
+
+DEFAULT_WATCHDOG = 5.0  # seconds of real time without progress
+SIGNUM = signal.SIGUSR2
+REPLAY_HINT: list[str | None] = [None]  # printed if the watchdog has to end the process
+
+
+class WatchdogInterrupt(BaseException):
+    """Raised into the trio loop, or the participant waiting for a thread, when the watchdog
+    trips: it unwinds the run, which then fails with the watchdog's report."""
+
+
+def position(ident: int | None) -> tuple[int, int, int] | None:
+    """Where thread ``ident`` is now: its innermost frame, instruction and line."""
+    if ident is None:
+        return None
+    frame = sys._current_frames().get(ident)
+    if frame is None:
+        return None
+    return id(frame), frame.f_lasti, frame.f_lineno
+
+
+class Stall:
+    """How long a thread's position has stayed the same, from successive observations."""
+
+    def __init__(self) -> None:
+        self.last: tuple[int, int, int] | None = None
+        self.ident: int | None = None
+        self.since = 0.0
+
+    def observe(self, ident: int | None, now: float) -> float:
+        where = position(ident)
+        if where is None or where != self.last or ident != self.ident:
+            self.last, self.ident, self.since = where, ident, now
+            return 0.0
+        return now - self.since
+
+    def reset(self) -> None:
+        self.last = self.ident = None
+
+
+def format_stack(frames: list[FrameType], limit: int = 12) -> str:
+    """What runs (past the thread's or task's machinery), innermost last, one per line."""
+    shown = task_frames(frames) or frames[-1:]
+    if len(shown) > limit:
+        shown = shown[-limit:]
+    lines = [f"    {describe_frame(f)}" for f in shown]
+    return "\n".join(lines) if lines else "    (no frames)"
+
+
+HINT = (
+    "  The simulation cannot see this call, so it can never return inside the run: C code,\n"
+    "  real I/O, or a lock or queue created before the run (only those created inside a run\n"
+    "  are simulated). See docs/threads.md, 'The watchdog'."
+)
+
+
+# -- watching the trio loop ----------------------------------------------------------------------
+class Watch:
+    """One stepping simulation's trio loop, as the monitor sees it."""
+
+    def __init__(
+        self,
+        ident: int,
+        threshold: float,
+        busy_elsewhere: Callable[[], bool],
+        trip: Callable[[list[FrameType]], str],
+        main_thread: bool,
+    ) -> None:
+        self.ident = ident
+        self.threshold = threshold
+        self.busy_elsewhere = busy_elsewhere  # True while a thread holds the baton
+        self.trip = trip  # records the failure; returns the report to print on a hard exit
+        self.main_thread = main_thread
+        self.stall = Stall()
+        self.tripped_at: float | None = None
+        self.report = ""
+
+
+class _Monitor:
+    """The process's watchdog thread for trio loops (started on first use, daemonic)."""
+
+    def __init__(self) -> None:
+        self.watches: dict[int, Watch] = {}
+        self.started = False
+        self.interval = 0.2
+
+    def watch(self, watch: Watch) -> None:
+        self.interval = min(self.interval, max(0.01, watch.threshold / 10))
+        self.watches[watch.ident] = watch
+        if not self.started:
+            self.started = True
+            Real.start_new_thread(self._run, ())
+
+    def unwatch(self, ident: int) -> None:
+        self.watches.pop(ident, None)
+
+    def _run(self) -> None:  # pragma: no cover (runs on its own thread; tested end to end)
+        while True:
+            Real.sleep(self.interval)
+            for watch in list(self.watches.values()):
+                try:
+                    self._check(watch, Real.monotonic())
+                except Exception:  # a monitor that dies would let simulations hang
+                    continue
+
+    def _check(self, watch: Watch, now: float) -> None:
+        if watch.busy_elsewhere():
+            watch.stall.reset()
+            return
+        frozen = watch.stall.observe(watch.ident, now)
+        if watch.tripped_at is None:
+            if frozen >= watch.threshold:
+                watch.tripped_at = now
+                watch.report = watch.trip(stack_of(watch.ident))
+                _interrupt(watch)
+        elif frozen >= watch.threshold and now - watch.tripped_at >= watch.threshold:
+            _hard_exit(watch.report)  # the interrupt did not get it out of the call
+
+
+def _interrupt(watch: Watch) -> None:
+    if watch.main_thread and signal.getsignal(SIGNUM) is _on_signal:
+        signal.pthread_kill(watch.ident, SIGNUM)
+        return
+    set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    set_async_exc(ctypes.c_ulong(watch.ident), ctypes.py_object(WatchdogInterrupt))
+
+
+def _hard_exit(report: str) -> None:  # pragma: no cover (ends the process; tested end to end)
+    lines = [
+        f"kelpie-dst: {report}",
+        "kelpie-dst: the watchdog could not interrupt the blocked call; exiting with code 2",
+    ]
+    if REPLAY_HINT[0]:
+        lines.append(f"replay: {REPLAY_HINT[0]}")
+    os.write(2, ("\n".join(lines) + "\n").encode(errors="replace"))
+    os._exit(2)
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    raise WatchdogInterrupt("the watchdog interrupted a blocked call")
+
+
+def install_signal_handler() -> Any:
+    """On the main thread, route the watchdog's signal to :class:`WatchdogInterrupt` (unless
+    the program handles that signal itself). Returns what to restore, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        previous = signal.getsignal(SIGNUM)
+        if previous not in (signal.SIG_DFL, None):
+            return None
+        signal.signal(SIGNUM, _on_signal)
+    except ValueError:  # not the main interpreter
+        return None
+    return previous
+
+
+def restore_signal_handler(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(SIGNUM, previous)
+
+
+monitor = _Monitor()

@@ -76,15 +76,16 @@ class SimLock:
         self._waits: collections.deque[Wait] = collections.deque()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if timeout != -1:
+            if not blocking:
+                raise ValueError("can't specify a timeout for a non-blocking call")
+            if timeout < 0:
+                raise ValueError("timeout value must be positive")
         real = self._real
         if real.acquire(False):
             return True
         if not blocking:
-            if timeout != -1:
-                raise ValueError("can't specify a timeout for a non-blocking call")
             return False
-        if timeout < 0 and timeout != -1:
-            raise ValueError("timeout value must be positive")
         me = current()
         if me is None:  # not a participant: block for real
             return bool(real.acquire(True, timeout))

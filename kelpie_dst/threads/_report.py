@@ -17,6 +17,8 @@ from types import FrameType
 __all__ = ["describe_frame", "is_library", "site_key", "stack_of", "task_frames", "user_frame"]
 
 _KELPIE_DST = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# kelpie_dst's sample programs and workloads are written as users write theirs
+_USER_PARTS = tuple(_KELPIE_DST + part + os.sep for part in ("examples", "workloads"))
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -32,14 +34,16 @@ _CACHE: dict[str, bool] = {}
 
 def is_library(filename: str) -> bool:
     """True for code that is not the user's: the standard library, site-packages, frozen or
-    generated code, and kelpie_dst itself."""
+    generated code, and kelpie_dst itself (but not its example programs and workloads)."""
     known = _CACHE.get(filename)
     if known is not None:
         return known
+    path = os.path.abspath(filename)
     if filename.startswith("<"):
         result = True
+    elif path.startswith(_USER_PARTS):
+        result = False
     else:
-        path = os.path.abspath(filename)
         result = path.startswith(_KELPIE_DST) or any(path.startswith(d) for d in _LIBRARY)
         result = result or f"{os.sep}site-packages{os.sep}" in path
     _CACHE[filename] = result
@@ -95,7 +99,8 @@ def _is_outcome(frame: FrameType) -> bool:
 
 
 def _is_kelpie(frame: FrameType) -> bool:
-    return os.path.abspath(frame.f_code.co_filename).startswith(_KELPIE_DST)
+    path = os.path.abspath(frame.f_code.co_filename)
+    return path.startswith(_KELPIE_DST) and not path.startswith(_USER_PARTS)
 
 
 def describe_frame(frame: FrameType | None) -> str:

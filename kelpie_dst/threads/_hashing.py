@@ -1,4 +1,5 @@
-"""Deterministic hashes for the thread objects the standard library keeps in sets.
+"""Process-wide adjustments made once, at the first simulation: deterministic hashes for the
+thread objects the standard library keeps in sets, and silence about killed threads.
 
 ``ThreadPoolExecutor.shutdown`` joins ``self._threads``, a set of ``Thread`` objects;
 ``concurrent.futures.as_completed`` and ``wait`` hand back sets of futures. Their default hash is
@@ -8,15 +9,21 @@ created inside a simulation get a hash from a per-run serial number instead, fix
 time they are hashed; everything else keeps its address hash. The class attribute stays
 installed after the first simulation (an object's hash must never change), and behaves exactly
 as before outside simulations.
+
+A killed thread (``ThreadKilled``, see ``_core``) unwinds like a cancellation; a
+``ThreadPoolExecutor`` worker logs whatever ends it as "Exception in worker". A filter on the
+``concurrent.futures`` logger drops those records, and only those: a killed process says
+nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from typing import Any
 
-from ._core import current
+from ._core import ThreadKilled, current
 
 __all__ = ["install_stable_hashes"]
 
@@ -47,3 +54,10 @@ def install_stable_hashes() -> None:
         _DONE.add(name)
         if cls.__hash__ is object.__hash__:
             cls.__hash__ = _stable_hash
+    if "logging" not in _DONE:
+        _DONE.add("logging")
+        logging.getLogger("concurrent.futures").addFilter(_not_killed)
+
+
+def _not_killed(record: logging.LogRecord) -> bool:
+    return not (record.exc_info and isinstance(record.exc_info[1], ThreadKilled))

@@ -16,6 +16,7 @@ from typing import Any
 
 import trio
 
+from .._guard_sites import call_site
 from ._core import PARTICIPANTS, Loop, Real, SimThread, current
 from ._primitives import SimpleQueue, sim_allocate_lock, sim_rlock, sim_sleep
 from ._start import from_thread, join_thread, start_thread, to_thread
@@ -53,6 +54,19 @@ def sim_thread_start(self: threading.Thread) -> None:
             Real.thread_start(self)
     else:
         start_thread(me.runtime, self, me)
+
+
+def sim_start_new_thread(function: Any, args: Any, kwargs: Any = None, /) -> int:
+    """``_thread.start_new_thread``, below ``threading``: under ``strict`` a violation (use
+    ``threading.Thread``); otherwise reported and run as a simulated daemon thread."""
+    me = current()
+    if me is None:
+        return Real.start_new_thread(function, args, *(() if kwargs is None else (kwargs,)))
+    me.runtime.sim.guards.hit("_thread.start_new_thread", call_site(2))
+    thread = threading.Thread(target=function, args=args, kwargs=kwargs or {}, daemon=True)
+    start_thread(me.runtime, thread, me)
+    assert thread.ident is not None
+    return thread.ident
 
 
 def sim_thread_join(self: threading.Thread, timeout: float | None = None) -> None:
@@ -122,6 +136,7 @@ PATCHES: list[tuple[object, object]] = [
     (Real.rlock, sim_rlock),
     (Real.simple_queue, SimpleQueue),
     (Real.sleep, sim_sleep),
+    (Real.start_new_thread, sim_start_new_thread),
     (_Trio.to_thread, sim_to_thread),
     (_Trio.from_thread_run, sim_from_thread_run),
     (_Trio.from_thread_run_sync, sim_from_thread_run_sync),

@@ -9,13 +9,16 @@ hands the baton back to the scheduler, which may run another thread or task firs
 The distance between preemption points is drawn from a geometric distribution whose mean is
 itself drawn per run (4, 16, 64 or 256 lines): some seeds interleave finely, others coarsely,
 as swarm testing varies fault rates. Everything comes from the run's ``threads/preempt``
-stream, so a seed preempts at the same lines every time.
+stream, so a seed preempts at the same lines every time. A run has at most ``MAX_POINTS``
+preemption points (each costs a switch to the scheduler and back), so a thread that loops for
+millions of lines pays the tracing, not millions of switches.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import sys
 from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -25,9 +28,10 @@ from ._report import is_library
 if TYPE_CHECKING:
     from ._core import SimThread
 
-__all__ = ["MEANS", "Preemption"]
+__all__ = ["MAX_POINTS", "MEANS", "Preemption"]
 
 MEANS = (4, 16, 64, 256)  # mean lines between preemption points, one drawn per run
+MAX_POINTS = 10_000  # preemption points per run, at most
 
 TraceFunction = Callable[[FrameType, str, Any], Any]
 
@@ -47,16 +51,22 @@ class Preemption:
     def tracer(self, st: SimThread) -> TraceFunction:
         """The trace function for thread ``st``."""
 
-        def line(frame: FrameType, event: str, arg: Any) -> TraceFunction:
+        def line(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
             if event == "line":
                 self.countdown -= 1
                 if self.countdown <= 0:
-                    self.countdown = self._draw()
                     self.points += 1
+                    self.countdown = self._draw()
                     st.pause()
+                    if self.points >= MAX_POINTS:  # the budget is spent: stop tracing
+                        sys.settrace(None)
+                        return None
             return line
 
         def call(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
+            if self.points >= MAX_POINTS:
+                sys.settrace(None)
+                return None
             return None if is_library(frame.f_code.co_filename) else line
 
         return call

@@ -26,7 +26,9 @@ def now() -> float:
     return sim.now()
 
 
-def test_a_crash_kills_the_nodes_threads_silently(capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_crash_kills_the_nodes_threads_silently(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     beats: list[float] = []
 
     async def main(sim: Simulation) -> list[float]:
@@ -37,9 +39,10 @@ def test_a_crash_kills_the_nodes_threads_silently(capfd: pytest.CaptureFixture[s
                     time.sleep(1)
 
             threading.Thread(target=beat, daemon=False).start()
-            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-                pool.submit(time.sleep, 100)
-                await trio.sleep_forever()
+            pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+            pool.submit(time.sleep, 100)  # one worker is killed in its job, one waiting
+            pool.submit(time.sleep, 0.5)
+            await trio.sleep_forever()
 
         node = sim.add_node("server", server)
         await trio.sleep(2.5)
@@ -51,6 +54,7 @@ def test_a_crash_kills_the_nodes_threads_silently(capfd: pytest.CaptureFixture[s
     assert result.ok, result.failure and result.failure.describe()
     assert result.value == [0.0, 1.0, 2.0]  # nothing after the crash at 2.5
     assert "Exception" not in capfd.readouterr().err  # a killed process raises nothing
+    assert not caplog.records  # not even the pool's "Exception in worker"
 
 
 def test_a_paused_nodes_threads_do_not_run() -> None:
@@ -229,3 +233,21 @@ def test_options_are_validated() -> None:
         kelpie_dst.run(programs.timers, watchdog=0)
     with pytest.raises(kelpie_dst.UsageError, match="watchdog must be a positive number"):
         kelpie_dst.open_simulation(watchdog=-1.0)
+
+
+def test_raw_start_new_thread_is_simulated_and_strict_refuses_it() -> None:
+    import _thread
+
+    async def main() -> list[object]:
+        done = threading.Event()
+        ident = _thread.start_new_thread(lambda: time.sleep(2) or done.set(), ())
+        done.wait()
+        return [isinstance(ident, int), now()]
+
+    result = kelpie_dst.run(main, seed=1)
+    assert result.value == [True, 2.0]
+    assert [call for call, _site, _n in result.redirected] == ["_thread.start_new_thread"]
+    strict = kelpie_dst.run(main, seed=1, guards="strict")
+    assert strict.failure is not None and strict.failure.kind is FailureKind.NONDETERMINISM
+    assert "_thread.start_new_thread called at" in strict.failure.message
+    assert "test_lifecycle.py" in strict.failure.message

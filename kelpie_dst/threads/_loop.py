@@ -75,13 +75,16 @@ def _ready(runtime: ThreadRuntime) -> list[SimThread]:
 
 def _pick(runtime: ThreadRuntime, ready: list[SimThread]) -> SimThread:
     """One scheduling decision among the ready threads, by the run's strategy: it orders
-    them as it orders a batch of trio tasks (threads of paused nodes are already left out),
-    and the last one runs, as in trio's run loop. Under PCT, each thread has a priority."""
+    them as it orders a batch of trio tasks (``_order``: a seeded shuffle, or PCT's priorities,
+    each thread having its own), the step counts towards PCT's change points, and the last one
+    runs, as in trio's run loop. Threads of paused nodes are already left out; the decision is
+    traced as ``thread.run``."""
+    strategy = runtime.sim.strategy
+    strategy.steps += len(ready)
     if len(ready) == 1:
-        runtime.sim.strategy.steps += 1
         return ready[0]
     batch = list(ready)
-    runtime.sim.strategy.shuffle(batch)
+    strategy._order(batch)
     return batch[-1]
 
 

@@ -466,6 +466,9 @@ class ThreadRuntime:
         if self.closed:
             return
         self._closing = True
+        for st in self.threads:  # their hosts are gone with the trio run: never reschedule
+            st.host_waiting = False
+        self.pending.clear()
         was_active = self.active
         if not was_active:
             self.activate_quietly()

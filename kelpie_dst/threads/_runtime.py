@@ -103,12 +103,7 @@ class ThreadRuntime:
         ``exempt()`` is true while the loop legitimately waits in real time (the watchdog
         leaves it alone then); ``tasks()`` lists trio's tasks, to name a stuck one."""
         self._tasks = tasks
-        ident = Real.get_ident()
-        self._loop_ident = ident
-        PARTICIPANTS[ident] = self.loop
-        for st in self.threads:
-            if st.ident is not None:
-                PARTICIPANTS[st.ident] = st
+        ident = self.activate_quietly()
         if self._first_activation:
             self._first_activation = False
             self._reset_counters()
@@ -131,10 +126,7 @@ class ThreadRuntime:
         restore_signal_handler(self._signal)
         self._signal = None
         self.active = False
-        PARTICIPANTS.pop(self._loop_ident, None)
-        for st in self.threads:
-            if st.ident is not None:
-                PARTICIPANTS.pop(st.ident, None)
+        self.deactivate_quietly()
 
     def next_seq(self) -> int:
         self._seq += 1
@@ -490,13 +482,15 @@ class ThreadRuntime:
             self._saved.clear()
             self.closed = True
 
-    def activate_quietly(self) -> None:
+    def activate_quietly(self) -> int:
+        """Register this OS thread (the loop) and the live threads as participants."""
         ident = Real.get_ident()
         self._loop_ident = ident
         PARTICIPANTS[ident] = self.loop
         for st in self.threads:
             if st.ident is not None:
                 PARTICIPANTS[st.ident] = st
+        return ident
 
     def deactivate_quietly(self) -> None:
         PARTICIPANTS.pop(self._loop_ident, None)

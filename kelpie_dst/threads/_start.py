@@ -246,12 +246,13 @@ def _worker_body(st: SimThread, run: Callable[[], None]) -> None:
         pass
 
 
-def _call_sync(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+def _call_sync(fn: Callable[..., Any], args: tuple[Any, ...], what: str = "a sync") -> Any:
+    """``fn(*args)``, refusing an async function with trio's message."""
     result = fn(*args)
     if inspect.iscoroutine(result):
         result.close()
         raise TypeError(
-            f"Trio expected a sync function, but {getattr(fn, '__qualname__', fn)!r} appears "
+            f"Trio expected {what} function, but {getattr(fn, '__qualname__', fn)!r} appears "
             "to be asynchronous"
         )
     return result
@@ -281,7 +282,7 @@ def from_thread(
     else:
 
         async def call() -> Any:
-            return context.run(_call_sync_from_thread, fn, args)
+            return context.run(_call_sync, fn, args, "a synchronous")
 
     return me.call_in_trio(call)
 
@@ -294,14 +295,3 @@ async def _await(fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...]) -> An
             f"accidentally pass a sync function to trio.from_thread.run?"
         )
     return await coro
-
-
-def _call_sync_from_thread(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    result = fn(*args)
-    if inspect.iscoroutine(result):
-        result.close()
-        raise TypeError(
-            f"Trio expected a synchronous function, but {getattr(fn, '__qualname__', fn)!r} "
-            "appears to be asynchronous"
-        )
-    return result

@@ -129,10 +129,8 @@ class _Monitor:
     def __init__(self) -> None:
         self.watches: dict[int, Watch] = {}
         self.started = False
-        self.interval = 0.2
 
     def watch(self, watch: Watch) -> None:
-        self.interval = min(self.interval, max(0.01, watch.threshold / 10))
         self.watches[watch.ident] = watch
         if not self.started:
             self.started = True
@@ -143,8 +141,12 @@ class _Monitor:
 
     def _run(self) -> None:  # pragma: no cover (runs on its own thread; tested end to end)
         while True:
-            Real.sleep(self.interval)
-            for watch in list(self.watches.values()):
+            watches = list(self.watches.values())
+            interval = min((w.threshold for w in watches), default=2.0) / 10
+            Real.sleep(min(0.2, max(0.01, interval)))
+            for watch in watches:
+                if self.watches.get(watch.ident) is not watch:
+                    continue  # its simulation stopped stepping meanwhile
                 try:
                     self._check(watch, Real.monotonic())
                 except Exception:  # a monitor that dies would let simulations hang

@@ -53,6 +53,9 @@ class Real:
     thread_join: Callable[..., None] = threading.Thread.join
 
 
+KILL_PATIENCE = 100  # kills a thread may swallow before it is abandoned
+
+
 class ThreadKilled(BaseException):
     """Raised inside a simulated thread that the simulation ends: its node crashed or stopped,
     or the run is over. It unwinds the thread like a cancellation; a killed process raises
@@ -145,6 +148,7 @@ class SimThread:
         self.adopted = False  # an abandoned to_thread call: a background task hosts it
         self.release: Callable[[], None] | None = None  # frees its to_thread limiter token
         self.tracer: Callable[..., Any] | None = None  # the preemption trace function
+        self.refusals = 0  # blocking calls refused since it was killed
 
     @property
     def name(self) -> str:
@@ -168,7 +172,7 @@ class SimThread:
     def park(self, wait: Wait) -> bool:
         """Block on ``wait``: True when woken, False when it timed out."""
         if self.killed:
-            raise ThreadKilled
+            self.refuse()
         self.wait = wait
         if wait.deadline is not None:
             self.runtime.add_deadline(wait)
@@ -180,10 +184,19 @@ class SimThread:
         if not self.killed:
             self.switch_out(State.YIELDED)
 
+    def refuse(self) -> None:
+        """A killed thread tried to block: raise :class:`ThreadKilled` again. One that keeps
+        swallowing it (``except BaseException`` in a loop) hands the baton back now and then,
+        and the runtime gives up on it (see ``ThreadRuntime.serve``)."""
+        self.refusals += 1
+        if self.refusals % KILL_PATIENCE == 0:
+            self.switch_out(State.YIELDED)
+        raise ThreadKilled
+
     def call_in_trio(self, call: Callable[[], Any]) -> Any:
         """Have this thread's host task ``await call()`` on the trio loop; return its outcome."""
         if self.killed:
-            raise ThreadKilled
+            self.refuse()
         self.call = call
         result: outcome.Outcome[Any] = self.switch_out(State.CALL)
         return result.unwrap()

@@ -24,7 +24,17 @@ import outcome
 import trio
 
 from .._nodes import NodeState
-from ._core import PARTICIPANTS, Loop, Real, SimThread, State, ThreadKilled, Wait, current
+from ._core import (
+    KILL_PATIENCE,
+    PARTICIPANTS,
+    Loop,
+    Real,
+    SimThread,
+    State,
+    ThreadKilled,
+    Wait,
+    current,
+)
 from ._hashing import install_stable_hashes
 from ._preempt import Preemption
 from ._report import describe_frame, site_key, stack_of, user_frame
@@ -297,6 +307,9 @@ class ThreadRuntime:
         while st.state is not State.DONE and st.state is not State.IDLE:
             if not st.killed and self._doomed(st):
                 self._kill(st)
+            if st.refusals >= KILL_PATIENCE:  # it swallows every kill: leave it parked
+                self._abandon(st)
+                break
             state = st.state
             if state is State.READY:
                 self.run_thread(st)
@@ -351,7 +364,7 @@ class ThreadRuntime:
     def kill_now(self, st: SimThread) -> None:
         """Kill ``st`` synchronously (no host), running its unwinding to the end."""
         st.host_waiting = False
-        for _ in range(1000):  # a thread that swallows ThreadKilled and blocks again, a while
+        while st.refusals < KILL_PATIENCE:  # see SimThread.refuse
             if st.state in (State.DONE, State.IDLE) or st.abandoned:
                 break
             if not st.killed or st.state is not State.READY:
@@ -360,6 +373,8 @@ class ThreadRuntime:
             self.run_thread(st)
         if st.state is State.IDLE:
             self.exit_worker(st)
+        elif st.state is not State.DONE:  # it swallows every kill: leave it, parked for good
+            self._abandon(st)
 
     def _adopt(self, st: SimThread) -> None:
         """``to_thread.run_sync(abandon_on_cancel=True)`` was cancelled: the thread runs on

@@ -251,3 +251,20 @@ def test_raw_start_new_thread_is_simulated_and_strict_refuses_it() -> None:
     assert strict.failure is not None and strict.failure.kind is FailureKind.NONDETERMINISM
     assert "_thread.start_new_thread called at" in strict.failure.message
     assert "test_lifecycle.py" in strict.failure.message
+
+
+def test_a_thread_that_swallows_its_kill_is_given_up_on() -> None:
+    async def main() -> None:
+        def stubborn() -> None:
+            while True:
+                try:
+                    time.sleep(1)
+                except BaseException:  # what the test is about
+                    pass
+
+        threading.Thread(target=stubborn, daemon=True).start()
+        await trio.sleep(2.5)
+
+    result = kelpie_dst.run(main, seed=1)
+    assert result.ok, result.failure and result.failure.describe()
+    assert result.virtual_time == 2.5

@@ -175,7 +175,7 @@ class SimThread:
             self.refuse()
         self.wait = wait
         if wait.deadline is not None:
-            self.runtime.add_deadline(wait)
+            self.runtime.timers.add(wait)
         self.switch_out(State.PARKED)
         return not wait.timed_out
 

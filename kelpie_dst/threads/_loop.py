@@ -33,8 +33,7 @@ def block_loop(runtime: ThreadRuntime, wait: Wait) -> bool:
     """Block the trio loop until ``wait`` is woken (True) or times out (False)."""
     sim = runtime.sim
     if wait.deadline is not None:
-        runtime.add_deadline(wait)
-    runtime.loop_wait = wait
+        runtime.timers.add(wait)
     announced = False
     try:
         while not wait.done:
@@ -48,20 +47,19 @@ def block_loop(runtime: ThreadRuntime, wait: Wait) -> bool:
                 if st.state is State.YIELDED:
                     st.state, st.value = State.READY, None
                 if not st.killed and runtime._doomed(st):
-                    runtime._kill(st)
+                    runtime.kill(st)
                 runtime.trace("thread.run", thread=st.name)
                 runtime.run_thread(st)
                 continue
-            deadline = runtime.next_deadline()
+            deadline = runtime.timers.next_deadline()
             if deadline == math.inf:
                 _fail(runtime, "deadlock", "and no simulated thread can run")
             if deadline > sim.clock.time_limit:
                 _fail(runtime, "time_limit", "until the virtual time limit")
             sim.clock.advance_to(deadline)
-            runtime.expire_due(deadline)
+            runtime.timers.expire_due(deadline)
     finally:
-        runtime.loop_wait = None
-    runtime.flush()
+        runtime.flush()
     return not wait.timed_out
 
 

@@ -152,6 +152,8 @@ MODULES = frozenset(
     f"kelpie_dst.threads.{name}"
     for name in (
         "_core",
+        "_exit",
+        "_failures",
         "_hashing",
         "_loop",
         "_patches",
@@ -160,6 +162,7 @@ MODULES = frozenset(
         "_report",
         "_runtime",
         "_start",
+        "_timers",
         "_watchdog",
     )
 )

@@ -8,15 +8,13 @@ timeout, a ``trio.from_thread`` call. While the trio loop itself is blocked in a
 call (``future.result()`` in a task), only threads run; see ``_loop.py``.
 
 Nothing here runs unless a program uses threads: no task, no stream, no trace event, so
-thread-free programs keep their trace hashes.
+thread-free programs keep their trace hashes. How threads end is in ``_exit.py``; how they fail
+a run (the watchdog, reports) in ``_failures.py``.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
-import sys
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,37 +33,18 @@ from ._core import (
     Wait,
     current,
 )
+from ._exit import close, kill_now, process_exit, reset_counters
+from ._failures import abandon, loop_stuck, thread_stuck, threads_report
 from ._hashing import install_stable_hashes
 from ._preempt import Preemption
-from ._report import describe_frame, site_key, stack_of, user_frame
-from ._watchdog import (
-    HINT,
-    Stall,
-    Watch,
-    WatchdogInterrupt,
-    format_stack,
-    install_signal_handler,
-    monitor,
-    restore_signal_handler,
-)
+from ._timers import Timers
+from ._watchdog import Stall, Watch, install_signal_handler, monitor, restore_signal_handler
 
 if TYPE_CHECKING:
     from .._nodes import Node
     from .._sim import Simulation
 
 __all__ = ["ThreadRuntime"]
-
-# Thread-name counters that module state would otherwise carry from one run to the next.
-_COUNTERS: tuple[tuple[str, str | None, str, int], ...] = (
-    ("threading", None, "_counter", 1),
-    ("concurrent.futures.thread", "ThreadPoolExecutor", "_counter", 0),
-)
-
-
-def _count_next(start: int) -> Callable[[], int]:
-    import itertools
-
-    return itertools.count(start).__next__
 
 
 class ThreadRuntime:
@@ -82,21 +61,17 @@ class ThreadRuntime:
         self.outside: list[Wait] = []  # woken by threads that are not participants
         self.idle: dict[Node | None, list[SimThread]] = {}  # to_thread workers per node
         self.retired: list[SimThread] = []  # idle workers of crashed nodes
-        self.failure: tuple[str, str] | None = None
-        self.loop_wait: Wait | None = None  # set while the trio loop is blocked
+        self.failure: tuple[str, str] | None = None  # (message, details): a liveness failure
         self.active = False
         self.closed = False
         self._closing = False
         self._seq = 0
         self._serial = 0
-        self._heap: list[tuple[float, int, Wait]] = []
-        self._timers_changed = False
-        self._keeper: bool = False
-        self._keeper_scope: trio.CancelScope | None = None
+        self.timers = Timers(self)
         self._exited: trio.lowlevel.ParkingLot | None = None
         self._exit_pending = False
         self._preemption: Preemption | None = None
-        self._saved: list[tuple[Any, str, Any]] = []
+        self.saved: list[tuple[Any, str, Any]] = []  # module state to restore after the run
         self._first_activation = True
         self._signal: Any = None
         self._crash_hooked: set[str] = set()
@@ -116,7 +91,7 @@ class ThreadRuntime:
         ident = self.activate_quietly()
         if self._first_activation:
             self._first_activation = False
-            self._reset_counters()
+            reset_counters(self)
         install_stable_hashes()
         self.active = True
         if self.threshold != math.inf:
@@ -126,7 +101,7 @@ class ThreadRuntime:
                     ident,
                     self.threshold,
                     lambda: self.holder is not None or exempt(),
-                    self._loop_stuck,
+                    lambda frames: loop_stuck(self, frames, self._tasks()),
                     self._signal is not None,
                 )
             )
@@ -180,7 +155,7 @@ class ThreadRuntime:
         while True:
             holder = self.holder or st
             if stall.observe(holder.ident, Real.monotonic()) >= self.threshold:
-                self._thread_stuck(holder, st)
+                thread_stuck(self, holder, st)
             if back.acquire(True, pause):
                 return
 
@@ -225,8 +200,8 @@ class ThreadRuntime:
                 trio.lowlevel.reschedule(st.host)
         while self.spawns:
             self.spawn_host(self.spawns.pop(0))
-        if self._timers_changed:
-            self._arm_timekeeper()
+        if self.timers.changed:
+            self.timers.arm()
         if self._exit_pending and self._exited is not None:
             self._exit_pending = False
             self._exited.unpark_all()
@@ -238,49 +213,6 @@ class ThreadRuntime:
             if st.host_waiting and (node is None or st.node is node):
                 st.host_waiting = False
                 trio.lowlevel.reschedule(st.host)
-
-    # -- timeouts -------------------------------------------------------------------------------
-    def add_deadline(self, wait: Wait) -> None:
-        assert wait.deadline is not None
-        heapq.heappush(self._heap, (wait.deadline, self.next_seq(), wait))
-        self._timers_changed = True
-
-    def next_deadline(self) -> float:
-        heap = self._heap
-        while heap and heap[0][2].done:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else math.inf
-
-    def expire_due(self, now: float) -> None:
-        heap = self._heap
-        while heap and heap[0][0] <= now:
-            wait = heapq.heappop(heap)[2]
-            if wait.done:
-                continue
-            wait.done = wait.timed_out = True
-            owner = wait.owner
-            if isinstance(owner, SimThread) and owner.wait is wait:
-                self.make_ready(owner, None)
-
-    def _arm_timekeeper(self) -> None:
-        self._timers_changed = False
-        first = self.next_deadline()
-        if first == math.inf:
-            return
-        if not self._keeper:
-            self._keeper = True
-            self.sim._spawn(self._timekeeper, name="kelpie_dst.threads.timekeeper")
-        elif self._keeper_scope is not None and first < self._keeper_scope.deadline:
-            self._keeper_scope.deadline = first
-
-    async def _timekeeper(self) -> None:
-        while True:
-            self.expire_due(trio.current_time())
-            self.flush()
-            with trio.CancelScope(deadline=self.next_deadline()) as scope:
-                self._keeper_scope = scope
-                await trio.sleep_forever()
-            self._keeper_scope = None
 
     # -- hosting --------------------------------------------------------------------------------
     def spawn_host(self, st: SimThread) -> None:
@@ -295,7 +227,7 @@ class ThreadRuntime:
                 node.crash_hooks.append(self._on_crash)
             node.start_soon(self._host, st, name=name)
         else:  # its node died before the thread could run
-            self.kill_now(st)
+            kill_now(self, st)
 
     async def _host(self, st: SimThread) -> None:
         await self.serve(st)
@@ -306,9 +238,9 @@ class ThreadRuntime:
         cancelled: BaseException | None = None
         while st.state is not State.DONE and st.state is not State.IDLE:
             if not st.killed and self._doomed(st):
-                self._kill(st)
+                self.kill(st)
             if st.refusals >= KILL_PATIENCE:  # it swallows every kill: leave it parked
-                self._abandon(st)
+                abandon(self, st)
                 break
             state = st.state
             if state is State.READY:
@@ -352,7 +284,9 @@ class ThreadRuntime:
         scope = self.sim._root_scope
         return scope is not None and scope.cancel_called
 
-    def _kill(self, st: SimThread) -> None:
+    def kill(self, st: SimThread) -> None:
+        """Make ``st`` raise :class:`ThreadKilled` when it next runs, and at every blocking
+        call after that."""
         st.killed = True
         if st.state in (State.PARKED, State.YIELDED, State.READY, State.NEW):
             if st.wait is not None:
@@ -360,21 +294,6 @@ class ThreadRuntime:
             st.wait = None
             st.state, st.value = State.READY, outcome.Error(ThreadKilled())
         self.trace("thread.kill", thread=st.name)
-
-    def kill_now(self, st: SimThread) -> None:
-        """Kill ``st`` synchronously (no host), running its unwinding to the end."""
-        st.host_waiting = False
-        while st.refusals < KILL_PATIENCE:  # see SimThread.refuse
-            if st.state in (State.DONE, State.IDLE) or st.abandoned:
-                break
-            if not st.killed or st.state is not State.READY:
-                self._kill(st)
-                st.state, st.value = State.READY, outcome.Error(ThreadKilled())
-            self.run_thread(st)
-        if st.state is State.IDLE:
-            self.exit_worker(st)
-        elif st.state is not State.DONE:  # it swallows every kill: leave it, parked for good
-            self._abandon(st)
 
     def _adopt(self, st: SimThread) -> None:
         """``to_thread.run_sync(abandon_on_cancel=True)`` was cancelled: the thread runs on
@@ -432,70 +351,28 @@ class ThreadRuntime:
             else:
                 self._exit_pending = True
 
-    async def process_exit(self, node: Node) -> None:
-        """``node``'s main returned: as the interpreter does at exit, shut down its thread
-        pools and wait for its non-daemon threads. Without threads, returns at once."""
-        live = [
-            st
-            for st in self.threads
-            if st.node is node and st.kind == "thread" and not st.thread.daemon
-        ]
-        if not live:
-            return
-        self.trace("thread.process_exit", threads=[st.name for st in live])
-        self.exiting.add(node.name)
-        pools: Any = sys.modules.get("concurrent.futures.thread")
-        saved = None
-        if pools is not None:
-            queues = [
-                q
-                for t, q in list(pools._threads_queues.items())
-                if getattr(t, "_kelpie_dst_thread", None) in live
-            ]
-            if queues:
-                saved = pools._shutdown
-                pools._shutdown = True
-            for q in queues:
-                q.put(None)
+    def exited(self) -> trio.lowlevel.ParkingLot:
+        """Where ``process_exit`` waits: unparked whenever a thread finishes."""
         if self._exited is None:
             self._exited = trio.lowlevel.ParkingLot()
-        try:
-            while not all(st.finished for st in live):
-                await self._exited.park()
-        finally:
-            self.exiting.discard(node.name)
-            if saved is not None and pools is not None:
-                pools._shutdown = saved
+        return self._exited
+
+    async def process_exit(self, node: Node) -> None:
+        """``node``'s main returned: see :func:`._exit.process_exit`."""
+        await process_exit(self, node)
 
     def close(self) -> None:
-        """After the run: end every thread still alive (their nodes are gone), exit the idle
-        workers, restore the module state this run replaced."""
-        if self.closed:
-            return
-        self._closing = True
-        for st in self.threads:  # their hosts are gone with the trio run: never reschedule
-            st.host_waiting = False
-        self.pending.clear()
-        was_active = self.active
-        if not was_active:
-            self.activate_quietly()
-        try:
-            for st in sorted(self.threads, key=lambda t: t.seq):
-                if not st.abandoned and not st.finished and st.state is not State.IDLE:
-                    self.kill_now(st)
-            for workers in [*self.idle.values(), self.retired]:
-                for st in workers:
-                    if st.state is State.IDLE:
-                        self.exit_worker(st)
-            self.idle.clear()
-            self.retired.clear()
-        finally:
-            if not was_active:
-                self.deactivate_quietly()
-            for holder, attr, value in reversed(self._saved):
-                setattr(holder, attr, value)
-            self._saved.clear()
-            self.closed = True
+        """After the run (``Session.__exit__``): see :func:`._exit.close`."""
+        if not self.closed:
+            self._closing = True
+            try:
+                close(self)
+            finally:
+                self.closed = True
+
+    def threads_report(self) -> list[str]:
+        """Where each live thread waits, for the blocked-tasks report of a deadlock."""
+        return threads_report(self)
 
     def activate_quietly(self) -> int:
         """Register this OS thread (the loop) and the live threads as participants."""
@@ -513,94 +390,11 @@ class ThreadRuntime:
             if st.ident is not None:
                 PARTICIPANTS.pop(st.ident, None)
 
-    def _reset_counters(self) -> None:
-        for module_name, class_name, attr, first in _COUNTERS:
-            module = sys.modules.get(module_name)
-            if module is None:
-                continue
-            holder = getattr(module, class_name) if class_name else module
-            self._saved.append((holder, attr, getattr(holder, attr)))
-            setattr(holder, attr, _count_next(first))
-
     # -- failures -------------------------------------------------------------------------------
     def record_failure(self, kind: str, message: str, details: str, **fields: Any) -> None:
         if self.failure is None:
             self.failure = (message, details)
             self.trace(kind, **fields)
-
-    def _thread_stuck(self, holder: SimThread, resumed: SimThread) -> None:
-        frames = stack_of(holder.ident)
-        frame = user_frame(frames)
-        message = (
-            f"watchdog: thread {holder.name!r} made no progress for {self.threshold:g}s of "
-            f"real time: it is blocked outside the simulation at {describe_frame(frame)}"
-        )
-        details = f"  thread {holder.name!r} (innermost call last):\n{format_stack(frames)}\n"
-        self.record_failure(
-            "thread.watchdog", message, details + HINT, thread=holder.name, site=site_key(frame)
-        )
-        for st in {holder, resumed}:
-            self._abandon(st)
-        raise WatchdogInterrupt(message)
-
-    def _abandon(self, st: SimThread) -> None:
-        """Give up on a thread stuck outside the model: it never runs again, and the
-        interpreter will not wait for it at exit."""
-        st.abandoned = True
-        st.finished = True
-        st.state = State.DONE
-        if st.ident is not None:
-            PARTICIPANTS.pop(st.ident, None)
-        if st in self.threads:
-            self.threads.remove(st)
-        lock = getattr(st.thread, "_tstate_lock", None)
-        shutdown_locks = getattr(threading, "_shutdown_locks", None)
-        if lock is not None and shutdown_locks is not None:
-            with threading._shutdown_locks_lock:  # type: ignore[attr-defined]
-                shutdown_locks.discard(lock)
-
-    def _loop_stuck(self, frames: list[Any]) -> str:
-        """Called by the monitor thread: the trio loop has been blocked outside the model."""
-        frame = user_frame(frames)
-        ids = {id(f) for f in frames}
-        who = "the trio loop"
-        for task in list(self._tasks()):
-            if id(getattr(task.coro, "cr_frame", None)) in ids:
-                who = f"task {task.name!r}"
-        message = (
-            f"watchdog: {who} made no progress for {self.threshold:g}s of real time: "
-            f"it blocks the trio loop outside the simulation at {describe_frame(frame)}"
-        )
-        details = f"  the trio loop (innermost call last):\n{format_stack(frames)}\n{HINT}"
-        self.record_failure("thread.watchdog", message, details, site=site_key(frame))
-        return f"{message}\n{details}"
-
-    def threads_report(self) -> list[str]:
-        """One entry per live thread and where it waits (for deadlock reports)."""
-        lines = []
-        for st in sorted(self.threads, key=lambda t: t.seq):
-            if st.state in (State.DONE, State.IDLE):
-                continue
-            frame = user_frame(stack_of(st.ident))
-            node = st.node.name if st.node is not None else "-"
-            kind = "daemon" if st.thread.daemon else "non-daemon"
-            if not st.thread.daemon and node in self.exiting:
-                kind += ": the node's main has returned, and a process waits at exit for it"
-            if st.kind == "worker":
-                kind = "trio.to_thread worker"
-            how = {
-                State.PARKED: "blocked",
-                State.CALL: "waiting for the trio loop (trio.from_thread)",
-            }.get(st.state, "ready")
-            paused = ", node paused" if st.node is not None and st.node.paused else ""
-            lines.append(
-                f"  thread {st.name!r} on node {node!r} ({kind}{paused}), {how}\n"
-                f"    at {describe_frame(frame)}"
-            )
-        return lines
-
-    def failure_error(self) -> tuple[str, str] | None:
-        return self.failure
 
     def block_loop(self, wait: Wait) -> bool:
         from ._loop import block_loop

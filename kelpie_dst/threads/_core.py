@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._runtime import ThreadRuntime
 
 __all__ = [
+    "KEY",
     "PARTICIPANTS",
     "Loop",
     "Real",
@@ -82,6 +83,7 @@ class Loop:
         self.runtime = runtime
 
 
+KEY = "_kelpie_dst_thread"  # a simulated Thread's SimThread, in the Thread's __dict__
 # ident -> participant, for the simulation that is stepping now (at most one per process)
 PARTICIPANTS: dict[int, SimThread | Loop] = {}
 _get_ident = Real.get_ident

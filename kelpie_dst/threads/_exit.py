@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import outcome
 
-from ._core import KILL_PATIENCE, State, ThreadKilled
+from ._core import KEY, KILL_PATIENCE, State, ThreadKilled
 from ._failures import abandon
 
 if TYPE_CHECKING:
@@ -48,11 +48,7 @@ async def process_exit(runtime: ThreadRuntime, node: Node) -> None:
     pools: Any = sys.modules.get("concurrent.futures.thread")
     saved = None
     if pools is not None:  # what concurrent.futures' atexit hook (_python_exit) does
-        queues = [
-            q
-            for t, q in list(pools._threads_queues.items())
-            if getattr(t, "_kelpie_dst_thread", None) in live
-        ]
+        queues = [q for t, q in list(pools._threads_queues.items()) if t.__dict__.get(KEY) in live]
         if queues:
             saved = pools._shutdown
             pools._shutdown = True

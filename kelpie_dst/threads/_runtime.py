@@ -23,6 +23,7 @@ import trio
 
 from .._nodes import NodeState
 from ._core import (
+    KEY,
     KILL_PATIENCE,
     PARTICIPANTS,
     Loop,
@@ -336,6 +337,7 @@ class ThreadRuntime:
         ``is_alive()`` agrees, then wake whoever joins it."""
         Real.thread_join(st.thread, None if self.threshold == math.inf else self.threshold)
         st.finished = True
+        st.thread.__dict__.pop(KEY, None)  # the Thread no longer pins the run
         if st in self.threads:
             self.threads.remove(st)
         from ._primitives import wake

@@ -28,15 +28,13 @@ import trio
 from sniffio import current_async_library_cvar
 
 from .._nodes import NODE
-from ._core import Loop, Real, SimThread, State, ThreadKilled, Wait, current
+from ._core import KEY, Loop, Real, SimThread, State, ThreadKilled, Wait, current
 from ._primitives import park
 
 if TYPE_CHECKING:
     from ._runtime import ThreadRuntime
 
 __all__ = ["join_thread", "start_thread", "to_thread"]
-
-_KEY = "_kelpie_dst_thread"  # a simulated Thread's SimThread, in its __dict__
 
 
 def start_thread(runtime: ThreadRuntime, thread: threading.Thread, starter: Any) -> None:
@@ -68,7 +66,7 @@ def _launch(
         st.context.run(NODE.set, node)
     original_run = thread.run
     thread.__dict__["run"] = lambda: body(st, original_run)
-    thread.__dict__[_KEY] = st
+    thread.__dict__[KEY] = st
     with threading._active_limbo_lock:  # type: ignore[attr-defined]
         threading._limbo[thread] = thread  # type: ignore[attr-defined]
     try:
@@ -135,7 +133,7 @@ def join_thread(thread: threading.Thread, timeout: float | None) -> bool:
     """``thread.join(timeout)`` by a participant, for a simulated thread. False if this is not
     a simulated thread of the running simulation (the caller joins it for real)."""
     me = current()
-    st = thread.__dict__.get(_KEY)
+    st = thread.__dict__.get(KEY)
     if me is None or not isinstance(st, SimThread) or st.runtime is not me.runtime:
         return False
     if not thread._started.is_set():  # type: ignore[attr-defined]

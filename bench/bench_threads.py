@@ -1,9 +1,10 @@
 """What simulated threads cost: a switch, a to_thread call, preemption tracing, a racy seed.
 
 * **switch**: two simulated threads hand a token back and forth through two
-  ``threading.Event`` pairs (each hand-over is one thread parking and another waking), against
-  the same ping-pong between two real threads outside any simulation, and against the floor of
-  a bare handoff through two raw locks. Printed per switch.
+  ``threading.Event`` pairs (each hand-over is one thread parking and another waking, through
+  the scheduler), against the same ping-pong between two real threads outside any simulation,
+  and against the floor of a bare handoff through two raw locks. Printed per switch, with
+  preemption points off (they would add switches of their own).
 * **to_thread**: ``await trio.to_thread.run_sync(noop)`` in a simulation, against plain
   ``trio.run`` with real worker threads.
 * **preemption**: a pure-Python loop in a simulated thread with preemption points on and off,
@@ -177,7 +178,8 @@ def main() -> None:
     args = parser.parse_args()
     rows: dict[str, list[float]] = {}
     for _ in range(args.repeat):
-        rows.setdefault("switch (sim)", []).append(timed(sim(simulated_ping_pong)) / SWITCHES)
+        pong = sim(simulated_ping_pong, preemption=False)
+        rows.setdefault("switch (sim)", []).append(timed(pong) / SWITCHES)
         rows.setdefault("switch (real)", []).append(
             timed(lambda: ping_pong(SWITCHES // 2)) / SWITCHES
         )
@@ -200,10 +202,11 @@ def main() -> None:
     print(f"to_thread call, plain trio:    {med['to_thread (trio)'] * 1e6:8.1f} us")
     on, off = med["loop in a thread, preemption on"], med["loop in a thread, preemption off"]
     base = med["loop on the trio loop"]
+    points = preemption_points()
     print(
         f"{LOOP:,}-iteration loop: {on * 1e3:.1f} ms with preemption points, "
-        f"{off * 1e3:.1f} ms without, {base * 1e3:.1f} ms on the trio loop: tracing costs "
-        f"{on / off:.2f}x ({preemption_points()} preemption points)"
+        f"{off * 1e3:.1f} ms without, {base * 1e3:.1f} ms on the trio loop: {on / off:.2f}x "
+        f"({points} preemption points, {(on - off) / points * 1e6:.0f} us each)"
     )
     print(f"thread-race canary: {canary_seeds() * 1e3:.1f} ms per seed")
     if args.agent:

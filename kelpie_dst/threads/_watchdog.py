@@ -21,7 +21,6 @@ only catches calls that are blocked.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import sys
@@ -170,6 +169,8 @@ def _interrupt(watch: Watch) -> None:
     if watch.main_thread and signal.getsignal(SIGNUM) is _on_signal:
         signal.pthread_kill(watch.ident, SIGNUM)
         return
+    import ctypes  # only when a loop off the main thread must be interrupted
+
     set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
     set_async_exc(ctypes.c_ulong(watch.ident), ctypes.py_object(WatchdogInterrupt))
 

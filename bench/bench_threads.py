@@ -15,7 +15,9 @@
   ``to_thread`` through letta_client); with ``--baseline DIR`` (a checkout of main, e.g.
   ``git archive main | tar -x -C /tmp/main``) the same seeds run there too, side by side.
 
-Every figure is the median of ``--repeat`` interleaved rounds. Usage:
+Every figure is the median of ``--repeat`` interleaved rounds, as wall time and as the CPU time
+of the whole process (all threads): on a shared machine the wall time also counts waiting for
+a core, the CPU time does not. Usage:
 ``python bench/bench_threads.py [--repeat 5] [--agent [--baseline DIR]]``.
 """
 
@@ -98,10 +100,12 @@ def busy() -> int:
     return total
 
 
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
+def timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the whole process, every thread included). On a shared
+    machine the wall time includes waiting for a core; the CPU time does not."""
+    wall, cpu = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def sim(main: Callable[..., object], **options: object) -> Callable[[], object]:
@@ -139,25 +143,23 @@ def preemption_points() -> int:
     return counts[0]
 
 
-def canary_seeds(n: int = 50) -> float:
-    start = time.perf_counter()
-    for seed in range(n):
-        kelpie_dst.run(racy.lost_update, seed=seed)
-    return (time.perf_counter() - start) / n
+def canary_seeds(n: int = 50) -> tuple[float, float]:
+    wall, cpu = timed(lambda: [kelpie_dst.run(racy.lost_update, seed=s) for s in range(n)])
+    return wall / n, cpu / n
 
 
 AGENT = """
 import sys, time
 from kelpie_dst.scenario import load_scenario, run_scenario
 scenario = load_scenario("agent_chaos")
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 for seed in {seeds}:
     run_scenario(scenario, seed)
-print((time.perf_counter() - start) / len({seeds}))
+print((time.perf_counter() - start) / len({seeds}), (time.process_time() - cpu) / len({seeds}))
 """
 
 
-def agent_seconds(path: str, seeds: list[int]) -> float:
+def agent_seconds(path: str, seeds: list[int]) -> tuple[float, float]:
     env = dict(os.environ, PYTHONHASHSEED="0", KELPIE_DST_NO_REEXEC="1", PYTHONPATH=path)
     proc = subprocess.run(
         [sys.executable, "-c", AGENT.format(seeds=seeds)],
@@ -167,7 +169,8 @@ def agent_seconds(path: str, seeds: list[int]) -> float:
         cwd=path,
         check=True,
     )
-    return float(proc.stdout.strip().splitlines()[-1])
+    wall, cpu = proc.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def main() -> None:
@@ -176,47 +179,50 @@ def main() -> None:
     parser.add_argument("--agent", action="store_true", help="also time agent_chaos seeds")
     parser.add_argument("--baseline", help="a checkout of main to time agent_chaos against")
     args = parser.parse_args()
-    rows: dict[str, list[float]] = {}
+    cases: dict[str, tuple[Callable[[], object], int]] = {
+        "switch, simulated threads": (sim(simulated_ping_pong, preemption=False), SWITCHES),
+        "switch, real threads": (lambda: ping_pong(SWITCHES // 2), SWITCHES),
+        "switch, raw lock handoff": (lambda: raw_locks(SWITCHES // 2), SWITCHES),
+        "to_thread call, simulated": (sim(to_thread_calls), CALLS),
+        "to_thread call, plain trio": (lambda: trio.run(to_thread_calls), CALLS),
+        "loop in a thread, preemption on": (threaded_loop(True), 1),
+        "loop in a thread, preemption off": (threaded_loop(False), 1),
+        "loop on the trio loop": (looped(), 1),
+    }
+    rows: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
     for _ in range(args.repeat):
-        pong = sim(simulated_ping_pong, preemption=False)
-        rows.setdefault("switch (sim)", []).append(timed(pong) / SWITCHES)
-        rows.setdefault("switch (real)", []).append(
-            timed(lambda: ping_pong(SWITCHES // 2)) / SWITCHES
-        )
-        rows.setdefault("switch (raw locks)", []).append(
-            timed(lambda: raw_locks(SWITCHES // 2)) / SWITCHES
-        )
-        rows.setdefault("to_thread (sim)", []).append(timed(sim(to_thread_calls)) / CALLS)
-        rows.setdefault("to_thread (trio)", []).append(
-            timed(lambda: trio.run(to_thread_calls)) / CALLS
-        )
-        rows.setdefault("loop in a thread, preemption on", []).append(timed(threaded_loop(True)))
-        rows.setdefault("loop in a thread, preemption off", []).append(timed(threaded_loop(False)))
-        rows.setdefault("loop on the trio loop", []).append(timed(looped()))
-    med = {name: statistics.median(values) for name, values in rows.items()}
-    print(f"load average: {os.getloadavg()[0]:.2f} (median of {args.repeat} rounds)")
-    print(f"switch, simulated threads:     {med['switch (sim)'] * 1e6:8.1f} us")
-    print(f"switch, real threads:          {med['switch (real)'] * 1e6:8.1f} us")
-    print(f"switch, raw lock handoff:      {med['switch (raw locks)'] * 1e6:8.1f} us")
-    print(f"to_thread call, simulated:     {med['to_thread (sim)'] * 1e6:8.1f} us")
-    print(f"to_thread call, plain trio:    {med['to_thread (trio)'] * 1e6:8.1f} us")
-    on, off = med["loop in a thread, preemption on"], med["loop in a thread, preemption off"]
-    base = med["loop on the trio loop"]
+        for name, (fn, n) in cases.items():
+            wall, cpu = timed(fn)
+            rows[name].append((wall / n, cpu / n))
+    med = {
+        name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
+        for name, runs in rows.items()
+    }
+    print(f"load average: {os.getloadavg()[0]:.2f}; median of {args.repeat} rounds")
+    print(f"{'':34}{'wall':>12}{'CPU':>12}")
+    for name, (_fn, n) in cases.items():
+        wall, cpu = med[name]
+        unit, scale = ("us", 1e6) if n > 1 else ("ms", 1e3)
+        print(f"{name:34}{wall * scale:10.1f}{unit}{cpu * scale:10.1f}{unit}")
     points = preemption_points()
+    on, off = med["loop in a thread, preemption on"][1], med["loop in a thread, preemption off"][1]
     print(
-        f"{LOOP:,}-iteration loop: {on * 1e3:.1f} ms with preemption points, "
-        f"{off * 1e3:.1f} ms without, {base * 1e3:.1f} ms on the trio loop: {on / off:.2f}x "
-        f"({points} preemption points, {(on - off) / points * 1e6:.0f} us each)"
+        f"the loop ({LOOP:,} iterations) met {points} preemption points, each costing "
+        f"{(on - off) / points * 1e6:.0f} us of CPU: {on / off:.2f}x the CPU without them"
     )
-    print(f"thread-race canary: {canary_seeds() * 1e3:.1f} ms per seed")
+    wall, cpu = canary_seeds()
+    print(f"thread-race canary: {wall * 1e3:.1f} ms wall, {cpu * 1e3:.1f} ms CPU per seed")
     if args.agent:
         seeds = [1, 2, 3]
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         mine = agent_seconds(here, seeds)
-        line = f"agent_chaos: {mine:.2f} s per seed (seeds {seeds})"
+        line = f"agent_chaos: {mine[0]:.2f} s wall, {mine[1]:.2f} s CPU per seed (seeds {seeds})"
         if args.baseline:
-            theirs = agent_seconds(args.baseline, seeds)
-            line += f"; baseline {theirs:.2f} s: ratio {mine / theirs:.2f}"
+            base = agent_seconds(args.baseline, seeds)
+            line += (
+                f"; baseline {base[0]:.2f} s wall, {base[1]:.2f} s CPU: "
+                f"CPU ratio {mine[1] / base[1]:.2f}"
+            )
         print(line)
 
 

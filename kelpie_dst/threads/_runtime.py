@@ -155,7 +155,8 @@ class ThreadRuntime:
         stall = Stall()
         while True:
             holder = self.holder or st
-            if stall.observe(holder.ident, Real.monotonic()) >= self.threshold:
+            native = holder.thread.native_id
+            if stall.observe(holder.ident, Real.monotonic(), native) >= self.threshold:
                 thread_stuck(self, holder, st)
             if back.acquire(True, pause):
                 return

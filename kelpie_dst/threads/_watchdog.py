@@ -16,7 +16,9 @@ thread or task and its file:line.
   loop is still stuck after another ``threshold``, the process prints the report and exits 2.
 
 Positions that move (a long computation, a busy loop) are progress, not a hang: the watchdog
-only catches calls that are blocked.
+only catches calls that are blocked. On Linux it also asks the kernel: a thread that is
+runnable (waiting for a core on an overloaded machine) is not blocked, so the clock only runs
+while the thread sleeps in the kernel with its position unchanged.
 """
 
 from __future__ import annotations
@@ -65,17 +67,32 @@ def position(ident: int | None) -> tuple[int, int, int] | None:
     return id(frame), frame.f_lasti, frame.f_lineno
 
 
+def runnable(native_id: int | None) -> bool:
+    """True if the kernel says thread ``native_id`` is running or waiting for a core (Linux's
+    ``/proc``); False if it sleeps, or if that cannot be told."""
+    if native_id is None:
+        return False
+    try:
+        with open(f"/proc/self/task/{native_id}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return False
+    return bool(fields) and fields[0] == b"R"
+
+
 class Stall:
-    """How long a thread's position has stayed the same, from successive observations."""
+    """How long a thread has been blocked: its position unchanged and (where the kernel says)
+    not runnable, from successive observations."""
 
     def __init__(self) -> None:
         self.last: tuple[int, int, int] | None = None
         self.ident: int | None = None
         self.since = 0.0
 
-    def observe(self, ident: int | None, now: float) -> float:
+    def observe(self, ident: int | None, now: float, native_id: int | None = None) -> float:
         where = position(ident)
-        if where is None or where != self.last or ident != self.ident:
+        moved = where is None or where != self.last or ident != self.ident
+        if moved or runnable(native_id):
             self.last, self.ident, self.since = where, ident, now
             return 0.0
         return now - self.since
@@ -113,6 +130,7 @@ class Watch:
         main_thread: bool,
     ) -> None:
         self.ident = ident
+        self.native_id = threading.get_native_id()  # made on the loop's own thread
         self.threshold = threshold
         self.busy_elsewhere = busy_elsewhere  # True while a thread holds the baton
         self.trip = trip  # records the failure; returns the report to print on a hard exit
@@ -120,6 +138,7 @@ class Watch:
         self.stall = Stall()
         self.tripped_at: float | None = None
         self.report = ""
+        self.async_exc = False  # an asynchronous exception was sent to the loop
 
 
 class _Monitor:
@@ -136,7 +155,11 @@ class _Monitor:
             Real.start_new_thread(self._run, ())
 
     def unwatch(self, ident: int) -> None:
-        self.watches.pop(ident, None)
+        watch = self.watches.pop(ident, None)
+        if watch is not None and watch.async_exc:
+            # The loop got out of its call some other way: an exception still pending would
+            # go off later, anywhere (the next run, the test runner). Withdraw it.
+            _set_async_exc(ident, None)
 
     def _run(self) -> None:  # pragma: no cover (runs on its own thread; tested end to end)
         while True:
@@ -155,7 +178,7 @@ class _Monitor:
         if watch.busy_elsewhere():
             watch.stall.reset()
             return
-        frozen = watch.stall.observe(watch.ident, now)
+        frozen = watch.stall.observe(watch.ident, now, watch.native_id)
         if watch.tripped_at is None:
             if frozen >= watch.threshold:
                 watch.tripped_at = now
@@ -169,10 +192,16 @@ def _interrupt(watch: Watch) -> None:
     if watch.main_thread and signal.getsignal(SIGNUM) is _on_signal:
         signal.pthread_kill(watch.ident, SIGNUM)
         return
+    watch.async_exc = True
+    _set_async_exc(watch.ident, WatchdogInterrupt)
+
+
+def _set_async_exc(ident: int, exc: type[BaseException] | None) -> None:
+    """Raise ``exc`` in thread ``ident`` at its next bytecode (None: withdraw a pending one)."""
     import ctypes  # only when a loop off the main thread must be interrupted
 
     set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
-    set_async_exc(ctypes.c_ulong(watch.ident), ctypes.py_object(WatchdogInterrupt))
+    set_async_exc(ctypes.c_ulong(ident), None if exc is None else ctypes.py_object(exc))
 
 
 def _hard_exit(report: str) -> None:  # pragma: no cover (ends the process; tested end to end)

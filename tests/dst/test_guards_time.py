@@ -126,7 +126,8 @@ def test_other_threads_keep_real_time_and_blocking_primitives_use_virtual_time()
         stop.set()
         watcher.join()
     end = time.monotonic()
-    assert result.ok and result.value == pytest.approx(50 + 0.02 + 50 * 0.001)
+    assert result.ok, result.failure and result.failure.describe()
+    assert result.value == pytest.approx(50 + 0.02 + 50 * 0.001)
     assert seen and all(start <= value <= end for value in seen)
 
 

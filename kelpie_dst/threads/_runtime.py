@@ -107,6 +107,11 @@ class ThreadRuntime:
                 )
             )
 
+    @property
+    def loop_ident(self) -> int | None:
+        """The OS thread that steps the simulation (the trio loop), once it has."""
+        return getattr(self, "_loop_ident", None)
+
     def deactivate(self) -> None:
         monitor.unwatch(self._loop_ident)
         restore_signal_handler(self._signal)

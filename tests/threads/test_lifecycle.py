@@ -268,3 +268,37 @@ def test_a_thread_that_swallows_its_kill_is_given_up_on() -> None:
     result = kelpie_dst.run(main, seed=1)
     assert result.ok, result.failure and result.failure.describe()
     assert result.virtual_time == 2.5
+
+
+def test_stdlib_sockets_in_threads_use_the_simulated_network() -> None:
+    """A blocking stdlib client in a thread (plain or to_thread's) is served by the simulated
+    network through the thread's host task; the trio loop itself may not block on one."""
+    import socket
+
+    async def main(sim: Simulation) -> list[object]:
+        async def server(node: Node) -> None:
+            async def echo(stream: trio.SocketStream) -> None:
+                async with stream:
+                    await stream.send_all(b"echo:" + await stream.receive_some(100))
+
+            await trio.serve_tcp(echo, 7000)
+
+        sim.add_node("srv", server)
+        await trio.sleep(0.1)
+
+        def client(tag: str) -> bytes:
+            with socket.create_connection(("srv", 7000)) as sock:
+                sock.sendall(tag.encode())
+                return sock.recv(100)
+
+        replies: list[object] = [await trio.to_thread.run_sync(client, "worker")]
+        box: list[bytes] = []
+        thread = threading.Thread(target=lambda: box.append(client("plain")))
+        thread.start()
+        await trio.to_thread.run_sync(thread.join)
+        return [*replies, *box]
+
+    first = kelpie_dst.run(main, seed=2)
+    assert first.ok, first.failure and first.failure.describe()
+    assert first.value == [b"echo:worker", b"echo:plain"]
+    assert kelpie_dst.run(main, seed=2).trace_hash == first.trace_hash

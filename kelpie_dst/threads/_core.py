@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEY",
+    "KILL_PATIENCE",
     "PARTICIPANTS",
     "Loop",
     "Real",

@@ -5,7 +5,8 @@ serves it (Kelpie's own h11 server on trio sockets, in production and in simulat
 shapes, errors, auth and streaming: docs/http-api.md.
 """
 
+from ._app import KelpieApp as KelpieApp
 from ._app import create_app as create_app
 from ._errors import ApiError as ApiError
 
-__all__ = ["ApiError", "create_app"]
+__all__ = ["ApiError", "KelpieApp", "create_app"]

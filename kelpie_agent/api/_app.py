@@ -1,30 +1,59 @@
-"""``create_app``: the Letta-compatible ASGI application over an AgentService."""
+"""``create_app``: the Letta-compatible ASGI application over an AgentService.
+
+The FastAPI app (routes, validation, OpenAPI schema) is built once per process for each
+``(version, auth)`` pair and shared; :class:`KelpieApp` is the cheap per-service front that
+tells the shared routes which service, key and options the request is for (``_context.py``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 # FastAPI imports pydantic.v1 lazily, when it builds the first route; inside a simulation the
 # datetime guards would break that import (it subclasses datetime.date), so it happens here.
 import pydantic.v1  # noqa: F401
 import trio
 from fastapi import Depends, FastAPI
+from starlette.types import Receive, Scope, Send
 
 from kelpie_agent import __version__
 from kelpie_agent.service import AgentService
 
-from ._auth import BEARER, DOCS, docs_routes, make_auth
-from ._errors import Observer, install_error_handlers
+from ._auth import BEARER, DOCS, docs_routes, require_token
+from ._context import NODE, ApiNode, Background, Observer, current
+from ._errors import install_error_handlers
 from ._openapi import exact_openapi
 from ._routes_agents import agents_router
 from ._routes_archival import archival_router
 from ._routes_blocks import blocks_router
 from ._routes_health import health_router
-from ._routes_messages import Background, messages_router
+from ._routes_messages import messages_router
 from ._routes_tools import tools_router
 
-__all__ = ["create_app"]
+__all__ = ["KelpieApp", "create_app", "shared_app"]
+
+_SHARED: dict[tuple[str, bool], FastAPI] = {}
+
+
+class KelpieApp:
+    """The ASGI app ``create_app`` returns: the process's shared FastAPI app, serving one
+    service. ``fastapi`` is that shared app (``openapi()`` is its schema)."""
+
+    def __init__(self, fastapi: FastAPI, node: ApiNode) -> None:
+        self.fastapi = fastapi
+        self.node = node
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = NODE.set(self.node)
+        try:
+            await self.fastapi(scope, receive, send)
+        finally:
+            NODE.reset(token)
+
+    def openapi(self) -> dict[str, Any]:
+        return self.fastapi.openapi()
 
 
 def create_app(
@@ -35,7 +64,7 @@ def create_app(
     observer: Observer | None = None,
     ping_interval: float = 15.0,
     background: trio.Nursery | None = None,
-) -> FastAPI:
+) -> KelpieApp:
     """The REST API (docs/http-api.md) over ``service``.
 
     ``api_key``: when set, every route but ``/v1/health/`` needs ``Authorization: Bearer
@@ -43,50 +72,67 @@ def create_app(
     simulation). ``ping_interval``: seconds of silence before a stream sends a ping.
     ``background``: a nursery where ``/messages/async`` runs keep streaming after the answer
     (otherwise the app's lifespan opens one, when the server runs the lifespan protocol).
-    Every route is ``async``; nothing runs in a thread pool.
+    Every route is ``async``; nothing runs in a thread pool. Cheap: the routes are built once
+    per process (:func:`shared_app`).
     """
     if not ping_interval > 0:
         raise ValueError(f"ping_interval must be > 0, got {ping_interval!r}")
-    holder = Background(background)
+    node = ApiNode(
+        service=service,
+        api_key=api_key.encode() if api_key else None,
+        observer=observer,
+        ping_interval=ping_interval,
+        background=Background(background),
+    )
+    return KelpieApp(shared_app(version, auth=bool(api_key)), node)
 
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if holder.nursery is not None:
+
+def shared_app(version: str = __version__, *, auth: bool = False) -> FastAPI:
+    """The process's FastAPI app for ``version``, with or without bearer auth (built on first
+    use). It serves requests only through a :class:`KelpieApp`, which names their service."""
+    key = (version, auth)
+    app = _SHARED.get(key)
+    if app is None:
+        app = _SHARED[key] = _build(version, auth)
+    return app
+
+
+@asynccontextmanager
+async def _lifespan(_: FastAPI) -> AsyncIterator[None]:
+    holder = current().background
+    if holder.nursery is not None:
+        yield
+        return
+    async with trio.open_nursery() as nursery:
+        holder.nursery = nursery
+        try:
             yield
-            return
-        async with trio.open_nursery() as nursery:
-            holder.nursery = nursery
-            try:
-                yield
-            finally:
-                holder.nursery = None
-                nursery.cancel_scope.cancel()
+        finally:
+            holder.nursery = None
+            nursery.cancel_scope.cancel()
 
-    closed = {name: None for name in DOCS} if api_key else {}  # served below, behind the key
+
+def _build(version: str, auth: bool) -> FastAPI:
+    closed = {name: None for name in DOCS} if auth else {}  # served below, behind the key
     app = FastAPI(
         title="Kelpie",
         summary="A Letta-compatible agent server (the REST API letta-client speaks)",
         version=version,
         redirect_slashes=False,
-        lifespan=lifespan,
+        lifespan=_lifespan,
         **closed,  # type: ignore[arg-type]
     )
     build_openapi = app.openapi
     app.openapi = lambda: exact_openapi(build_openapi)  # type: ignore[method-assign]
-    install_error_handlers(app, observer)
-    check = make_auth(api_key)
-    if api_key:
-        docs_routes(app, check)
-    auth = [Depends(check)]
-    if api_key:
-        auth.append(Depends(BEARER))  # declares the scheme in the OpenAPI schema
+    install_error_handlers(app)
+    if auth:
+        docs_routes(app, require_token)
+    # BEARER declares the scheme in the OpenAPI schema; require_token does the check
+    checks = [Depends(require_token), Depends(BEARER)] if auth else []
     app.include_router(health_router(version))
-    app.include_router(agents_router(service), dependencies=auth)
-    app.include_router(blocks_router(service), dependencies=auth)
-    app.include_router(tools_router(service), dependencies=auth)
-    app.include_router(archival_router(service), dependencies=auth)
-    app.include_router(
-        messages_router(service, background=holder, ping_interval=ping_interval, observer=observer),
-        dependencies=auth,
-    )
+    app.include_router(agents_router(), dependencies=checks)
+    app.include_router(blocks_router(), dependencies=checks)
+    app.include_router(tools_router(), dependencies=checks)
+    app.include_router(archival_router(), dependencies=checks)
+    app.include_router(messages_router(), dependencies=checks)
     return app

@@ -13,9 +13,10 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPBearer
 
+from ._context import current
 from ._errors import ApiError
 
-__all__ = ["BEARER", "DOCS", "docs_routes", "make_auth"]
+__all__ = ["BEARER", "DOCS", "docs_routes", "require_token"]
 
 # Where FastAPI would serve the schema and its two documentation pages.
 DOCS = {"openapi_url": "/openapi.json", "docs_url": "/docs", "redoc_url": "/redoc"}
@@ -24,23 +25,20 @@ DOCS = {"openapi_url": "/openapi.json", "docs_url": "/docs", "redoc_url": "/redo
 BEARER = HTTPBearer(auto_error=False, description="The server's API key, when it has one")
 
 
-def make_auth(api_key: str | None) -> Callable[[Request], Awaitable[None]]:
-    """A FastAPI dependency that checks the bearer token (a no-op without ``api_key``)."""
-    expected = api_key.encode() if api_key else None
-
-    async def require_token(request: Request) -> None:
-        if expected is None:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if not header:
-            raise ApiError(401, "missing Authorization header (expected 'Bearer <api key>')")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            token.strip().encode(errors="replace"), expected
-        ):
-            raise ApiError(401, "invalid API key")
-
-    return require_token
+async def require_token(request: Request) -> None:
+    """A FastAPI dependency that checks the bearer token against the key of the node the
+    request is for (a no-op when that node has none)."""
+    expected = current().api_key
+    if expected is None:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if not header:
+        raise ApiError(401, "missing Authorization header (expected 'Bearer <api key>')")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        token.strip().encode(errors="replace"), expected
+    ):
+        raise ApiError(401, "invalid API key")
 
 
 def docs_routes(app: FastAPI, auth: Callable[[Request], Awaitable[None]]) -> None:

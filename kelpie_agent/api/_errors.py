@@ -18,7 +18,7 @@ whether retrying can help: ``false`` on every error except the retryable ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -34,6 +34,8 @@ from kelpie_agent.errors import KelpieError
 from kelpie_agent.service import translate
 from kelpie_agent.service._validate import NOT_BLANK
 
+from ._context import Observer, current
+
 __all__ = [
     "ApiError",
     "Observer",
@@ -43,7 +45,6 @@ __all__ = [
     "validation_detail",
 ]
 
-Observer = Callable[..., None]
 _MAX_LISTED = 3
 
 
@@ -175,10 +176,12 @@ def allowed_methods(routes: Sequence[Any], scope: Scope) -> list[str]:
     return sorted(methods)
 
 
-def install_error_handlers(app: FastAPI, observer: Observer | None = None) -> None:
-    """Answer every error as ``{"detail": ...}``; never a traceback."""
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every error as ``{"detail": ...}``; never a traceback. Unexpected errors go to
+    the observer of the node the request is for."""
 
     def observe(kind: str, **fields: Any) -> None:
+        observer = current().observer
         if observer is not None:
             try:
                 observer(kind, **fields)

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query
 
 from kelpie_agent.agent import BlockCreate as BlockCreateRecord
 from kelpie_agent.agent import CreateAgent
-from kelpie_agent.service import AgentService
 
+from ._context import current_service
 from ._models_agents import AgentCreate, AgentState, AgentUpdate, agent_out
 from ._models_common import ResponseModel
 from ._params import AgentId, Cursor, NonBlankQuery
@@ -66,13 +66,13 @@ def create_request(body: AgentCreate) -> CreateAgent:
     )
 
 
-def agents_router(service: AgentService) -> APIRouter:
+def agents_router() -> APIRouter:
     router = APIRouter(tags=["agents"])
 
     async def create_agent(body: AgentCreate) -> AgentState:
         """Create an agent with its memory blocks and tools (Letta's base tools unless
         ``include_base_tools`` is false)."""
-        view = await service.create_agent(
+        view = await current_service().create_agent(
             create_request(body),
             tools=tuple(body.tools or ()),
             include_base_tools=body.include_base_tools,
@@ -95,7 +95,7 @@ def agents_router(service: AgentService) -> APIRouter:
         the order. ``include`` is accepted and ignored (every relation is always included)."""
         if order is None:
             order = "asc" if ascending else "desc"
-        views = await service.list_agents(
+        views = await current_service().list_agents(
             after=after,
             before=before,
             limit=limit,
@@ -112,7 +112,7 @@ def agents_router(service: AgentService) -> APIRouter:
 
     @router.get("/v1/agents/{agent_id}", responses=ERROR_RESPONSES)
     async def get_agent(agent_id: AgentId) -> AgentState:
-        return agent_out(await service.get_agent(agent_id))
+        return agent_out(await current_service().get_agent(agent_id))
 
     @router.patch("/v1/agents/{agent_id}", responses=ERROR_RESPONSES)
     async def update_agent(agent_id: AgentId, body: AgentUpdate) -> AgentState:
@@ -123,12 +123,12 @@ def agents_router(service: AgentService) -> APIRouter:
         if body.block_ids is not None:
             changes["block_ids"] = tuple(body.block_ids)
         if not changes:
-            return agent_out(await service.get_agent(agent_id))
-        return agent_out(await service.update_agent(agent_id, changes))
+            return agent_out(await current_service().get_agent(agent_id))
+        return agent_out(await current_service().update_agent(agent_id, changes))
 
     @router.delete("/v1/agents/{agent_id}", responses=ERROR_RESPONSES)
     async def delete_agent(agent_id: AgentId) -> Deleted:
-        await service.delete_agent(agent_id)
+        await current_service().delete_agent(agent_id)
         return Deleted(message=f"Agent id={agent_id} successfully deleted")
 
     return router

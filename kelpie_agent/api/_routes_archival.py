@@ -9,9 +9,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import TypeAdapter, ValidationError
 
-from kelpie_agent.service import AgentService
 from kelpie_agent.service._validate import NOT_BLANK
 
+from ._context import current_service
 from ._errors import ApiError
 from ._models_archival import Passage, PassageCreate, PassageSearchResponse, passage_out, search_out
 from ._params import RFC3339, AgentId, Cursor, DateTimeQuery, PassageId
@@ -45,13 +45,15 @@ def _epoch(text: str | None, field: str) -> float | None:
         raise ApiError(422, f"query.{field}: out of range: {moment.isoformat()}") from None
 
 
-def archival_router(service: AgentService) -> APIRouter:
+def archival_router() -> APIRouter:
     router = APIRouter(tags=["archival memory"], responses=ERROR_RESPONSES)
 
     @router.post("/v1/agents/{agent_id}/archival-memory")
     async def insert_passage(agent_id: AgentId, body: PassageCreate) -> list[Passage]:
         """Store a passage (embedded for search); answers the passages created."""
-        records = await service.insert_passage(agent_id, body.text, tags=tuple(body.tags or ()))
+        records = await current_service().insert_passage(
+            agent_id, body.text, tags=tuple(body.tags or ())
+        )
         return [passage_out(r) for r in records]
 
     @router.get("/v1/agents/{agent_id}/archival-memory")
@@ -64,7 +66,7 @@ def archival_router(service: AgentService) -> APIRouter:
         ascending: bool = True,
     ) -> list[Passage]:
         """Passages oldest first (``ascending``); ``search`` keeps texts containing it."""
-        records = await service.list_passages(
+        records = await current_service().list_passages(
             agent_id, after=after, before=before, limit=limit, search=search, ascending=ascending
         )
         return [passage_out(r) for r in records]
@@ -80,7 +82,7 @@ def archival_router(service: AgentService) -> APIRouter:
         end_datetime: DateTimeQuery = None,
     ) -> PassageSearchResponse:
         """Semantic search, best match first; the datetimes bound ``created_at``."""
-        hits = await service.search_passages(
+        hits = await current_service().search_passages(
             agent_id,
             query,
             tags=tuple(tags or ()),
@@ -93,7 +95,7 @@ def archival_router(service: AgentService) -> APIRouter:
 
     @router.delete("/v1/agents/{agent_id}/archival-memory/{memory_id}")
     async def delete_passage(agent_id: AgentId, memory_id: PassageId) -> Deleted:
-        await service.delete_passage(agent_id, memory_id)
+        await current_service().delete_passage(agent_id, memory_id)
         return Deleted(message=f"Passage id={memory_id} successfully deleted")
 
     return router

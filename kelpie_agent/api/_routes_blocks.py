@@ -6,8 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from kelpie_agent.service import AgentService
-
+from ._context import current_service
 from ._models_agents import AgentState, agent_out
 from ._models_blocks import Block, BlockCreate, BlockUpdate, block_out
 from ._paging import page
@@ -21,12 +20,12 @@ Limit = Annotated[int, Query(ge=0, le=MAX_PAGE)]
 Order = Literal["asc", "desc"]
 
 
-def blocks_router(service: AgentService) -> APIRouter:
+def blocks_router() -> APIRouter:
     router = APIRouter(tags=["blocks"], responses=ERROR_RESPONSES)
 
     # -- standalone blocks ---------------------------------------------------------------------
     async def create_block(body: BlockCreate) -> Block:
-        block = await service.create_block(
+        block = await current_service().create_block(
             body.label,
             body.value,
             limit=body.limit,
@@ -44,7 +43,7 @@ def blocks_router(service: AgentService) -> APIRouter:
         order: Order = "asc",
     ) -> list[Block]:
         """Every block, oldest first by default; ``after``/``before`` are block ids."""
-        blocks = await service.list_blocks(
+        blocks = await current_service().list_blocks(
             label=label, after=after, before=before, limit=limit, order=order
         )
         return [block_out(b) for b in blocks]
@@ -54,18 +53,18 @@ def blocks_router(service: AgentService) -> APIRouter:
 
     @router.get("/v1/blocks/{block_id}")
     async def get_block(block_id: BlockId) -> Block:
-        return block_out(await service.get_block(block_id))
+        return block_out(await current_service().get_block(block_id))
 
     @router.patch("/v1/blocks/{block_id}")
     async def update_block(block_id: BlockId, body: BlockUpdate) -> Block:
         changes = body.changes()
         if not changes:
-            return block_out(await service.get_block(block_id))
-        return block_out(await service.update_block(block_id, **changes))
+            return block_out(await current_service().get_block(block_id))
+        return block_out(await current_service().update_block(block_id, **changes))
 
     @router.delete("/v1/blocks/{block_id}")
     async def delete_block(block_id: BlockId) -> Deleted:
-        await service.delete_block(block_id)
+        await current_service().delete_block(block_id)
         return Deleted(message=f"Block id={block_id} successfully deleted")
 
     @router.get("/v1/blocks/{block_id}/agents")
@@ -77,7 +76,7 @@ def blocks_router(service: AgentService) -> APIRouter:
         order: Order = "asc",
     ) -> list[AgentState]:
         """The agents the block is attached to, oldest first by default."""
-        views = await service.block_agents(block_id)
+        views = await current_service().block_agents(block_id)
         chosen = page(
             views,
             lambda view: view.agent.id,
@@ -99,7 +98,7 @@ def blocks_router(service: AgentService) -> APIRouter:
         order: Order = "asc",
     ) -> list[Block]:
         """The agent's blocks in attachment order (``asc``)."""
-        blocks = await service.list_agent_blocks(agent_id)
+        blocks = await current_service().list_agent_blocks(agent_id)
         chosen = page(
             blocks,
             lambda b: b.id,
@@ -113,22 +112,22 @@ def blocks_router(service: AgentService) -> APIRouter:
 
     @router.get("/v1/agents/{agent_id}/core-memory/blocks/{block_label}")
     async def get_agent_block(agent_id: AgentId, block_label: BlockLabel) -> Block:
-        return block_out(await service.get_agent_block(agent_id, block_label))
+        return block_out(await current_service().get_agent_block(agent_id, block_label))
 
     @router.patch("/v1/agents/{agent_id}/core-memory/blocks/attach/{block_id}")
     async def attach_block(agent_id: AgentId, block_id: BlockId) -> AgentState:
-        return agent_out(await service.attach_block(agent_id, block_id))
+        return agent_out(await current_service().attach_block(agent_id, block_id))
 
     @router.patch("/v1/agents/{agent_id}/core-memory/blocks/detach/{block_id}")
     async def detach_block(agent_id: AgentId, block_id: BlockId) -> AgentState:
-        return agent_out(await service.detach_block(agent_id, block_id))
+        return agent_out(await current_service().detach_block(agent_id, block_id))
 
     @router.patch("/v1/agents/{agent_id}/core-memory/blocks/{block_label}")
     async def update_agent_block(
         agent_id: AgentId, block_label: BlockLabel, body: BlockUpdate
     ) -> Block:
         """Change the block with this label (``label`` renames it)."""
-        block = await service.update_agent_block(
+        block = await current_service().update_agent_block(
             agent_id,
             block_label,
             value=body.value,

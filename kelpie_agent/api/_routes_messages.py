@@ -10,9 +10,9 @@ import trio
 from fastapi import APIRouter, Query
 
 from kelpie_agent.agent import AgentMessage, LettaStopReason, StreamEvent, letta_json
-from kelpie_agent.service import AgentService
 
-from ._errors import ApiError, Observer
+from ._context import current, current_service
+from ._errors import ApiError
 from ._models_agents import AgentState, agent_out
 from ._models_common import epoch_datetime
 from ._models_messages import (
@@ -29,7 +29,7 @@ from ._routes_agents import MAX_PAGE
 from ._routing import ERROR_RESPONSES
 from ._sse import SseResponse
 
-__all__ = ["Background", "messages_router"]
+__all__ = ["messages_router"]
 
 # One server-sent event (OpenAPI < 3.2: the schema of a text/event-stream describes each event).
 _EVENT = {
@@ -49,15 +49,6 @@ _STREAM_DOC = {
 }
 
 
-class Background:
-    """Where ``/messages/async`` runs keep streaming after the request answered: a nursery
-    given to ``create_app``, or opened by the app's lifespan. Without one, an async run goes
-    on in its agent all the same, but ``/messages/cancel`` no longer reaches it."""
-
-    def __init__(self, nursery: trio.Nursery | None = None) -> None:
-        self.nursery = nursery
-
-
 def _keeper(types: Sequence[str] | None) -> Callable[[Mapping[str, Any]], bool]:
     if types is None:
         return lambda frame: True
@@ -65,21 +56,17 @@ def _keeper(types: Sequence[str] | None) -> Callable[[Mapping[str, Any]], bool]:
     return lambda frame: frame.get("message_type") in wanted
 
 
-def messages_router(
-    service: AgentService,
-    *,
-    background: Background,
-    ping_interval: float,
-    observer: Observer | None,
-) -> APIRouter:
+def messages_router() -> APIRouter:
     router = APIRouter(tags=["messages"], responses=ERROR_RESPONSES)
 
-    def ping() -> dict[str, Any]:
-        moment = epoch_datetime(service.ports.clock.now()).isoformat()
-        return {"message_type": "ping", "id": service.ports.ids.new("ping"), "date": moment}
-
     def stream_response(agent_id: AgentId, body: MessageRequest) -> SseResponse:
+        node = current()
+        service = node.service
         inputs = body.inputs()
+
+        def ping() -> dict[str, Any]:
+            moment = epoch_datetime(service.ports.clock.now()).isoformat()
+            return {"message_type": "ping", "id": service.ports.ids.new("ping"), "date": moment}
 
         async def produce(channel: trio.MemorySendChannel[StreamEvent]) -> None:
             async with service.stream_message(
@@ -99,8 +86,8 @@ def messages_router(
             produce,
             keep=_keeper(body.include_return_message_types),
             ping=ping if body.include_pings else None,
-            ping_interval=ping_interval,
-            observer=observer,
+            ping_interval=node.ping_interval,
+            observer=node.observer,
         )
 
     @router.post(
@@ -116,7 +103,7 @@ def messages_router(
         problem = body.stream_only_problem()
         if problem is not None:
             raise ApiError(422, problem)
-        result = await service.send_message(
+        result = await current_service().send_message(
             agent_id,
             body.inputs(),
             max_steps=body.max_steps,
@@ -146,6 +133,8 @@ def messages_router(
     async def send_message_async(agent_id: AgentId, body: MessageRequest) -> Run:
         """Start a run and answer at once with it (``running``, or ``completed`` if it was
         that quick); the agent finishes it in the background."""
+        node = current()
+        service, background, observer = node.service, node.background, node.observer
         found: list[str] = []
         known = trio.Event()
         finished: list[str] = []
@@ -207,6 +196,7 @@ def messages_router(
     async def cancel_runs(agent_id: AgentId, body: CancelRequest | None = None) -> dict[str, Any]:
         """Ask the agent's runs that this node is serving to stop after their current step
         (stop reason ``cancelled``). ``run_ids`` is accepted; every such run is asked."""
+        service = current_service()
         await service.get_agent(agent_id)
         return {"cancelled": service.cancel_runs(agent_id)}
 
@@ -226,7 +216,7 @@ def messages_router(
         out: list[dict[str, Any]] = []
         cursor_after = after
         while True:
-            batch: list[AgentMessage] = await service.list_messages(
+            batch: list[AgentMessage] = await current_service().list_messages(
                 agent_id,
                 after=cursor_after,
                 before=before,
@@ -245,6 +235,6 @@ def messages_router(
     @router.patch("/v1/agents/{agent_id}/reset-messages")
     async def reset_messages(agent_id: AgentId) -> AgentState:
         """Delete the agent's message history (memory and archival memory stay)."""
-        return agent_out(await service.reset_messages(agent_id))
+        return agent_out(await current_service().reset_messages(agent_id))
 
     return router

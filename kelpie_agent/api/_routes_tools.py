@@ -6,8 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
-from kelpie_agent.service import AgentService
-
+from ._context import current_service
 from ._models_agents import AgentState, agent_out
 from ._models_tools import (
     Tool,
@@ -44,17 +43,17 @@ def _options(body: ToolCreate | ToolUpdate) -> dict[str, Any]:
     return options
 
 
-def tools_router(service: AgentService) -> APIRouter:
+def tools_router() -> APIRouter:
     router = APIRouter(tags=["tools"], responses=ERROR_RESPONSES)
 
     async def create_tool(body: ToolCreate) -> Tool:
         """A custom tool from Python source; the schema comes from the function's signature
         and Google-style docstring unless ``json_schema`` is given."""
-        return tool_out(await service.create_tool(body.source_code, **_options(body)))
+        return tool_out(await current_service().create_tool(body.source_code, **_options(body)))
 
     async def upsert_tool(body: ToolCreate) -> Tool:
         """Create the tool, or replace the custom tool with the same function name."""
-        return tool_out(await service.upsert_tool(body.source_code, **_options(body)))
+        return tool_out(await current_service().upsert_tool(body.source_code, **_options(body)))
 
     async def list_tools(
         name: NonBlankQuery = None,
@@ -64,7 +63,7 @@ def tools_router(service: AgentService) -> APIRouter:
         order: Order = "asc",
     ) -> list[Tool]:
         """Built-in tools first, then the stored ones by name; cursors are tool ids."""
-        tools = await service.list_tools(
+        tools = await current_service().list_tools(
             name=name, after=after, before=before, limit=limit, order=order
         )
         return [tool_out(t) for t in tools]
@@ -75,7 +74,7 @@ def tools_router(service: AgentService) -> APIRouter:
 
     @router.get("/v1/tools/{tool_id}")
     async def get_tool(tool_id: ToolId) -> Tool:
-        return tool_out(await service.get_tool(tool_id))
+        return tool_out(await current_service().get_tool(tool_id))
 
     @router.patch("/v1/tools/{tool_id}")
     async def update_tool(tool_id: ToolId, body: ToolUpdate) -> Tool:
@@ -83,12 +82,12 @@ def tools_router(service: AgentService) -> APIRouter:
         if body.source_code is not None:
             changes["source_code"] = body.source_code
         if not changes:
-            return tool_out(await service.get_tool(tool_id))
-        return tool_out(await service.update_tool(tool_id, **changes))
+            return tool_out(await current_service().get_tool(tool_id))
+        return tool_out(await current_service().update_tool(tool_id, **changes))
 
     @router.delete("/v1/tools/{tool_id}")
     async def delete_tool(tool_id: ToolId) -> Deleted:
-        await service.delete_tool(tool_id)
+        await current_service().delete_tool(tool_id)
         return Deleted(message=f"Tool id={tool_id} successfully deleted")
 
     # -- an agent's tools ----------------------------------------------------------------------
@@ -101,7 +100,7 @@ def tools_router(service: AgentService) -> APIRouter:
         order: Order = "asc",
     ) -> list[Tool]:
         """The agent's tools in attachment order (``asc``)."""
-        tools = await service.list_agent_tools(agent_id)
+        tools = await current_service().list_agent_tools(agent_id)
         chosen = page(
             tools,
             lambda t: t.id,
@@ -115,11 +114,11 @@ def tools_router(service: AgentService) -> APIRouter:
 
     @router.patch("/v1/agents/{agent_id}/tools/attach/{tool_id}")
     async def attach_tool(agent_id: AgentId, tool_id: ToolId) -> AgentState:
-        return agent_out(await service.attach_tool(agent_id, tool_id))
+        return agent_out(await current_service().attach_tool(agent_id, tool_id))
 
     @router.patch("/v1/agents/{agent_id}/tools/detach/{tool_id}")
     async def detach_tool(agent_id: AgentId, tool_id: ToolId) -> AgentState:
-        return agent_out(await service.detach_tool(agent_id, tool_id))
+        return agent_out(await current_service().detach_tool(agent_id, tool_id))
 
     @router.post("/v1/agents/{agent_id}/tools/{tool_name}/run")
     async def run_tool(
@@ -127,6 +126,6 @@ def tools_router(service: AgentService) -> APIRouter:
     ) -> ToolRunResponse:
         """Run one of the agent's tools once with ``args`` (outside any run)."""
         args = body.args if body is not None else {}
-        return tool_run_out(await service.run_tool(agent_id, tool_name, args))
+        return tool_run_out(await current_service().run_tool(agent_id, tool_name, args))
 
     return router

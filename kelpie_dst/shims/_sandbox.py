@@ -29,6 +29,7 @@ import signal
 import sys
 import traceback
 import weakref
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -145,6 +146,7 @@ class SimSandbox:
         isolation: str = "namespaces",
         network: SandboxNetwork | None = None,
         bubblewrap: bool = True,
+        services: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         if isolation not in ("namespaces", "none"):
             raise ValueError(f"isolation must be one of ('namespaces', 'none'), got {isolation!r}")
@@ -153,6 +155,9 @@ class SimSandbox:
         self.isolation = isolation
         self.network = network if network is not None else SandboxNetwork()
         self.bubblewrap = bubblewrap
+        # Simulated external services the Python code can call, as builtins of these names
+        # (a test's stand-in for the network APIs a real tool would reach).
+        self.services = dict(services or {})
         self._life = Lifecycle("SimSandbox")
         self.fs = MemFS(max_file_size=self._limits.file_size_bytes)
 
@@ -335,6 +340,7 @@ class SimSandbox:
 
         names = dict(vars(builtins))
         names["open"] = sandbox_open
+        names.update(self.services)
         return names
 
     # -- snapshots -------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ Faults (all probabilities default to zero; see docs/sandbox.md):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -38,6 +39,7 @@ from kelpie_agent.sandbox._port import SandboxLimits, SandboxState
 from .._errors import UsageError
 from .._faults import FaultSpec, register_fault
 from .._public import current_simulation
+from .._storms import StormSpec, register_storm
 from ._sandbox import SimSandbox, SimTimings
 
 if TYPE_CHECKING:
@@ -104,6 +106,21 @@ RESTORE_FAIL = _R(
         "restoring a snapshot fails",
         swarm_range=(0.0, 0.1),
         observed="restore raises RestoreError; the working area is unchanged",
+    )
+)
+STORM = register_storm(
+    StormSpec(
+        "sandbox",
+        "sandboxes crash, hang, fail to boot, pause, snapshot and restore",
+        (
+            ("sandbox.crash", 0.5, ()),
+            ("sandbox.exec_timeout", 0.3, ()),
+            ("sandbox.boot_fail", 0.4, ()),
+            ("sandbox.pause_fail", 0.3, ()),
+            ("sandbox.snapshot_fail", 0.3, ()),
+            ("sandbox.restore_fail", 0.3, ()),
+        ),
+        length=(2.0, 6.0),
     )
 )
 _RAISES = {
@@ -194,9 +211,11 @@ def open_sandbox(
     isolation: str = "namespaces",
     network: SandboxNetwork | None = None,
     bubblewrap: bool = True,
+    services: Mapping[str, Callable[..., Any]] | None = None,
 ) -> FaultySandbox:
     """A simulated sandbox (not yet booted) for ``node`` (default: the calling task's node).
-    ``isolation``, ``network`` and ``bubblewrap`` are :class:`SimSandbox`'s."""
+    ``isolation``, ``network`` and ``bubblewrap`` are :class:`SimSandbox`'s; ``services`` are
+    simulated external services its Python code can call (as builtins)."""
     sim = node.sim if node is not None else current_simulation()
     if sim is None:
         raise UsageError("open_sandbox() needs a running simulation; use SimSandbox() outside one")
@@ -209,4 +228,5 @@ def open_sandbox(
         isolation=isolation,
         network=network,
         bubblewrap=bubblewrap,
+        services=services,
     )

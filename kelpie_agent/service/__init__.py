@@ -20,7 +20,6 @@ from ._errors import translate as translate
 from ._index import RepairReport as RepairReport
 from ._messaging import MessageStream as MessageStream
 from ._node import open_agent_node as open_agent_node
-from ._records import RunRecord as RunRecord
 from ._service import AgentService as AgentService
 from ._types import ServiceOptions as ServiceOptions
 
@@ -31,7 +30,6 @@ __all__ = [
     "MessageStream",
     "NotFoundError",
     "RepairReport",
-    "RunRecord",
     "ServiceAgentActor",
     "ServiceError",
     "ServiceOptions",

@@ -352,9 +352,7 @@ async def test_expect_100_continue() -> None:
         assert raw.startswith(b"HTTP/1.1 200 ") and b"100 Continue" not in raw
 
 
-async def test_after_100_continue_the_rest_of_the_body_is_drained_and_the_connection_kept() -> (
-    None
-):
+async def test_after_100_continue_the_rest_of_the_body_is_drained_and_the_connection_kept() -> None:
     """The app asked for the body (so a 100 went out) and answered after reading part of it:
     the client sends the rest, the server reads past it and serves the next request on the
     same connection."""

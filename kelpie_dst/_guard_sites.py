@@ -22,6 +22,8 @@ from typing import Any
 import attrs
 
 from ._rng import RngStream
+from .threads._core import SimThread
+from .threads._core import current as current_participant
 
 __all__ = [
     "CallSite",
@@ -49,12 +51,13 @@ _LIBRARY_DIRS = tuple(
 _SITE_DIRS = ("/site-packages/", "/dist-packages/", "\\site-packages\\")
 _USER_PARTS_OF_KELPIE_DST = ("kelpie_dst.examples", "kelpie_dst.workloads")
 _library_file: dict[str, bool] = {}  # co_filename -> not the user's (cached)
-# Callers that keep the real monotonic clock: blocking primitives whose timeouts must elapse in
-# real time (virtual time stands still while they block), trio's own clock, test harnesses.
+# Callers that keep the real monotonic clock (and a real time.sleep): real I/O whose timeouts
+# must elapse in real time (virtual time stands still while it blocks), trio's own clock, test
+# harnesses. threading, queue and concurrent.futures are simulated, so they get virtual time.
 _REAL_TIME = frozenset(
     {
-        *("threading", "queue", "subprocess", "selectors", "socket", "ssl", "sched"),
-        *("asyncio", "concurrent", "multiprocessing", "trio"),
+        *("subprocess", "selectors", "socket", "ssl", "sched"),
+        *("asyncio", "multiprocessing", "trio"),
         *("_pytest", "pytest", "pluggy", "hypothesis"),
     }
 )
@@ -135,7 +138,22 @@ def call_site(depth: int = 2) -> CallSite:
     simulator; failing that, the frame ``depth`` up.
     """
     start = sys._getframe(depth)
-    frame: FrameType | None = start
+    site, fallback, chain = _walk(start)
+    if site is not None:
+        return site
+    host = _host_frame()
+    if host is not None:  # a to_thread worker running library code: the caller's line
+        site, _, host_chain = _walk(host)
+        if site is not None:
+            return attrs.evolve(site, chain=(*chain, *host_chain))
+    return _site(fallback or start, "", chain)
+
+
+def _walk(
+    frame: FrameType | None,
+) -> tuple[CallSite | None, FrameType | None, tuple[str, ...]]:
+    """From ``frame`` outwards: the user's site (or None), the first frame outside the
+    standard library and the simulator, and the modules passed on the way."""
     callee: FrameType | None = None  # the frame the user's line called
     chain: list[str] = []
     fallback: FrameType | None = None
@@ -149,13 +167,28 @@ def call_site(depth: int = 2) -> CallSite:
                 "kelpie_dst._guard"
             ):
                 via = _api_name(callee)
-            return _site(frame, via, tuple(chain))
+            return _site(frame, via, tuple(chain)), fallback, tuple(chain)
         if fallback is None and not name.startswith("kelpie_dst.") and not _is_stdlib(frame):
             fallback = frame
         chain.append(name)
         callee = frame
         frame = frame.f_back
-    return _site(fallback or start, "", tuple(chain))
+    return None, fallback, tuple(chain)
+
+
+def _host_frame() -> FrameType | None:
+    """For a ``trio.to_thread`` worker whose host task (the caller) is running it now: the
+    innermost frame of the trio loop, whose stack holds the caller's ``await`` (see
+    docs/threads.md)."""
+    me = current_participant()
+    if not isinstance(me, SimThread) or me.kind != "worker" or me.host is None:
+        return None
+    loop = sys._current_frames().get(me.runtime.loop_ident)
+    coro_frame = getattr(me.host.coro, "cr_frame", None)
+    frame = loop
+    while frame is not None and frame is not coro_frame:
+        frame = frame.f_back
+    return loop if frame is not None else None
 
 
 def describe_call(what: str, site: CallSite) -> str:

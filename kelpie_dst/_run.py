@@ -12,12 +12,14 @@ import trio
 
 from ._errors import FailureKind, NondeterminismError
 from ._faults import Fault
+from ._nodes import Node
 from ._pct import horizon_for
 from ._reports import classify, format_exception
 from ._result import Failure, RunResult
 from ._runner import Session, check_main_signature, stream_digests
 from ._sim import DEFAULT_EPOCH, SimConfig, Simulation, make_config
 from ._trace import Trace, open_trace_file
+from .threads._watchdog import DEFAULT_WATCHDOG
 
 __all__ = ["run"]
 
@@ -38,6 +40,8 @@ def run(
     record: bool = False,
     trace_file: IO[bytes] | str | os.PathLike[str] | None = None,
     pct_horizon: int | None = None,
+    watchdog: float = DEFAULT_WATCHDOG,
+    preemption: bool = True,
 ) -> RunResult:
     """Run ``async def main()`` (or ``main(sim)``) in a fresh simulation; never raises for a
     failure of the program, which is reported in :attr:`RunResult.failure`.
@@ -56,6 +60,11 @@ def run(
     * ``record=True`` keeps every event in memory; ``trace_file`` streams them to a binary
       file object, or to a path (gzip-compressed if it ends in ``.gz``), which
       :func:`kelpie_dst.load_trace` reads back with the same hash.
+    * ``watchdog``: seconds of real time a call may block outside the simulation (C code,
+      real I/O, a lock created before the run) before the run fails as a liveness violation
+      naming the thread or task and its line (docs/threads.md).
+    * ``preemption``: seeded preemption points inside simulated threads (on by default), so
+      races between threads on plain data are found.
     """
     config = make_config(
         seed=seed,
@@ -69,6 +78,8 @@ def run(
         epoch=epoch,
         buggify=buggify,
         record=record,
+        watchdog=watchdog,
+        preemption=preemption,
     )
     takes_sim = check_main_signature(main)
     if config.strategy == "pct" and pct_horizon is None:
@@ -130,9 +141,11 @@ async def _root(
             sim._start_background()
             finished = trio.Event()
 
-            async def main_node(_node: object) -> None:
+            async def main_node(node: Node) -> None:
                 try:
                     box.append(await (main(sim) if takes_sim else main()))
+                    # as the interpreter does at exit: wait for non-daemon threads
+                    await sim.threads.process_exit(node)
                 finally:
                     finished.set()
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import collections
 import gc
 import random
-import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable
+from queue import Empty as _Empty
 from typing import Any, TypeVar
 
 import outcome
@@ -31,6 +31,7 @@ from ._rng import derive_seed, state_digest
 from ._sched import installed_scheduler, trace_timers
 from ._sim import Simulation
 from ._trace import Trace, sanitize
+from .threads._core import Real
 
 __all__ = ["Session"]
 
@@ -72,15 +73,16 @@ class _Host:
         self.outcome: outcome.Outcome[Any] | None = None
         self.gc_every = gc_every
         self.callbacks = 0
-        self._wakeup = threading.Condition()
+        self.waiting_real = False  # in _wait_for_thread: the watchdog leaves the loop alone
+        # Real (never simulated) primitives: trio's I/O thread rings the bell from outside.
+        self._bell = Real.simple_queue()
 
     def schedule(self, fn: Callable[[], object]) -> None:
         self.queue.append(fn)
 
     def schedule_threadsafe(self, fn: Callable[[], object]) -> None:
-        with self._wakeup:
-            self.queue.append(fn)
-            self._wakeup.notify()
+        self.queue.append(fn)
+        self._bell.put(None)
 
     def done(self, result: outcome.Outcome[Any]) -> None:
         self.outcome = result
@@ -111,9 +113,19 @@ class _Host:
     def _wait_for_thread(self) -> None:
         # Only reachable when trio waits for real I/O in its worker thread, which the virtual
         # clock avoids except for wait_all_tasks_blocked(cushion > 0).
-        with self._wakeup:
-            if not self.queue and not self._wakeup.wait(timeout=60.0):
-                raise DstError("trio is waiting for real I/O; simulations cannot do real I/O")
+        deadline = Real.monotonic() + 60.0
+        self.waiting_real = True
+        try:
+            while not self.queue:
+                remaining = deadline - Real.monotonic()
+                if remaining <= 0:
+                    raise DstError("trio is waiting for real I/O; simulations cannot do real I/O")
+                try:
+                    self._bell.get(timeout=remaining)
+                except _Empty:
+                    pass
+        finally:
+            self.waiting_real = False
 
 
 class Session:
@@ -152,6 +164,7 @@ class Session:
 
     def __exit__(self, *exc_info: object) -> None:
         self.sim.guards.uninstall()
+        self.sim.threads.close()
         _buggify._CURRENT[0] = None
         self._scheduler_cm.__exit__(None, None, None)
         random.setstate(self._saved_random)  # type: ignore[arg-type]
@@ -192,20 +205,31 @@ class Session:
     def drive(self) -> None:
         """Drive until the current goal stops the host, the run ends, or the clock interrupts.
 
-        The guards are on only while this runs (the host may use the real clock between steps).
+        The guards are on only while this runs (the host may use the real clock between steps),
+        and so are the simulated threads and the watchdog.
         """
         self.sim.guards.install()
+        self.sim.threads.activate(exempt=lambda: self.host.waiting_real, tasks=self._tasks)
         try:
             self.host.drive()
         finally:
+            self.sim.threads.deactivate()
             self.sim.guards.uninstall()
+
+    def _tasks(self) -> Any:
+        state = self._guest_state
+        return state.runner.tasks if state is not None else ()
 
     @property
     def finished(self) -> bool:
         return self.host.outcome is not None or self.abandoned
 
     def interrupt_error(self) -> LivenessError | None:
-        """The liveness failure the clock reported, if any, with the blocked tasks."""
+        """The liveness failure the clock or the threads (a deadlock while the trio loop was
+        blocked, the watchdog) reported, if any, with the blocked tasks and threads."""
+        failure = self.sim.threads.failure
+        if failure is not None:
+            return LivenessError(*failure)
         why = self.sim.clock.interrupt
         if why is None:
             return None

@@ -24,6 +24,8 @@ from ._sched import STRATEGIES
 from ._trace import Trace
 from ._wallclock import JUMP, NodeClock, clock_nemesis
 from .net import SimNetwork
+from .threads._runtime import ThreadRuntime
+from .threads._watchdog import DEFAULT_WATCHDOG
 
 __all__ = ["DEFAULT_EPOCH", "SimConfig", "Simulation", "make_config"]
 
@@ -59,6 +61,9 @@ class SimConfig:
     buggify: bool = True
     record: bool = False
     gc_every: int = 4096
+    # seconds of real time a call may block outside the model before the run fails (exit 2)
+    watchdog: float = DEFAULT_WATCHDOG
+    preemption: bool = True  # seeded preemption points inside simulated threads
 
 
 def make_config(
@@ -75,6 +80,8 @@ def make_config(
     buggify: bool = True,
     record: bool = False,
     pct_horizon: int | None = None,
+    watchdog: float = DEFAULT_WATCHDOG,
+    preemption: bool = True,
 ) -> SimConfig:
     """A :class:`SimConfig` from the keyword options shared by ``run`` and ``open_simulation``."""
     plan = FaultPlan(
@@ -82,6 +89,8 @@ def make_config(
     )
     if max_time is not None and not max_time > 0:
         raise UsageError(f"max_time must be a positive number of seconds, got {max_time!r}")
+    if isinstance(watchdog, bool) or not isinstance(watchdog, int | float) or not watchdog > 0:
+        raise UsageError(f"watchdog must be a positive number of seconds, got {watchdog!r}")
     return SimConfig(
         seed=seed,
         strategy=strategy,
@@ -94,6 +103,8 @@ def make_config(
         buggify=buggify,
         record=record,
         pct_horizon=pct_horizon,
+        watchdog=float(watchdog),
+        preemption=bool(preemption),
     )
 
 
@@ -125,6 +136,7 @@ class Simulation:
         else:
             self.strategy = strategy_cls(sched_seed)
         self.network = SimNetwork(self)
+        self.threads = ThreadRuntime(self)
         self._nursery: trio.Nursery | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._root_scope: trio.CancelScope | None = None
@@ -306,6 +318,7 @@ class Simulation:
             self.strategy.release(node)
         if self._root_scope is not None:
             self._root_scope.cancel()
+            self.threads.recheck()  # parked threads learn that the run is ending
 
     def heal(self) -> None:
         """Start a liveness phase: switch every fault off, heal network partitions and clogs,

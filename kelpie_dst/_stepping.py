@@ -25,6 +25,7 @@ from ._faults import Fault
 from ._runner import Session, simulation_crashed
 from ._sim import DEFAULT_EPOCH, Simulation, make_config
 from ._trace import Trace, open_trace_file
+from .threads._watchdog import DEFAULT_WATCHDOG
 
 __all__ = ["SimulationHandle", "open_simulation"]
 
@@ -180,6 +181,8 @@ def open_simulation(
     record: bool = False,
     trace_file: IO[bytes] | str | os.PathLike[str] | None = None,
     pct_horizon: int | None = None,
+    watchdog: float = DEFAULT_WATCHDOG,
+    preemption: bool = True,
 ) -> SimulationHandle:
     """Open a persistent simulation; the options are those of :func:`kelpie_dst.run`. A trace
     file given by path is complete once the handle is closed. There is no program to calibrate
@@ -197,6 +200,8 @@ def open_simulation(
         buggify=buggify,
         record=record,
         pct_horizon=pct_horizon,
+        watchdog=watchdog,
+        preemption=preemption,
     )
     if not isinstance(trace_file, str | os.PathLike):
         return SimulationHandle(Simulation(config, Trace(record=record, file=trace_file)))

@@ -15,8 +15,9 @@ like every guarded original) so that nothing reaches the host's network:
 * A call that would block (``connect``, a blocking ``accept``/``recv``/``send``, and so
   ``socket.create_connection``) cannot wait on the simulation's own thread: it is refused with
   :class:`~kelpie_dst.HostNetworkError`, one line naming the caller's file and line, and the run
-  fails (exit 4) even if the program catches it. From another thread that trio lets call back
-  into the run (``trio.from_thread``), it is served by the simulated network.
+  fails (exit 4) even if the program catches it. From a simulated thread (docs/threads.md),
+  plain or ``trio.to_thread``'s, it is served by the simulated network through the thread's
+  host task (``trio.from_thread``), while the thread waits.
 * ``socket.getaddrinfo``, ``gethostbyname(_ex)``, ``gethostbyaddr`` and ``getnameinfo`` resolve
   through the simulated network (numeric addresses are parsed without any lookup), and
   ``socket.gethostname()`` is the calling node's name (a guarded call: strict fails it).
@@ -196,8 +197,9 @@ class StdlibSocket(metaclass=_SocketType):
         """Run ``operation`` in the simulation from another thread, or refuse."""
         if trio.lowlevel.in_trio_task():  # a trio task: nothing else runs while it blocks
             refuse(f"socket.socket.{what}", _BLOCKING)
-        try:
-            return trio.from_thread.run(operation)
+        token = self._net.sim._token
+        try:  # a simulated thread (any kind): its host task runs the operation
+            return trio.from_thread.run(operation, trio_token=token)
         except RuntimeError:
             refuse(f"socket.socket.{what}", "this thread cannot reach the simulation")
 

@@ -1,5 +1,5 @@
-"""Imported lazily inside a simulation by tests/dst/test_guards_sources.py: starts a thread."""
+"""Imported lazily inside a simulation by tests/dst/test_guards_sources.py: starts a raw thread."""
 
-import threading
+import _thread
 
-threading.Thread(target=lambda: None).start()
+_thread.start_new_thread(lambda: None, ())

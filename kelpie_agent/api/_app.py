@@ -24,9 +24,11 @@ from ._errors import install_error_handlers
 from ._routes_agents import agents_router
 from ._routes_archival import archival_router
 from ._routes_blocks import blocks_router
+from ._routes_directory import directory_router
 from ._routes_health import health_router
 from ._routes_history import history_router
 from ._routes_messages import messages_router
+from ._routes_runs import runs_router
 from ._routes_tools import tools_router
 
 __all__ = ["KelpieApp", "create_app", "shared_app"]
@@ -107,4 +109,6 @@ def _build(version: str, auth: bool) -> FastAPI:
     app.include_router(archival_router(), dependencies=checks)
     app.include_router(messages_router(), dependencies=checks)
     app.include_router(history_router(), dependencies=checks)
+    app.include_router(runs_router(), dependencies=checks)
+    app.include_router(directory_router(), dependencies=checks)
     return app

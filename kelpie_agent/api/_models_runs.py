@@ -12,7 +12,7 @@ from kelpie_agent.agent import RunRecord
 from ._models_common import ResponseModel, epoch_datetime
 from ._models_messages import MessageType, StopReasonType
 
-__all__ = ["RequestConfig", "Run", "RunUsage", "run_out", "usage_out"]
+__all__ = ["RequestConfig", "Run", "RunStatus", "RunUsage", "run_out", "usage_out"]
 
 RunStatus = Literal["created", "running", "completed", "failed", "cancelled"]
 

@@ -11,6 +11,7 @@ message retried with the same ``otid`` runs exactly once. See docs/service.md.
 """
 
 from ._actor import ServiceAgentActor as ServiceAgentActor
+from ._directory import ModelInfo as ModelInfo
 from ._errors import ConflictError as ConflictError
 from ._errors import InvalidError as InvalidError
 from ._errors import NotFoundError as NotFoundError
@@ -28,6 +29,7 @@ __all__ = [
     "ConflictError",
     "InvalidError",
     "MessageStream",
+    "ModelInfo",
     "NotFoundError",
     "RepairReport",
     "ServiceAgentActor",

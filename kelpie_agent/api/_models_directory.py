@@ -1,0 +1,49 @@
+"""Models in Letta's shape (``Model``), for ``/v1/models/``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from kelpie_agent.service import ModelInfo
+
+from ._models_common import ResponseModel
+
+__all__ = ["Model", "ProviderCategory", "ProviderType", "model_out"]
+
+ProviderCategory = Literal["base", "byok"]
+# letta_client.types.ProviderType: the SDK may send any of them as a filter
+ProviderType = Literal[
+    "anthropic", "azure", "baseten", "bedrock", "cerebras", "chatgpt_oauth", "deepseek",
+    "fireworks", "google_ai", "google_vertex", "groq", "hugging-face", "letta",
+    "lmstudio_openai", "minimax", "moonshot", "moonshot_coding", "mistral", "ollama", "openai",
+    "together", "vllm", "sglang", "openrouter", "xai", "zai", "zai_coding",
+]  # fmt: skip
+
+
+class Model(ResponseModel):
+    """An LLM agents can use (Letta's Model)."""
+
+    handle: str
+    name: str
+    display_name: str
+    model: str
+    model_endpoint_type: Literal["anthropic"] = "anthropic"
+    model_type: Literal["llm"] = "llm"
+    provider_type: Literal["anthropic"] = "anthropic"
+    provider_name: str = "anthropic"
+    provider_category: ProviderCategory = "base"
+    context_window: int
+    max_context_window: int
+    max_tokens: int
+
+
+def model_out(info: ModelInfo) -> Model:
+    return Model(
+        handle=info.handle,
+        name=info.name,
+        display_name=info.name,
+        model=info.name,
+        context_window=info.context_window,
+        max_context_window=info.context_window,
+        max_tokens=info.max_tokens,
+    )

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from kelpie_agent.service import ModelInfo
+from pydantic import Field
 
-from ._models_common import ResponseModel
+from kelpie_agent.service import ModelInfo, ToolHit
 
-__all__ = ["Model", "ProviderCategory", "ProviderType", "model_out"]
+from ._models_common import RequestModel, ResponseModel
+from ._models_tools import Tool, tool_out
+
+__all__ = [
+    "Model",
+    "ProviderCategory",
+    "ProviderType",
+    "ToolSearch",
+    "ToolSearchResult",
+    "model_out",
+    "tool_hit_out",
+]
 
 ProviderCategory = Literal["base", "byok"]
 # letta_client.types.ProviderType: the SDK may send any of them as a filter
@@ -46,4 +57,34 @@ def model_out(info: ModelInfo) -> Model:
         context_window=info.context_window,
         max_context_window=info.context_window,
         max_tokens=info.max_tokens,
+    )
+
+
+class ToolSearch(RequestModel):
+    """``POST /v1/tools/search`` (Letta's ToolSearchRequest)."""
+
+    query: str | None = None
+    search_mode: Literal["vector", "fts", "hybrid"] = "hybrid"
+    tags: list[str] | None = None
+    tool_types: list[str] | None = None
+    limit: int = Field(default=50, ge=1, le=1000)
+
+
+class ToolSearchResult(ResponseModel):
+    """One tool found (Letta's ToolSearchResult)."""
+
+    tool: Tool
+    combined_score: float
+    embedded_text: str | None = None
+    vector_rank: int | None = None
+    fts_rank: int | None = None
+
+
+def tool_hit_out(hit: ToolHit) -> ToolSearchResult:
+    return ToolSearchResult(
+        tool=tool_out(hit.tool),
+        combined_score=hit.combined_score,
+        embedded_text=hit.embedded_text,
+        vector_rank=hit.vector_rank,
+        fts_rank=hit.fts_rank,
     )

@@ -1,4 +1,5 @@
-"""``/v1/tags/`` and ``/v1/models/``: what the server knows across agents."""
+"""``/v1/tags/``, ``/v1/models/`` and ``/v1/tools/search``: what the server knows across
+agents."""
 
 from __future__ import annotations
 
@@ -8,9 +9,16 @@ from fastapi import APIRouter, Query
 
 from ._context import current_service
 from ._models_directory import Model as ModelOut
-from ._models_directory import ProviderCategory, ProviderType, model_out
+from ._models_directory import (
+    ProviderCategory,
+    ProviderType,
+    ToolSearch,
+    ToolSearchResult,
+    model_out,
+    tool_hit_out,
+)
 from ._routes_agents import Limit
-from ._routing import collection_route
+from ._routing import ERROR_RESPONSES, collection_route
 
 __all__ = ["directory_router"]
 
@@ -49,6 +57,18 @@ def directory_router() -> APIRouter:
             provider_categories=tuple(provider_category or ()),
         )
         return [model_out(m) for m in models]
+
+    @router.post("/v1/tools/search", responses=ERROR_RESPONSES)
+    async def search_tools(body: ToolSearch) -> list[ToolSearchResult]:
+        """Tools ranked by relevance to ``query`` (vector, full-text or hybrid search)."""
+        hits = await current_service().search_tools(
+            body.query,
+            mode=body.search_mode,
+            tags=tuple(body.tags or ()),
+            tool_types=tuple(body.tool_types or ()),
+            limit=body.limit,
+        )
+        return [tool_hit_out(h) for h in hits]
 
     collection_route(router, "/v1/tags/", list_tags, ["GET"], response_model=list[str])
     collection_route(router, "/v1/models/", list_models, ["GET"], response_model=list[ModelOut])

@@ -13,11 +13,10 @@ from kelpie_agent.agent import LettaStopReason, StreamEvent, letta_json
 from kelpie_agent.service import InvalidError
 
 from ._context import current, current_service
-from ._models_common import epoch_datetime
 from ._models_messages import CancelRequest, LettaResponse, MessageRequest
 from ._models_runs import Run, run_out
 from ._routing import ERROR_RESPONSES
-from ._sse import SseResponse
+from ._sse import SseResponse, pinger
 
 __all__ = ["keeper", "messages_router", "stream_response"]
 
@@ -53,10 +52,6 @@ def stream_response(agent_id: str, body: MessageRequest) -> SseResponse:
     service = node.service
     inputs = body.inputs()
 
-    def ping() -> dict[str, Any]:
-        moment = epoch_datetime(service.ports.clock.now()).isoformat()
-        return {"message_type": "ping", "id": service.ports.ids.new("ping"), "date": moment}
-
     async def produce(channel: trio.MemorySendChannel[StreamEvent]) -> None:
         await service.stream_to(
             agent_id,
@@ -70,7 +65,7 @@ def stream_response(agent_id: str, body: MessageRequest) -> SseResponse:
     return SseResponse(
         produce,
         keep=keeper(body.include_return_message_types),
-        ping=ping if body.include_pings else None,
+        ping=pinger(service.ports) if body.include_pings else None,
         ping_interval=node.ping_interval,
         observer=node.observer,
     )

@@ -4,17 +4,63 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+import trio
 from fastapi import APIRouter, Query
+from pydantic import Field
 
-from kelpie_agent.agent import letta_json
+from kelpie_agent.agent import StreamEvent, letta_json
+from kelpie_agent.service import InvalidError
 
-from ._context import current_service
+from ._context import current, current_service
+from ._models_common import RequestModel
 from ._models_messages import LettaMessage, StopReasonType
 from ._models_runs import Run, RunStatus, RunUsage, run_out, usage_out
 from ._routes_agents import Limit
 from ._routing import ERROR_RESPONSES, collection_route
+from ._sse import SseResponse, pinger
 
-__all__ = ["runs_router"]
+__all__ = ["RunStreamRequest", "runs_router"]
+
+
+class RunStreamRequest(RequestModel):
+    """``POST /v1/runs/{run_id}/stream`` (Letta's RetrieveStreamRequest)."""
+
+    agent_id: str | None = None
+    run_id: str | None = None
+    otid: str | None = None
+    starting_after: int = Field(default=0, ge=0)
+    include_pings: bool = True
+    poll_interval: float = Field(default=0.1, gt=0, le=60)
+    batch_size: int = Field(default=100, ge=1, le=1000)
+
+
+def follow_response(run_id: str, body: RunStreamRequest) -> SseResponse:
+    """The run's events from storage as server-sent events, resumed after
+    ``starting_after`` (message frames carry their ``seq_id``)."""
+    node = current()
+    service = node.service
+    if body.run_id is not None and body.run_id != run_id:
+        raise InvalidError("run_id", f"names run {body.run_id!r}, the path run {run_id!r}")
+    if body.otid is not None:
+        raise InvalidError("otid", "looking a run up by otid is not supported: name the run")
+
+    async def produce(channel: trio.MemorySendChannel[StreamEvent]) -> None:
+        await service.follow_run(
+            run_id,
+            channel,
+            agent_id=body.agent_id,
+            starting_after=body.starting_after,
+            poll_interval=body.poll_interval,
+            batch_size=body.batch_size,
+        )
+
+    return SseResponse(
+        produce,
+        ping=pinger(service.ports) if body.include_pings else None,
+        ping_interval=node.ping_interval,
+        observer=node.observer,
+        seq_start=body.starting_after,
+    )
 
 
 def runs_router() -> APIRouter:
@@ -81,5 +127,11 @@ def runs_router() -> APIRouter:
             run_id, after=after, before=before, limit=limit, order=order
         )
         return [letta_json(m) for m in messages]  # type: ignore[misc]
+
+    @router.post("/v1/runs/{run_id}/stream", response_class=SseResponse, status_code=200)
+    async def stream_run(run_id: str, body: RunStreamRequest) -> SseResponse:
+        """Follow a run (background mode): its messages after ``starting_after`` as they are
+        stored, then its stop reason and usage, from any node."""
+        return follow_response(run_id, body)
 
     return router

@@ -12,6 +12,7 @@ message retried with the same ``otid`` runs exactly once. See docs/service.md.
 
 from ._actor import ServiceAgentActor as ServiceAgentActor
 from ._directory import ModelInfo as ModelInfo
+from ._directory import ToolHit as ToolHit
 from ._errors import ConflictError as ConflictError
 from ._errors import InvalidError as InvalidError
 from ._errors import NotFoundError as NotFoundError
@@ -35,6 +36,7 @@ __all__ = [
     "ServiceAgentActor",
     "ServiceError",
     "ServiceOptions",
+    "ToolHit",
     "UnavailableError",
     "open_agent_node",
     "translate",

@@ -17,6 +17,7 @@ from kelpie_agent.agent import (
     ToolStore,
     load_agent,
 )
+from kelpie_agent.embeddings import Embedder, HashingEmbedder
 from kelpie_agent.ports import Ports
 from kelpie_agent.storage import KV
 
@@ -72,8 +73,11 @@ class ServiceBase:
         loop_config: LoopConfig | None = None,
         options: ServiceOptions | None = None,
         observer: Observer | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        # the node's embedder (its agents' archives use the same): tool search, models
+        self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
         self.kv = kv
         self.ports = ports
         self.node_id = dispatcher.node_id

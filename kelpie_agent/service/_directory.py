@@ -1,6 +1,7 @@
-"""What the server knows across agents: tags (``/v1/tags/``) and models (``/v1/models/``).
+"""What the server knows across agents: tags (``/v1/tags/``), models (``/v1/models/``) and
+tool search (``/v1/tools/search``).
 
-Both are read from the agent records in storage; no actor is activated.
+All are read from storage (agent records, tools); no actor is activated.
 """
 
 from __future__ import annotations
@@ -9,15 +10,21 @@ from collections.abc import Sequence
 
 import attrs
 
-from kelpie_agent.agent import AgentRecord, Keys
+from kelpie_agent.agent import AgentRecord, Keys, ToolSpec
 from kelpie_agent.agent._codec import unpack
 from kelpie_agent.agent._models import DEFAULT_CONTEXT_WINDOW
+from kelpie_agent.embeddings import STOP_WORDS, Passage, VectorIndex
+from kelpie_agent.embeddings._hashing import words
 
 from . import _validate as v
 from ._catalog import Catalog
+from ._errors import InvalidError
 from ._index import _all
 
-__all__ = ["PROVIDER", "Directory", "ModelInfo"]
+__all__ = ["PROVIDER", "SEARCH_MODES", "Directory", "ModelInfo", "ToolHit"]
+
+SEARCH_MODES = ("vector", "fts", "hybrid")
+_RRF_K = 60  # reciprocal rank fusion's constant (hybrid mode)
 
 # The one provider Kelpie speaks (the Anthropic API, real or simulated), a base provider.
 PROVIDER = "anthropic"
@@ -34,6 +41,27 @@ class ModelInfo:
     @property
     def name(self) -> str:
         return self.handle.split("/", 1)[1] if "/" in self.handle else self.handle
+
+
+@attrs.frozen
+class ToolHit:
+    """One tool search result (Letta's ToolSearchResult): ranks are 1-based, None when the
+    tool was not ranked by that method."""
+
+    tool: ToolSpec
+    embedded_text: str
+    combined_score: float
+    vector_rank: int | None = None
+    fts_rank: int | None = None
+
+
+def tool_text(tool: ToolSpec) -> str:
+    """What a tool is searched by: its name (words split), description and tags."""
+    return "\n".join([tool.name.replace("_", " "), tool.description, " ".join(tool.tags)])
+
+
+def _terms(text: str) -> set[str]:
+    return {w for w in words(text) if w not in STOP_WORDS}
 
 
 class Directory(Catalog):
@@ -98,3 +126,58 @@ class Directory(Catalog):
                 max(seen.max_tokens, agent.max_tokens),
             )
         return [by_handle[handle] for handle in sorted(by_handle)]
+
+    async def search_tools(
+        self,
+        query: str | None,
+        *,
+        mode: str = "hybrid",
+        tags: Sequence[str] = (),
+        tool_types: Sequence[str] = (),
+        limit: int = 50,
+    ) -> list[ToolHit]:
+        """Tools ranked by relevance to ``query``: ``vector`` (cosine of the node's
+        embeddings), ``fts`` (the share of the query's words the tool has; tools with none
+        are left out) or ``hybrid`` (reciprocal rank fusion of both). ``tags`` keeps tools
+        with any of them, ``tool_types`` those of these types. Without a query every tool
+        that passes the filters scores 0, in listing order."""
+        if mode not in SEARCH_MODES:
+            raise InvalidError("search_mode", f"must be one of {', '.join(SEARCH_MODES)}")
+        limit = v.int_at_least(limit, "limit", 1, v.MAX_PAGE)
+        wanted = set(v.tags(tags, "tags"))
+        types = set(v.tags(tool_types, "tool_types"))
+        if query is not None:
+            v.text(query, "query", empty=True)
+        tools = [
+            t
+            for t in await self.list_tools(limit=v.MAX_PAGE)
+            if (not wanted or wanted & set(t.tags)) and (not types or t.tool_type in types)
+        ]
+        texts = {t.id: tool_text(t) for t in tools}
+        if not query:
+            return [ToolHit(t, texts[t.id], 0.0) for t in tools[:limit]]
+        vector: dict[str, int] = {}
+        fts: dict[str, int] = {}
+        if mode in ("vector", "hybrid"):
+            index = VectorIndex(self.embedder.dimensions)
+            vectors = await self.embedder.embed([texts[t.id] for t in tools])
+            for tool, vec in zip(tools, vectors, strict=True):
+                index.add(Passage(tool.id, texts[tool.id], vec))
+            (query_vector,) = await self.embedder.embed([query])
+            hits = index.search(query_vector, top_k=None)
+            vector = {hit.passage.id: rank for rank, hit in enumerate(hits, start=1)}
+        if mode in ("fts", "hybrid"):
+            asked = _terms(query)
+            shares = {t.id: len(asked & _terms(texts[t.id])) / max(1, len(asked)) for t in tools}
+            ranked = sorted((i for i in shares if shares[i] > 0), key=lambda i: (-shares[i], i))
+            fts = {tool_id: rank for rank, tool_id in enumerate(ranked, start=1)}
+
+        def score(tool_id: str) -> float:
+            return sum(1 / (_RRF_K + ranks[tool_id]) for ranks in (vector, fts) if tool_id in ranks)
+
+        found = [t for t in tools if t.id in vector or t.id in fts]
+        found.sort(key=lambda t: (-score(t.id), t.id))
+        return [
+            ToolHit(t, texts[t.id], score(t.id), vector.get(t.id), fts.get(t.id))
+            for t in found[:limit]
+        ]

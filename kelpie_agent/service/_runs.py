@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kelpie_agent.agent import AgentMessage, Keys, RunRecord
+import trio
+
+from kelpie_agent.agent import AgentMessage, Keys, LettaStopReason, RunRecord, StreamEvent
 from kelpie_agent.agent._codec import unpack
 
 from . import _validate as v
@@ -102,17 +104,7 @@ class Runs(Directory):
         storage; oldest first by default, ``after``/``before`` message ids (Letta's
         cursors)."""
         limit, descending = v.page_limit(limit), v.order(order)
-        run = await self.get_run(run_id)
-        keys = Keys(run.agent_id)
-        start, end = keys.message(run.first_seq), Keys.prefix_end(keys.messages)
-        found: list[AgentMessage] = []
-        while True:
-            rows = await self.read.scan(start, end, "the run's messages", limit=_BATCH)
-            mine = [m for m in (unpack(value) for _, value in rows) if m.run_id == run_id]
-            found.extend(mine)
-            if len(rows) < _BATCH or len(mine) < len(rows):
-                break  # the runs of a history never interleave
-            start = rows[-1][0] + b"\x00"
+        found = await self._run_messages(await self.get_run(run_id))
         return paginate(
             found,
             lambda m: m.id,
@@ -122,3 +114,57 @@ class Runs(Directory):
             limit=limit,
             descending=descending,
         )
+
+    async def _run_messages(self, run: RunRecord, batch: int = _BATCH) -> list[AgentMessage]:
+        keys = Keys(run.agent_id)
+        start, end = keys.message(run.first_seq), Keys.prefix_end(keys.messages)
+        found: list[AgentMessage] = []
+        while True:
+            rows = await self.read.scan(start, end, "the run's messages", limit=batch)
+            mine = [m for m in (unpack(value) for _, value in rows) if m.run_id == run.id]
+            found.extend(mine)
+            if len(rows) < batch or len(mine) < len(rows):
+                return found  # the runs of a history never interleave
+            start = rows[-1][0] + b"\x00"
+
+    async def follow_run(
+        self,
+        run_id: str,
+        channel: trio.MemorySendChannel[StreamEvent],
+        *,
+        agent_id: str | None = None,
+        starting_after: int = 0,
+        poll_interval: float = 0.1,
+        batch_size: int = _BATCH,
+    ) -> None:
+        """Stream run ``run_id`` into ``channel`` from storage, from any node, for as long as
+        it runs (Letta's background-mode resume): its messages numbered from 1 (``seq_id``),
+        those after ``starting_after``, as they are stored (read every ``poll_interval``
+        seconds of trio time), then its stop reason and usage. The run goes on whether or not
+        anyone follows it; a run whose node died stays ``running`` until its agent is
+        activated again and resumes it."""
+        v.ident(run_id, "run_id")
+        starting_after = v.int_at_least(starting_after, "starting_after", 0)
+        batch_size = v.int_at_least(batch_size, "batch_size", 1)
+        if isinstance(poll_interval, bool) or not isinstance(poll_interval, int | float):
+            raise InvalidError("poll_interval", "must be a number of seconds")
+        if not 0 < poll_interval <= 60:
+            raise InvalidError("poll_interval", "must be more than 0 and at most 60 seconds")
+        sent = 0
+        async with channel:
+            while True:
+                # the status first: a finished run's messages were stored with its last
+                # checkpoint, so reading them after it misses none
+                run = await self.get_run(run_id)
+                if agent_id is not None and run.agent_id != agent_id:
+                    raise NotFoundError("run", run_id, f"agent {agent_id} has no run {run_id}")
+                messages = await self._run_messages(run, batch_size)
+                for number, message in enumerate(messages[sent:], start=sent + 1):
+                    if number > starting_after:
+                        await channel.send(message)
+                sent = max(sent, len(messages))
+                if not run.running:
+                    await channel.send(LettaStopReason(run.stop_reason or "end_turn"))
+                    await channel.send(run.usage)
+                    return
+                await trio.sleep(poll_interval)

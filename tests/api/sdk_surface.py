@@ -89,9 +89,8 @@ def routed(methods: list[SdkMethod]) -> dict[SdkMethod, bool]:
     out: dict[SdkMethod, bool] = {}
     for m in methods:
         concrete = re.sub(r"\{([^}]+)\}", lambda g: f"{g.group(1)}-1", m.path)
-        # the first route whose path matches decides, as in Starlette
-        match = next((verbs for pattern, verbs in routes if pattern.match(concrete)), None)
-        out[m] = match is not None and m.verb in match
+        # as Starlette: a route matching both path and verb wins over one matching the path
+        out[m] = any(m.verb in verbs for pattern, verbs in routes if pattern.match(concrete))
     return out
 
 

@@ -1,9 +1,10 @@
-"""letta-client's runs, tags and models methods against the app, with strict response
+"""letta-client's runs, tags, models and tools.search methods against the app, with strict response
 validation (``_strict_response_validation=True``: every answer must match the SDK's models).
 
 Runs are read from storage (their records and the agent's run index), so a run started with
-``create_async`` can be polled by id, listed with Letta's filters and cursors in both orders,
-and its messages and usage read back.
+``create_async`` can be followed as it goes (``runs.messages.stream``, resumed after a
+``seq_id``), polled by id, listed with Letta's filters and cursors in both orders, and its
+messages and usage read back.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import kelpie_dst
 from kelpie_dst.shims import LlmTiming, ScriptedPolicy
 
 from .harness import BASE, api
-from .test_letta_client import GUARDS
+from .test_letta_client import GUARDS, SOURCE
 
 # The SDK finds the platform once per process (platform.uname runs a subprocess): do it now,
 # so the first simulated run does not differ from the repeat.
@@ -51,6 +52,23 @@ async def scenario() -> list[str]:
         for agent, text in ((otto, "one"), (ada, "two"), (otto, "three")):
             await client.agents.messages.create(agent.id, input=text)
         started = await client.agents.messages.create_async(otto.id, input="later")
+        # background mode: follow the run while it goes on, then resume after a seq_id
+        assert (await client.runs.retrieve(started.id)).status == "running"
+        stream = await client.runs.messages.stream(started.id, include_pings=False)
+        chunks = [c async for c in stream]
+        assert [c.message_type for c in chunks] == [
+            "user_message",
+            "assistant_message",
+            "stop_reason",
+            "usage_statistics",
+        ]
+        assert [getattr(c, "seq_id", None) for c in chunks] == [1, 2, None, None]
+        resumed = await client.runs.messages.stream(started.id, starting_after=1)
+        again = [c async for c in resumed]
+        assert [(c.message_type, c.id) for c in again[:1]] == [
+            ("assistant_message", chunks[1].id)  # type: ignore[union-attr]
+        ]
+        assert [c.message_type for c in again[1:]] == ["stop_reason", "usage_statistics"]
         done = await _poll(client, started.id)
         assert done.status == "completed" and done.background is True
         assert done.stop_reason == "end_turn" and done.agent_id == otto.id
@@ -105,12 +123,33 @@ async def scenario() -> list[str]:
         assert await client.models.list(provider_type="openai") == []
         assert len(await client.models.list(provider_category=["base"])) == 2
 
+        # tools.search: vector, full-text and hybrid ranking, filters
+        shout = await client.tools.create(source_code=SOURCE, tags=["loud"])
+        hits = await client.tools.search(query="shout loud", search_mode="hybrid")
+        assert hits[0].tool.id == shout.id and hits[0].fts_rank == 1
+        assert hits[0].vector_rank == 1 and hits[0].combined_score == pytest.approx(2 / 61)
+        fts = await client.tools.search(query="shout", search_mode="fts")
+        assert [h.tool.name for h in fts] == ["shout"]
+        assert await client.tools.search(query="zebra crossing", search_mode="fts") == []
+        custom = await client.tools.search(query="memory", tool_types=["custom"])
+        assert [h.tool.name for h in custom] == ["shout"]
+        tagged = await client.tools.search(tags=["loud"])
+        assert [(h.tool.name, h.combined_score) for h in tagged] == [("shout", 0.0)]
+        builtin = await client.tools.search(query="archival memory search", limit=2)
+        assert len(builtin) == 2 and builtin[0].tool.tool_type != "custom"
+        with pytest.raises(letta_client.UnprocessableEntityError):
+            await client.tools.search(query="x", search_mode="regex")  # type: ignore[arg-type]
+
         with pytest.raises(letta_client.NotFoundError):
             await client.runs.retrieve("run-00000000-0000-4000-8000-000000000000")
         with pytest.raises(letta_client.NotFoundError):
             await client.runs.list(after="run-00000000-0000-4000-8000-000000000000")
         with pytest.raises(letta_client.UnprocessableEntityError):
             await client.runs.list(statuses=["sleeping"])
+        with pytest.raises(letta_client.NotFoundError):
+            await client.runs.messages.stream(started.id, agent_id=ada.id)
+        with pytest.raises(letta_client.UnprocessableEntityError):
+            await client.runs.messages.stream(started.id, otid="some-otid")
         seen += [*every, *(m.id for m in messages), *(await client.tags.list())]
         await http.aclose()
     for item in seen:

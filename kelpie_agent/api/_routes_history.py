@@ -1,4 +1,5 @@
-"""An agent's message history: list it (Letta's cursors), reset it."""
+"""Message histories: an agent's (list it with Letta's cursors, reset it) and every agent's
+(``/v1/messages/``: list, retrieve by id)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ._models_agents import AgentState, agent_out
 from ._models_messages import LettaMessage, MessageType
 from ._routes_agents import MAX_PAGE
 from ._routes_messages import keeper
-from ._routing import ERROR_RESPONSES
+from ._routing import ERROR_RESPONSES, collection_route
 
 __all__ = ["history_router"]
 
@@ -57,5 +58,35 @@ def history_router() -> APIRouter:
     async def reset_messages(agent_id: str) -> AgentState:
         """Delete the agent's message history (memory and archival memory stay)."""
         return agent_out(await current_service().reset_messages(agent_id))
+
+    async def list_all_messages(
+        after: str | None = None,
+        before: str | None = None,
+        limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 100,
+        order: Literal["asc", "desc"] = "desc",
+        conversation_id: str | None = None,
+        include_return_message_types: Annotated[list[MessageType] | None, Query()] = None,
+    ) -> list[LettaMessage]:
+        """Every agent's messages by date, newest first by default; ``after``/``before``
+        are message ids relative to the order."""
+        messages = await current_service().all_messages(
+            after=after,
+            before=before,
+            limit=limit,
+            order=order,
+            types=include_return_message_types,
+            conversation_id=conversation_id,
+        )
+        return [letta_json(m) for m in messages]  # type: ignore[misc]
+
+    collection_route(
+        router, "/v1/messages/", list_all_messages, ["GET"], response_model=list[LettaMessage]
+    )
+
+    @router.get("/v1/messages/{message_id}")
+    async def retrieve_message(message_id: str) -> list[LettaMessage]:
+        """One message by id, whichever agent has it."""
+        messages = await current_service().get_message(message_id)
+        return [letta_json(m) for m in messages]  # type: ignore[misc]
 
     return router

@@ -10,12 +10,19 @@ from collections.abc import Sequence
 
 import trio
 
-from kelpie_agent.agent import AgentMessage, Keys, LettaStopReason, RunRecord, StreamEvent
+from kelpie_agent.agent import (
+    AgentMessage,
+    Keys,
+    LettaStopReason,
+    RunRecord,
+    StreamEvent,
+    render_messages,
+)
 from kelpie_agent.agent._codec import unpack
 
 from . import _validate as v
-from ._directory import Directory
 from ._errors import InvalidError, NotFoundError
+from ._history import History
 from ._index import _all
 from ._types import paginate
 
@@ -25,7 +32,7 @@ RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
 _BATCH = 100
 
 
-class Runs(Directory):
+class Runs(History):
     """Runs and their steps, read from storage."""
 
     async def get_run(self, run_id: str) -> RunRecord:
@@ -101,10 +108,11 @@ class Runs(Directory):
         order: str = "asc",
     ) -> list[AgentMessage]:
         """The messages run ``run_id`` stored in its history (its input first), read from
-        storage; oldest first by default, ``after``/``before`` message ids (Letta's
+        storage and shown as Letta shows them (``send_message`` calls as assistant
+        messages); oldest first by default, ``after``/``before`` message ids (Letta's
         cursors)."""
         limit, descending = v.page_limit(limit), v.order(order)
-        found = await self._run_messages(await self.get_run(run_id))
+        found = render_messages(await self._run_messages(await self.get_run(run_id)))
         return paginate(
             found,
             lambda m: m.id,
@@ -158,7 +166,7 @@ class Runs(Directory):
                 run = await self.get_run(run_id)
                 if agent_id is not None and run.agent_id != agent_id:
                     raise NotFoundError("run", run_id, f"agent {agent_id} has no run {run_id}")
-                messages = await self._run_messages(run, batch_size)
+                messages = render_messages(await self._run_messages(run, batch_size))
                 for number, message in enumerate(messages[sent:], start=sent + 1):
                     if number > starting_after:
                         await channel.send(message)

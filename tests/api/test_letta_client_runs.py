@@ -1,5 +1,6 @@
-"""letta-client's runs, tags, models and tools.search methods against the app, with strict response
-validation (``_strict_response_validation=True``: every answer must match the SDK's models).
+"""letta-client's runs, top-level messages, tags, models and tools.search methods against
+the app, with strict response validation (``_strict_response_validation=True``: every answer
+must match the SDK's models).
 
 Runs are read from storage (their records and the agent's run index), so a run started with
 ``create_async`` can be followed as it goes (``runs.messages.stream``, resumed after a
@@ -107,6 +108,20 @@ async def scenario() -> list[str]:
         last = await client.runs.messages.list(started.id, order="desc", limit=1)
         assert [m.id for m in last.items] == [messages[1].id]
 
+        # every agent's messages, by date; one by id
+        everything = await client.messages.list(order="asc")  # a plain list: not paged
+        assert len(everything) == 8 and len({m.id for m in everything}) == 8
+        asked = [m.content for m in everything if m.message_type == "user_message"]
+        assert asked == ["one", "two", "three", "later"]
+        newest = await client.messages.list(limit=2)
+        assert [m.id for m in newest] == [everything[-1].id, everything[-2].id]
+        page = await client.messages.list(order="asc", after=everything[1].id, limit=2)
+        assert [m.id for m in page] == [everything[2].id, everything[3].id]
+        said = await client.messages.list(include_return_message_types=["assistant_message"])
+        assert [m.content for m in said][::-1] == [f"echo: {t}" for t in asked]
+        (one,) = await client.messages.retrieve(everything[1].id)
+        assert one.id == everything[1].id and one.content == "echo: one"  # type: ignore[union-attr]
+
         # tags: every agent tag once, alphabetical; name filters; cursors are tags
         assert await client.tags.list() == ["Team-A", "blue", "red", "team-b"]
         assert await client.tags.list(name="team") == ["Team-A", "team-b"]
@@ -146,6 +161,10 @@ async def scenario() -> list[str]:
             await client.runs.list(after="run-00000000-0000-4000-8000-000000000000")
         with pytest.raises(letta_client.UnprocessableEntityError):
             await client.runs.list(statuses=["sleeping"])
+        with pytest.raises(letta_client.NotFoundError):
+            await client.messages.retrieve("message-00000000-0000-4000-8000-000000000000")
+        with pytest.raises(letta_client.NotFoundError):
+            await client.messages.list(conversation_id="conv-00000000-0000-4000-8000-000000000000")
         with pytest.raises(letta_client.NotFoundError):
             await client.runs.messages.stream(started.id, agent_id=ada.id)
         with pytest.raises(letta_client.UnprocessableEntityError):

@@ -24,7 +24,7 @@ import attrs
 import letta_client
 from letta_client import Letta
 
-__all__ = ["CLOUD_ONLY", "SdkMethod", "routed", "sdk_methods"]
+__all__ = ["CLOUD_ONLY", "SdkMethod", "routed", "sdk_methods", "table_rows"]
 
 # Resources that only Letta Cloud serves (templates, deployments, access tokens, ...).
 CLOUD_ONLY = ("templates", "access_tokens", "environments")
@@ -94,15 +94,22 @@ def routed(methods: list[SdkMethod]) -> dict[SdkMethod, bool]:
     return out
 
 
+def table_rows() -> list[str]:
+    """The markdown table of every method (docs/http-api.md, "letta-client methods")."""
+    methods = sdk_methods()
+    table = routed(methods)
+    rows = ["| SDK method | HTTP | Kelpie |", "|---|---|---|"]
+    for m in methods:
+        status = "Letta Cloud only" if m.cloud_only else ("yes" if table[m] else "no")
+        rows.append(f"| `{m.name}` | `{m.verb} {m.path}` | {status} |")
+    return rows
+
+
 def main(argv: list[str]) -> int:
     methods = sdk_methods()
     table = routed(methods)
     if "--table" in argv:
-        print("| SDK method | HTTP | Kelpie |")
-        print("|---|---|---|")
-        for m in methods:
-            status = "Letta Cloud only" if m.cloud_only else ("yes" if table[m] else "no")
-            print(f"| `{m.name}` | `{m.verb} {m.path}` | {status} |")
+        print("\n".join(table_rows()))
     ours = [m for m in methods if not m.cloud_only]
     ok = sum(table[m] for m in ours)
     print(

@@ -150,7 +150,7 @@ class Runs(History):
         those after ``starting_after``, as they are stored (read every ``poll_interval``
         seconds of trio time), then its stop reason and usage. The run goes on whether or not
         anyone follows it; a run whose node died stays ``running`` until its agent is
-        activated again and resumes it."""
+        activated again and resumes it. Following stops when the reader closes its end."""
         v.ident(run_id, "run_id")
         starting_after = v.int_at_least(starting_after, "starting_after", 0)
         batch_size = v.int_at_least(batch_size, "batch_size", 1)
@@ -175,4 +175,6 @@ class Runs(History):
                     await channel.send(LettaStopReason(run.stop_reason or "end_turn"))
                     await channel.send(run.usage)
                     return
+                if channel.statistics().open_receive_channels == 0:
+                    return  # the follower left (its channel was closed): stop polling
                 await trio.sleep(poll_interval)

@@ -7,6 +7,7 @@ All are read from storage (agent records, tools); no actor is activated.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -18,8 +19,11 @@ from kelpie_agent.embeddings._hashing import words
 
 from . import _validate as v
 from ._catalog import Catalog
-from ._errors import InvalidError
-from ._index import _all
+from ._errors import InvalidError, NotFoundError
+from ._index import _all, _owners
+
+if TYPE_CHECKING:
+    from kelpie_agent.agent import PassageHit
 
 __all__ = ["PROVIDER", "SEARCH_MODES", "Directory", "ModelInfo", "ToolHit"]
 
@@ -65,7 +69,61 @@ def _terms(text: str) -> set[str]:
 
 
 class Directory(Catalog):
-    """Tags and models, across agents."""
+    """Tags, models, tool search and passage search, across agents."""
+
+    if TYPE_CHECKING:  # AgentService's, which asks the agent's actor
+
+        async def search_passages(
+            self,
+            agent_id: str,
+            query: str,
+            *,
+            tags: Sequence[str] = (),
+            tag_match_mode: str = "any",
+            top_k: int = 5,
+            start: float | None = None,
+            end: float | None = None,
+        ) -> list[PassageHit]: ...
+
+    async def search_all_passages(
+        self,
+        query: str,
+        *,
+        agent_id: str | None = None,
+        tags: Sequence[str] = (),
+        tag_match_mode: str = "any",
+        limit: int = 50,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> list[tuple[str, PassageHit]]:
+        """Semantic search over the archival memory of ``agent_id``, or of every agent that
+        has passages (one search per agent, through its actor), best first (ties by passage
+        id), as ``(agent_id, hit)``."""
+        self._check_running()
+        limit = v.int_at_least(limit, "limit", 0, v.MAX_PAGE)
+        if agent_id is not None:
+            owners = [v.ident(agent_id, "agent_id")]
+        else:
+            owners = await _owners(self.read, b"passage/")
+        found: list[tuple[str, PassageHit]] = []
+        for owner in owners:
+            try:
+                hits = await self.search_passages(
+                    owner,
+                    query,
+                    tags=tags,
+                    tag_match_mode=tag_match_mode,
+                    top_k=limit,
+                    start=start,
+                    end=end,
+                )
+            except NotFoundError:
+                if agent_id is not None:
+                    raise
+                continue  # deleted while we searched
+            found += [(owner, hit) for hit in hits]
+        found.sort(key=lambda pair: (-pair[1].score, pair[1].passage.id))
+        return found[:limit]
 
     async def _agents(self) -> list[AgentRecord]:
         self._check_running()

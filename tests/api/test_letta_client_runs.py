@@ -1,4 +1,4 @@
-"""letta-client's runs, top-level messages, tags, models and tools.search methods against
+"""letta-client's runs, top-level messages, passages.search, tags, models and tools.search against
 the app, with strict response validation (``_strict_response_validation=True``: every answer
 must match the SDK's models).
 
@@ -121,6 +121,24 @@ async def scenario() -> list[str]:
         assert [m.content for m in said][::-1] == [f"echo: {t}" for t in asked]
         (one,) = await client.messages.retrieve(everything[1].id)
         assert one.id == everything[1].id and one.content == "echo: one"  # type: ignore[union-attr]
+
+        # passages.search: one agent's archival memory or every agent's, best first
+        await client.agents.passages.create(otto.id, text="otters hold hands while asleep")
+        await client.agents.passages.create(ada.id, text="ada wrote the first program")
+        await client.agents.passages.create(ada.id, text="otters eat sea urchins", tags=["sea"])
+        found = await client.passages.search(query="otters asleep")
+        assert [f.passage.text for f in found][:2] == [
+            "otters hold hands while asleep",
+            "otters eat sea urchins",
+        ]
+        assert found[0].metadata == {"agent_id": otto.id} and len(found) == 3
+        assert found[0].score >= found[1].score >= found[2].score
+        only = await client.passages.search(query="otters", agent_id=ada.id, tags=["sea"])
+        assert [f.passage.text for f in only] == ["otters eat sea urchins"]
+        with pytest.raises(letta_client.UnprocessableEntityError):
+            await client.passages.search(query="x", archive_id="archive-1")
+        with pytest.raises(letta_client.UnprocessableEntityError):
+            await client.passages.search(agent_id=ada.id)
 
         # tags: every agent tag once, alphabetical; name filters; cursors are tags
         assert await client.tags.list() == ["Team-A", "blue", "red", "team-b"]

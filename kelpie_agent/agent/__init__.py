@@ -29,10 +29,16 @@ from ._errors import AgentStorageError as AgentStorageError
 from ._errors import BlockLimitError as BlockLimitError
 from ._errors import BlockNotFoundError as BlockNotFoundError
 from ._errors import InvalidRequestError as InvalidRequestError
+from ._errors import NameConflictError as NameConflictError
 from ._errors import PassageNotFoundError as PassageNotFoundError
 from ._errors import SessionError as SessionError
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import ToolNotFoundError as ToolNotFoundError
+from ._loading import load_agent as load_agent
+from ._loading import load_blocks as load_blocks
+from ._loading import load_tool_specs as load_tool_specs
+from ._loading import load_tools as load_tools
+from ._loading import load_view as load_view
 from ._messages import AgentMessage as AgentMessage
 from ._messages import AssistantMessage as AssistantMessage
 from ._messages import LettaStopReason as LettaStopReason
@@ -84,6 +90,9 @@ from ._requests import ToolRunResult as ToolRunResult
 from ._requests import TurnResult as TurnResult
 from ._requests import UpdateAgent as UpdateAgent
 from ._requests import UpdateBlock as UpdateBlock
+from ._retry import Reader as Reader
+from ._runs import OtidRecord as OtidRecord
+from ._runs import RunRecord as RunRecord
 from ._stores import BlockStore as BlockStore
 from ._stores import ToolStore as ToolStore
 
@@ -133,13 +142,17 @@ __all__ = [
     "ListTools",
     "LoopConfig",
     "McpToolSource",
+    "NameConflictError",
+    "OtidRecord",
     "PassageHit",
     "PassageNotFoundError",
     "PassageRecord",
     "PendingCall",
+    "Reader",
     "ReasoningMessage",
     "ResetMessages",
     "ResumeRun",
+    "RunRecord",
     "RunTool",
     "SearchPassages",
     "SendMessage",
@@ -164,6 +177,11 @@ __all__ = [
     "builtin_id",
     "default_tool_names",
     "letta_json",
+    "load_agent",
+    "load_blocks",
+    "load_tool_specs",
+    "load_tools",
+    "load_view",
     "parse_tool_source",
     "render_messages",
 ]

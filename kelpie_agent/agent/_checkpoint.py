@@ -9,8 +9,8 @@ never executed again (docs/agent.md, "Checkpoints and recovery").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 import attrs
 
@@ -36,6 +36,14 @@ class PendingCall:
 
 def _calls(value: Iterable[PendingCall]) -> tuple[PendingCall, ...]:
     return tuple(value)
+
+
+def _strings(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return dict(value or {})
 
 
 def _pairs(value: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
@@ -68,6 +76,10 @@ class SessionCheckpoint:
     transferred_to: str | None = None
     transferred_from: str | None = None
     error: str | None = None  # what went wrong, for llm_api_error and error stops
+    thread_id: str | None = None  # the conversation the run is in (None: the agent's own)
+    background: bool = False  # started in background mode (it outlives its request)
+    request: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping, hash=False)
+    steps: tuple[str, ...] = attrs.field(default=(), converter=_strings)  # the run's step ids
 
     @property
     def running(self) -> bool:

@@ -7,7 +7,7 @@ Optional fields left as ``None`` mean "unchanged" in updates and "not given" els
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -142,8 +142,11 @@ class SendMessage:
     :class:`LettaUsage`); with ``stream_tokens`` the LLM's text arrives in pieces that share a
     message id. A consumer that closes its end or stops reading never breaks the run. Setting
     ``cancel`` stops the run between steps with ``cancelled``. A request whose first message
-    has the same ``otid`` as the first input of the agent's last run is a retry (its first
-    attempt's outcome was unknown to the caller): it gets that run's result, not a new run.
+    has the same ``otid`` as the first input of an earlier run is a retry (its first attempt's
+    outcome was unknown to the caller): it gets that run's result, not a new run. ``background``
+    and ``config`` are recorded on the run (Letta's ``background`` and ``request_config``).
+    ``on_start(run_id)`` is called once the input is committed (for a retry: with the run the
+    first attempt started), before the loop runs.
     """
 
     messages: tuple[InputMessage, ...]
@@ -152,6 +155,9 @@ class SendMessage:
     stream_tokens: bool = False
     use_assistant_message: bool = True
     cancel: trio.Event | None = attrs.field(default=None, eq=False)
+    background: bool = False  # recorded on the run (Letta's background mode)
+    config: Mapping[str, Any] = attrs.field(factory=dict, hash=False)  # the run's request_config
+    on_start: Callable[[str], None] | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen

@@ -16,7 +16,7 @@ from pydantic.config import JsonDict
 
 from kelpie_agent.agent import InputMessage
 
-from ._models_common import NOT_BLANK, JsonObject, NonBlank, RequestModel, ResponseModel
+from ._models_common import NOT_BLANK, NonBlank, RequestModel, ResponseModel
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -27,7 +27,6 @@ __all__ = [
     "LettaResponse",
     "MessageRequest",
     "ReasoningMessage",
-    "Run",
     "SendRequest",
     "StopReason",
     "SystemMessage",
@@ -172,12 +171,13 @@ class MessageRequest(RequestModel):
         )
         return (InputMessage("user", text),)
 
-    def stream_only_problem(self) -> str | None:
-        """For a JSON (non-streaming) request: the stream-only option set, if any."""
+    def stream_only_problem(self) -> tuple[str, str] | None:
+        """For a JSON (non-streaming) request: the stream-only option set, if any, as (field,
+        problem)."""
         if self.stream_tokens:
-            return "body.stream_tokens: stream_tokens=true requires streaming=true"
+            return "body.stream_tokens", "stream_tokens=true requires streaming=true"
         if "include_pings" in self.model_fields_set and not self.include_pings:
-            return "body.include_pings: include_pings=false requires streaming=true"
+            return "body.include_pings", "include_pings=false requires streaming=true"
         return None
 
 
@@ -285,15 +285,3 @@ class LettaResponse(ResponseModel):
     messages: list[LettaMessage]
     stop_reason: StopReason
     usage: Usage
-
-
-class Run(ResponseModel):
-    """A run (``POST /v1/agents/{id}/messages/async``)."""
-
-    id: str
-    agent_id: str
-    status: Literal["created", "running", "completed", "failed", "cancelled"]
-    stop_reason: StopReasonType | None = None
-    created_at: datetime | None = None
-    completed_at: datetime | None = None
-    metadata: JsonObject = Field(default_factory=dict)

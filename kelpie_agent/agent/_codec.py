@@ -30,6 +30,9 @@ from kelpie_agent.storage._keys import prefix_end
 
 from ._checkpoint import PendingCall, SessionCheckpoint
 from ._messages import (
+    ApprovalDecision,
+    ApprovalRequestMessage,
+    ApprovalResponseMessage,
     AssistantMessage,
     LettaUsage,
     ReasoningMessage,
@@ -59,6 +62,9 @@ _CLASSES: dict[str, type] = {
     "tool_call_message": ToolCallMessage,
     "tool_return_message": ToolReturnMessage,
     "tool_call": ToolCallInfo,
+    "approval_request_message": ApprovalRequestMessage,
+    "approval_response_message": ApprovalResponseMessage,
+    "approval": ApprovalDecision,
 }
 _TAGS = {cls: tag for tag, cls in _CLASSES.items()}
 _FIELDS = {tag: frozenset(f.name for f in attrs.fields(cls)) for tag, cls in _CLASSES.items()}

@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from ._checkpoint import SessionCheckpoint
-from ._messages import AgentMessage, LettaUsage, StreamEvent
+from ._messages import AgentMessage, ApprovalDecision, LettaUsage, StreamEvent
 from ._models import AgentRecord, Block, PassageRecord, ToolRule, ToolSpec
 
 __all__ = [
@@ -52,14 +52,24 @@ __all__ = [
 ]
 
 
+def _decisions(value: Any) -> tuple[ApprovalDecision, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class InputMessage:
-    """One input message (``role`` user, system or assistant)."""
+    """One input message (``role`` user, system or assistant), or the client's answer to a
+    run that stopped on calls awaiting approval (``role`` ``approval``: ``approvals`` per
+    call, or the legacy ``approve`` for every call of ``approval_request_id``; ``content``
+    holds the legacy reason). An approval must be the first input; user messages may follow."""
 
-    role: Literal["user", "system", "assistant"]
+    role: Literal["user", "system", "assistant", "approval"]
     content: str
     name: str | None = None
     otid: str | None = None
+    approvals: tuple[ApprovalDecision, ...] = attrs.field(default=(), converter=_decisions)
+    approval_request_id: str | None = None
+    approve: bool | None = None
 
 
 @attrs.frozen
@@ -333,10 +343,11 @@ class TurnResult:
     @property
     def response_messages(self) -> tuple[AgentMessage, ...]:
         """What Letta's LettaResponse.messages holds: the run's messages without user-role
-        ones (the input, heartbeats and alerts)."""
-        from ._messages import UserMessage
+        ones (the input, heartbeats and alerts) and without an approval answer."""
+        from ._messages import ApprovalResponseMessage, UserMessage
 
-        return tuple(m for m in self.messages if not isinstance(m, UserMessage))
+        hidden = (UserMessage, ApprovalResponseMessage)
+        return tuple(m for m in self.messages if not isinstance(m, hidden))
 
     @property
     def reply(self) -> str:

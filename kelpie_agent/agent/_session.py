@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 import trio
 
+from ._approvals import refuse_while_waiting, start_approval_run
 from ._calls import finish
 from ._checkpoint import SessionCheckpoint
 from ._codec import Keys, pack, unpack
@@ -51,6 +52,8 @@ def _input(rt: AgentRuntime, message: InputMessage, run_id: str) -> AgentMessage
         return SystemMessage(content=message.content, **common)
     if message.role == "assistant":
         return AssistantMessage(content=message.content, **common)
+    if message.role == "approval":
+        raise InvalidRequestError("messages: only the first message may be an approval")
     raise InvalidRequestError(
         f"message role must be user, system or assistant, got {message.role!r}"
     )
@@ -107,20 +110,15 @@ async def send(rt: AgentRuntime, request: SendMessage) -> TurnResult:
         if earlier is not None:  # a retried request (same otid): answer with its run
             sink = EventSink(request.stream, rt.config.sink_timeout)
             return await _finish_turn(rt, earlier, sink, request.use_assistant_message)
-        run_id = rt.new_id("run")
-        inputs = [_input(rt, m, run_id) for m in request.messages]
-        now = rt.now()
-        paused = rt.paused_until if rt.paused_until is not None and now < rt.paused_until else None
-        cp = SessionCheckpoint(
-            session_id=run_id,
-            agent_id=rt.agent_id,
-            max_steps=max_steps,
-            first_seq=inputs[0].seq,
-            started_at=now,
-            updated_at=now,
-            paused_until=paused,
-        )
-        await _commit(rt, inputs, cp, "the input messages")
+        first, *rest = request.messages
+        if first.role == "approval":
+            if any(m.role == "approval" for m in rest):
+                raise InvalidRequestError("messages: only the first message may be an approval")
+            new = lambda m, run: _input(rt, m, run)  # noqa: E731
+            await start_approval_run(rt, first, rest, max_steps, new)
+        else:
+            refuse_while_waiting(rt)
+            await _start(rt, request, max_steps)
         await rt.hazard("agent.input_committed")
         sink = EventSink(request.stream, rt.config.sink_timeout)
         options = TurnOptions(request.stream_tokens, request.use_assistant_message, request.cancel)
@@ -129,6 +127,24 @@ async def send(rt: AgentRuntime, request: SendMessage) -> TurnResult:
         return await _finish_turn(rt, cp, sink, request.use_assistant_message)
     finally:
         await _close(request.stream)  # type: ignore[arg-type]
+
+
+async def _start(rt: AgentRuntime, request: SendMessage, max_steps: int) -> None:
+    """Commit the input messages with the new run's checkpoint."""
+    run_id = rt.new_id("run")
+    inputs = [_input(rt, m, run_id) for m in request.messages]
+    now = rt.now()
+    paused = rt.paused_until if rt.paused_until is not None and now < rt.paused_until else None
+    cp = SessionCheckpoint(
+        session_id=run_id,
+        agent_id=rt.agent_id,
+        max_steps=max_steps,
+        first_seq=inputs[0].seq,
+        started_at=now,
+        updated_at=now,
+        paused_until=paused,
+    )
+    await _commit(rt, inputs, cp, "the input messages")
 
 
 async def _run_with_otid(rt: AgentRuntime, otid: str | None) -> SessionCheckpoint | None:

@@ -30,10 +30,15 @@ from ._errors import BlockLimitError as BlockLimitError
 from ._errors import BlockNotFoundError as BlockNotFoundError
 from ._errors import InvalidRequestError as InvalidRequestError
 from ._errors import PassageNotFoundError as PassageNotFoundError
+from ._errors import PendingApprovalError as PendingApprovalError
+from ._errors import ResourceNotFoundError as ResourceNotFoundError
 from ._errors import SessionError as SessionError
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import ToolNotFoundError as ToolNotFoundError
 from ._messages import AgentMessage as AgentMessage
+from ._messages import ApprovalDecision as ApprovalDecision
+from ._messages import ApprovalRequestMessage as ApprovalRequestMessage
+from ._messages import ApprovalResponseMessage as ApprovalResponseMessage
 from ._messages import AssistantMessage as AssistantMessage
 from ._messages import LettaStopReason as LettaStopReason
 from ._messages import LettaUsage as LettaUsage
@@ -101,6 +106,9 @@ __all__ = [
     "AgentRecord",
     "AgentStorageError",
     "AgentView",
+    "ApprovalDecision",
+    "ApprovalRequestMessage",
+    "ApprovalResponseMessage",
     "AssistantMessage",
     "AttachBlock",
     "AttachTool",
@@ -136,9 +144,11 @@ __all__ = [
     "PassageHit",
     "PassageNotFoundError",
     "PassageRecord",
+    "PendingApprovalError",
     "PendingCall",
     "ReasoningMessage",
     "ResetMessages",
+    "ResourceNotFoundError",
     "ResumeRun",
     "RunTool",
     "SearchPassages",

@@ -136,6 +136,7 @@ async def test_required_before_exit_keeps_the_run_going_until_the_tool_ran() -> 
     kv = node_kv()
     ids = await _tools("log")
     rules = (ToolRule("log", "required_before_exit"),)
+
     # letta_v1: a plain answer first, which must not end the run while "log" is uncalled
     class Late(PlanPolicy):
         def respond(self, request: LlmRequest, rng: random.Random) -> Reply:

@@ -63,11 +63,14 @@ from ._requests import AttachBlock as AttachBlock
 from ._requests import AttachTool as AttachTool
 from ._requests import BlockCreate as BlockCreate
 from ._requests import CreateAgent as CreateAgent
+from ._requests import CreateSchedule as CreateSchedule
 from ._requests import DeleteAgent as DeleteAgent
 from ._requests import DeletePassage as DeletePassage
+from ._requests import DeleteSchedule as DeleteSchedule
 from ._requests import DetachBlock as DetachBlock
 from ._requests import DetachTool as DetachTool
 from ._requests import ExportSession as ExportSession
+from ._requests import FireSchedule as FireSchedule
 from ._requests import GetAgent as GetAgent
 from ._requests import GetBlock as GetBlock
 from ._requests import GetSession as GetSession
@@ -89,6 +92,7 @@ from ._requests import ToolRunResult as ToolRunResult
 from ._requests import TurnResult as TurnResult
 from ._requests import UpdateAgent as UpdateAgent
 from ._requests import UpdateBlock as UpdateBlock
+from ._schedules import ScheduledMessage as ScheduledMessage
 from ._stores import BlockStore as BlockStore
 from ._stores import ToolStore as ToolStore
 
@@ -119,12 +123,15 @@ __all__ = [
     "BlockStore",
     "Builtin",
     "CreateAgent",
+    "CreateSchedule",
     "CustomTool",
     "DeleteAgent",
     "DeletePassage",
+    "DeleteSchedule",
     "DetachBlock",
     "DetachTool",
     "ExportSession",
+    "FireSchedule",
     "GetAgent",
     "GetBlock",
     "GetSession",
@@ -151,6 +158,7 @@ __all__ = [
     "ResourceNotFoundError",
     "ResumeRun",
     "RunTool",
+    "ScheduledMessage",
     "SearchPassages",
     "SendMessage",
     "SessionCheckpoint",

@@ -17,6 +17,7 @@ from kelpie_agent.storage import Transaction
 
 from . import _archive as archival
 from . import _handlers as h
+from . import _schedules as schedules
 from ._config import ActorContextLike, AgentEnv
 from ._errors import AgentStorageError, InvalidRequestError, ToolNotFoundError
 from ._executor import ToolOutcome, run_tool
@@ -25,11 +26,14 @@ from ._requests import (
     AttachBlock,
     AttachTool,
     CreateAgent,
+    CreateSchedule,
     DeleteAgent,
     DeletePassage,
+    DeleteSchedule,
     DetachBlock,
     DetachTool,
     ExportSession,
+    FireSchedule,
     GetAgent,
     GetBlock,
     GetSession,
@@ -93,6 +97,17 @@ class AgentActor:
             ResumeRun: lambda r: resume(self.rt),
             ExportSession: lambda r: export_session(self.rt, r.target_agent_id),
             ImportSession: lambda r: import_session(self.rt, r),
+            CreateSchedule: lambda r: schedules.create_schedule(
+                self.rt,
+                r.messages,
+                r.schedule,
+                max_steps=r.max_steps,
+                include_return_message_types=r.include_return_message_types,
+            ),
+            DeleteSchedule: lambda r: schedules.delete_schedule(self.rt, r.schedule_id),
+            FireSchedule: lambda r: schedules.fire_schedule(
+                self.rt, r.schedule_id, r.due, lambda request: send(self.rt, request)
+            ),
         }
 
     @property

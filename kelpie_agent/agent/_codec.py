@@ -43,6 +43,7 @@ from ._messages import (
     UserMessage,
 )
 from ._models import AgentRecord, Block, PassageRecord, ToolRule, ToolSpec, check_id
+from ._requests import InputMessage
 
 __all__ = ["Keys", "pack", "unpack"]
 
@@ -65,7 +66,17 @@ _CLASSES: dict[str, type] = {
     "approval_request_message": ApprovalRequestMessage,
     "approval_response_message": ApprovalResponseMessage,
     "approval": ApprovalDecision,
+    "input": InputMessage,
 }
+
+
+def register(tag: str, cls: type) -> None:
+    """Make another record type storable (modules that import the codec add theirs)."""
+    _CLASSES[tag] = cls
+    _TAGS[cls] = tag
+    _FIELDS[tag] = frozenset(f.name for f in attrs.fields(cls))
+
+
 _TAGS = {cls: tag for tag, cls in _CLASSES.items()}
 _FIELDS = {tag: frozenset(f.name for f in attrs.fields(cls)) for tag, cls in _CLASSES.items()}
 

@@ -202,7 +202,10 @@ async def _delete_prefixes(rt: AgentRuntime, *, passages: bool = True) -> None:
 
 
 async def delete_agent(rt: AgentRuntime) -> None:
+    from ._schedules import delete_all
+
     rt.require()
+    await delete_all(rt)  # first: a schedule must never fire for a deleted agent
     await _delete_keys(rt, [rt.keys.agent, rt.keys.session], "the agent")
     rt.agent, rt.session, rt.blocks = None, None, {}
     rt.history.clear()

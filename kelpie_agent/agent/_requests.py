@@ -23,11 +23,14 @@ __all__ = [
     "AttachTool",
     "BlockCreate",
     "CreateAgent",
+    "CreateSchedule",
     "DeleteAgent",
     "DeletePassage",
+    "DeleteSchedule",
     "DetachBlock",
     "DetachTool",
     "ExportSession",
+    "FireSchedule",
     "GetAgent",
     "GetBlock",
     "GetSession",
@@ -162,6 +165,8 @@ class SendMessage:
     stream_tokens: bool = False
     use_assistant_message: bool = True
     cancel: trio.Event | None = attrs.field(default=None, eq=False)
+    # more writes (None deletes) committed with the input messages (a schedule's advance)
+    extra_writes: tuple[tuple[bytes, bytes | None], ...] = attrs.field(default=(), eq=False)
 
 
 @attrs.frozen
@@ -288,6 +293,35 @@ class RunTool:
 
     name: str
     args: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
+
+
+# -- scheduled messages --------------------------------------------------------------------------
+@attrs.frozen
+class CreateSchedule:
+    """Schedule ``messages`` (Letta's ``schedule``: one-time or recurring)
+    -> ``ScheduledMessage``."""
+
+    messages: tuple[InputMessage, ...]
+    schedule: Mapping[str, Any] = attrs.field(hash=False)
+    max_steps: int | None = None
+    include_return_message_types: tuple[str, ...] | None = None
+
+
+@attrs.frozen
+class DeleteSchedule:
+    """-> ``None``."""
+
+    schedule_id: str
+
+
+@attrs.frozen
+class FireSchedule:
+    """Send the occurrence of a schedule due at ``due`` (epoch microseconds, as in its due
+    key), if it still is -> :class:`TurnResult`, or ``None`` when it already fired or is
+    gone."""
+
+    schedule_id: str
+    due: int
 
 
 # -- sessions ------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from typing import Any
 import attrs
 import trio
 
+from kelpie_agent.storage import Transaction
+
 from ._approvals import refuse_while_waiting, start_approval_run
 from ._calls import finish
 from ._checkpoint import SessionCheckpoint
@@ -60,9 +62,26 @@ def _input(rt: AgentRuntime, message: InputMessage, run_id: str) -> AgentMessage
 
 
 async def _commit(
-    rt: AgentRuntime, messages: list[AgentMessage], cp: SessionCheckpoint, what: str
+    rt: AgentRuntime,
+    messages: list[AgentMessage],
+    cp: SessionCheckpoint,
+    what: str,
+    extra: tuple[tuple[bytes, bytes | None], ...] = (),
 ) -> None:
-    await rt.write([*rt.message_writes(messages), (rt.keys.session, pack(cp))], what)
+    writes: list[tuple[bytes, bytes | None]] = [
+        *rt.message_writes(messages),
+        (rt.keys.session, pack(cp)),
+        *extra,
+    ]
+
+    async def build(txn: Transaction) -> None:
+        for key, value in writes:
+            if value is None:
+                await txn.delete(key)
+            else:
+                await txn.set(key, value)
+
+    await rt.commit(build, what)
     rt.remember(messages)
     rt.session = cp
 
@@ -144,7 +163,7 @@ async def _start(rt: AgentRuntime, request: SendMessage, max_steps: int) -> None
         updated_at=now,
         paused_until=paused,
     )
-    await _commit(rt, inputs, cp, "the input messages")
+    await _commit(rt, inputs, cp, "the input messages", request.extra_writes)
 
 
 async def _run_with_otid(rt: AgentRuntime, otid: str | None) -> SessionCheckpoint | None:

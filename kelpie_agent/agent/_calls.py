@@ -28,6 +28,7 @@ from ._executor import ToolOutcome, run_tool
 from ._messages import AgentMessage, ToolReturnMessage, UserMessage
 from ._models import DEFAULT_RETURN_CHAR_LIMIT
 from ._runtime import AgentRuntime
+from ._teleport import IMAGES
 from ._toolset import Prepared, Refused, ToolSet
 
 __all__ = [
@@ -270,7 +271,12 @@ async def run_call(rt: AgentRuntime, tools: ToolSet, call: PendingCall) -> CallR
             await txn.set(key, value)
         return CallResult(outcome, returned, extra, new)
 
-    done = await rt.commit(build, f"the result of tool call {call.id}")
+    try:
+        done = await rt.commit(build, f"the result of tool call {call.id}")
+    except Exception:
+        if isinstance(result, ToolOutcome) and any(k.startswith(IMAGES) for k, _ in result.writes):
+            await rt.close_sandbox()  # its files are not saved: back to the last image
+        raise
     for apply in done.outcome.after:
         apply()
     rt.remember([done.returned, *done.extra])

@@ -203,9 +203,11 @@ async def _delete_prefixes(rt: AgentRuntime, *, passages: bool = True) -> None:
 
 async def delete_agent(rt: AgentRuntime) -> None:
     from ._schedules import delete_all
+    from ._teleport import image_keys, stored_image
 
     rt.require()
     await delete_all(rt)  # first: a schedule must never fire for a deleted agent
+    await _delete_keys(rt, image_keys(rt.agent_id, await stored_image(rt)), "the sandbox image")
     await _delete_keys(rt, [rt.keys.agent, rt.keys.session], "the agent")
     rt.agent, rt.session, rt.blocks = None, None, {}
     rt.history.clear()

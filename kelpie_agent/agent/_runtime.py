@@ -100,6 +100,7 @@ class AgentRuntime:
         self.session: SessionCheckpoint | None = None
         self.archive: Any = None  # _archive.Archive, loaded on first use
         self.sandbox: Sandbox | None = None
+        self.image: Any = None  # _teleport.SandboxImage of the sandbox's saved files
         self.stale = True
 
     # -- ports ----------------------------------------------------------------------------------
@@ -280,8 +281,15 @@ class AgentRuntime:
             if self.sandbox.state is SandboxState.PAUSED:
                 await self.sandbox.resume()
             return self.sandbox
+        from ._teleport import restore_into
+
         self.sandbox = factory()
         await self.sandbox.boot()
+        try:  # the agent's files from wherever it ran before (docs/teleport.md)
+            self.image = await restore_into(self, self.sandbox)
+        except BaseException:
+            await self.close_sandbox()
+            raise
         return self.sandbox
 
     async def close_sandbox(self) -> None:

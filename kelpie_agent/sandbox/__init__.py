@@ -21,6 +21,7 @@ from ._port import Sandbox as Sandbox
 from ._port import SandboxLimits as SandboxLimits
 from ._port import SandboxState as SandboxState
 from ._process import ProcessSandbox as ProcessSandbox
+from ._snapshot import verify_snapshot as verify_snapshot
 
 __all__ = [
     "CorruptSnapshotError",
@@ -39,4 +40,5 @@ __all__ = [
     "SandboxState",
     "SandboxStateError",
     "SnapshotError",
+    "verify_snapshot",
 ]

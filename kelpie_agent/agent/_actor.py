@@ -15,8 +15,10 @@ import attrs
 
 from kelpie_agent.storage import Transaction
 
+from . import _agent_files as files
 from . import _archive as archival
 from . import _handlers as h
+from . import _links as links
 from . import _schedules as schedules
 from ._config import ActorContextLike, AgentEnv
 from ._errors import AgentStorageError, InvalidRequestError, ToolNotFoundError
@@ -24,13 +26,18 @@ from ._executor import ToolOutcome, run_tool
 from ._loop import load_toolset
 from ._requests import (
     AttachBlock,
+    AttachFolder,
+    AttachShared,
     AttachTool,
+    CloseFile,
     CreateAgent,
     CreateSchedule,
     DeleteAgent,
     DeletePassage,
     DeleteSchedule,
     DetachBlock,
+    DetachFolder,
+    DetachShared,
     DetachTool,
     ExportSession,
     FireSchedule,
@@ -39,10 +46,12 @@ from ._requests import (
     GetSession,
     ImportSession,
     InsertPassage,
+    ListAgentFiles,
     ListBlocks,
     ListMessages,
     ListPassages,
     ListTools,
+    OpenFile,
     PassageHit,
     ResetMessages,
     ResumeRun,
@@ -105,6 +114,13 @@ class AgentActor:
                 include_return_message_types=r.include_return_message_types,
             ),
             DeleteSchedule: lambda r: schedules.delete_schedule(self.rt, r.schedule_id),
+            AttachFolder: lambda r: files.attach_folder(self.rt, r.folder_id),
+            DetachFolder: lambda r: files.detach_folder(self.rt, r.folder_id),
+            OpenFile: lambda r: files.open_file(self.rt, r.file_id),
+            CloseFile: lambda r: files.close_files(self.rt, r.file_id),
+            ListAgentFiles: lambda r: files.list_agent_files(self.rt),
+            AttachShared: lambda r: links.attach(self.rt, r.kind, r.target_id),
+            DetachShared: lambda r: links.detach(self.rt, r.kind, r.target_id),
             FireSchedule: lambda r: schedules.fire_schedule(
                 self.rt, r.schedule_id, r.due, lambda request: send(self.rt, request)
             ),

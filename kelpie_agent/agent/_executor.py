@@ -19,7 +19,9 @@ from kelpie_agent.storage import Transaction
 
 from . import _memory_edits as edits
 from ._archive import archive_of, parse_when
+from ._builtins import FILE_TOOLS
 from ._codec import Keys, pack, unpack
+from ._file_tools import run_file_tool
 from ._memory_edits import ToolError
 from ._models import DEFAULT_BLOCK_LIMIT, Block, ToolSpec, check_label
 from ._outcome import ToolOutcome, TxnTool, failure
@@ -133,6 +135,8 @@ async def _builtin(rt: AgentRuntime, name: str, args: dict[str, Any]) -> ToolOut
         return ToolOutcome(True, text)
     if name == "run_code":
         return await run_code(rt, name, args["code"], args["language"])
+    if name in FILE_TOOLS:
+        return await run_file_tool(rt, name, args)
     raise ToolError(f"built-in tool {name!r} has no implementation", "NotImplementedError")
 
 

@@ -122,6 +122,8 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
         metadata=request.metadata,
         tool_rules=request.tool_rules,
         timezone=request.timezone,
+        max_files_open=request.max_files_open,
+        per_file_view_window_char_limit=request.per_file_view_window_char_limit,
         created_at=now,
         updated_at=now,
     )
@@ -202,11 +204,15 @@ async def _delete_prefixes(rt: AgentRuntime, *, passages: bool = True) -> None:
 
 
 async def delete_agent(rt: AgentRuntime) -> None:
+    from ._agent_files import forget_files
+    from ._links import link_deletes
     from ._schedules import delete_all
     from ._teleport import image_keys, stored_image
 
     rt.require()
     await delete_all(rt)  # first: a schedule must never fire for a deleted agent
+    for key, _ in [*await forget_files(rt), *link_deletes(rt)]:
+        await _delete_keys(rt, [key], "the agent's links")
     await _delete_keys(rt, image_keys(rt.agent_id, await stored_image(rt)), "the sandbox image")
     await _delete_keys(rt, [rt.keys.agent, rt.keys.session], "the agent")
     rt.agent, rt.session, rt.blocks = None, None, {}

@@ -28,6 +28,7 @@ from kelpie_agent.actors import ActorError
 from kelpie_agent.llm import LlmRequest, TextBlock, ToolCall
 from kelpie_agent.storage import Transaction
 
+from ._agent_files import directories, load_agent_files
 from ._archive import archive_of
 from ._builtins import SEND_MESSAGE, builtin_by_id
 from ._calls import NON_USER, finish, heartbeat_message, run_call
@@ -146,7 +147,9 @@ class Loop:
         ):
             await self.sink.emit(event)
 
-    def _request(self, tools: ToolSet, allowed: frozenset[str] | None) -> LlmRequest:
+    def _request(
+        self, tools: ToolSet, allowed: frozenset[str] | None, directories: str | None = None
+    ) -> LlmRequest:
         rt = self.rt
         agent = rt.require()
         llm_tools = tools.llm_tools(allowed)
@@ -157,6 +160,7 @@ class Loop:
             now=rt.time_text(),
             messages=rt.history[-1].seq if rt.history else 0,
             passages=len(archive) if archive is not None else None,
+            directories=directories,
         )
         schema_chars = sum(
             len(json.dumps(dict(t.input_schema))) + len(t.description) for t in llm_tools
@@ -192,7 +196,7 @@ class Loop:
         try:
             outcome = await call_llm(
                 rt.env.llm,
-                self._request(tools, allowed),
+                self._request(tools, allowed, await self._directories()),
                 config=rt.config,
                 random=rt.ctx.ports.rng.random,
                 new_id=lambda: rt.new_id("message"),
@@ -292,6 +296,14 @@ class Loop:
                 shown, use_assistant_message=self.options.use_assistant_message
             ):
                 await self.sink.emit(event)
+
+    async def _directories(self) -> str | None:
+        """The attached folders and open files (read fresh: uploads and other runs change
+        them)."""
+        rt = self.rt
+        if not rt.require().folder_ids:
+            return None
+        return directories(rt, await load_agent_files(rt, texts=True))
 
     def _next(self, cp: SessionCheckpoint) -> SessionCheckpoint:
         cp = attrs.evolve(cp, iteration=cp.iteration + 1)

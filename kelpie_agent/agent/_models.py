@@ -169,7 +169,12 @@ class AgentRecord:
             raise InvalidRequestError("name must be a non-empty string")
         if not isinstance(self.model, str) or not self.model:
             raise InvalidRequestError("model must be a non-empty string")
-        for field, low in (("context_window", 256), ("max_tokens", 1)):
+        for field, low in (
+            ("context_window", 256),
+            ("max_tokens", 1),
+            ("max_files_open", 1),
+            ("per_file_view_window_char_limit", 1),
+        ):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidRequestError(f"{field} must be an int >= {low}, got {value!r}")
@@ -195,3 +200,5 @@ class PassageRecord:
     embedder: str = ""
     tags: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     created_at: float = 0.0
+    archive_id: str | None = None  # a shared archive's passage (else the agent's own)
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping, hash=False)

@@ -93,10 +93,19 @@ def rules_block(agent: AgentRecord) -> list[Block]:
 
 
 def system_prompt(
-    agent: AgentRecord, blocks: Sequence[Block], *, now: str, messages: int, passages: int | None
+    agent: AgentRecord,
+    blocks: Sequence[Block],
+    *,
+    now: str,
+    messages: int,
+    passages: int | None,
+    directories: str | None = None,
 ) -> str:
+    """``directories``: Letta's attached-folders section, rendered after the memory blocks."""
     base = agent.system or DEFAULT_SYSTEM.get(agent.agent_type, "")
     memory = render_memory(blocks)
+    if directories:
+        memory = f"{memory}\n\n{directories}"
     text = base.replace(MEMORY_KEYWORD, memory) if MEMORY_KEYWORD in base else f"{base}\n\n{memory}"
     stats = [
         "<memory_metadata>",

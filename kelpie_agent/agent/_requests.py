@@ -15,19 +15,32 @@ import trio
 
 from ._checkpoint import SessionCheckpoint
 from ._messages import AgentMessage, ApprovalDecision, LettaUsage, StreamEvent
-from ._models import AgentRecord, Block, PassageRecord, ToolRule, ToolSpec
+from ._models import (
+    DEFAULT_FILE_WINDOW,
+    DEFAULT_MAX_FILES_OPEN,
+    AgentRecord,
+    Block,
+    PassageRecord,
+    ToolRule,
+    ToolSpec,
+)
 
 __all__ = [
     "AgentView",
     "AttachBlock",
+    "AttachFolder",
+    "AttachShared",
     "AttachTool",
     "BlockCreate",
+    "CloseFile",
     "CreateAgent",
     "CreateSchedule",
     "DeleteAgent",
     "DeletePassage",
     "DeleteSchedule",
     "DetachBlock",
+    "DetachFolder",
+    "DetachShared",
     "DetachTool",
     "ExportSession",
     "FireSchedule",
@@ -37,10 +50,12 @@ __all__ = [
     "ImportSession",
     "InputMessage",
     "InsertPassage",
+    "ListAgentFiles",
     "ListBlocks",
     "ListMessages",
     "ListPassages",
     "ListTools",
+    "OpenFile",
     "PassageHit",
     "ResetMessages",
     "ResumeRun",
@@ -109,6 +124,8 @@ class CreateAgent:
     tool_rules: tuple[ToolRule, ...] = ()
     timezone: str = "UTC"
     initial_messages: tuple[InputMessage, ...] = ()
+    max_files_open: int = DEFAULT_MAX_FILES_OPEN
+    per_file_view_window_char_limit: int = DEFAULT_FILE_WINDOW
 
 
 @attrs.frozen
@@ -128,6 +145,8 @@ UPDATABLE_FIELDS: tuple[str, ...] = (
     "metadata",
     "tool_rules",
     "timezone",
+    "max_files_open",
+    "per_file_view_window_char_limit",
 )
 """The agent metadata :class:`UpdateAgent` may change (tools and blocks have requests of
 their own)."""
@@ -293,6 +312,56 @@ class RunTool:
 
     name: str
     args: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
+
+
+# -- folders, files, archives, identities --------------------------------------------------------
+@attrs.frozen
+class AttachFolder:
+    """Attach a folder (its files are opened up to ``max_files_open``) -> ``None``."""
+
+    folder_id: str
+
+
+@attrs.frozen
+class DetachFolder:
+    """-> ``None``."""
+
+    folder_id: str
+
+
+@attrs.frozen
+class OpenFile:
+    """Open a whole file -> the names of files closed to make room (``list[str]``)."""
+
+    file_id: str
+
+
+@attrs.frozen
+class CloseFile:
+    """Close one file (``file_id``), or every open file (``None``) -> the names closed."""
+
+    file_id: str | None = None
+
+
+@attrs.frozen
+class ListAgentFiles:
+    """-> ``list[AgentFile]``: every file of the attached folders, its state and window."""
+
+
+@attrs.frozen
+class AttachShared:
+    """Attach an archive or an identity (``kind``) -> ``None``."""
+
+    kind: Literal["archive", "identity"]
+    target_id: str
+
+
+@attrs.frozen
+class DetachShared:
+    """-> ``None`` (detaching what is not attached is a no-op)."""
+
+    kind: Literal["archive", "identity"]
+    target_id: str
 
 
 # -- scheduled messages --------------------------------------------------------------------------

@@ -147,6 +147,15 @@ class ApprovalResponseMessage(_Base):
     approvals: tuple[ApprovalDecision, ...] = attrs.field(converter=_decisions)
     approval_request_id: str | None = None
 
+    @property
+    def content(self) -> str:
+        """The decisions as text (what search and checkers read)."""
+        return "; ".join(
+            f"{a.tool_call_id}: {'approved' if a.approve else 'denied'}"
+            + (f" ({a.reason})" if a.reason else "")
+            for a in self.approvals
+        )
+
 
 AgentMessage: TypeAlias = (
     SystemMessage
@@ -200,9 +209,7 @@ def message_text(message: AgentMessage) -> str:
     if isinstance(message, ToolCallMessage):
         return f"{message.tool_call.name}({message.tool_call.arguments})"
     if isinstance(message, ApprovalResponseMessage):
-        return "; ".join(
-            f"{a.tool_call_id}: {'approved' if a.approve else 'denied'}" for a in message.approvals
-        )
+        return message.content
     return message.tool_return
 
 

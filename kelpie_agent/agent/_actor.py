@@ -116,7 +116,7 @@ class AgentActor:
             DeleteSchedule: lambda r: schedules.delete_schedule(self.rt, r.schedule_id),
             AttachFolder: lambda r: files.attach_folder(self.rt, r.folder_id),
             DetachFolder: lambda r: files.detach_folder(self.rt, r.folder_id),
-            OpenFile: lambda r: files.open_file(self.rt, r.file_id),
+            OpenFile: lambda r: files.open_file(self.rt, r.file_id, r.start, r.end),
             CloseFile: lambda r: files.close_files(self.rt, r.file_id),
             ListAgentFiles: lambda r: files.list_agent_files(self.rt),
             AttachShared: lambda r: links.attach(self.rt, r.kind, r.target_id),

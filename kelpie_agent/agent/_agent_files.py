@@ -218,11 +218,13 @@ def _find(files: list[AgentFile], file_id: str) -> AgentFile:
     raise ResourceNotFoundError("file", file_id, f"file {file_id!r} is not attached to this agent")
 
 
-async def open_file(rt: AgentRuntime, file_id: str) -> list[str]:
-    """Open a whole file (``agents.files.open``) -> the names of files closed to make room."""
+async def open_file(
+    rt: AgentRuntime, file_id: str, start: int | None = None, end: int | None = None
+) -> list[str]:
+    """Open a file (``agents.files.open``: whole) -> the names of files closed to make room."""
     files = await load_agent_files(rt)
     target = _find(files, file_id)
-    writes, closed, _ = open_writes(rt, files, target, None, None)
+    writes, closed, _ = open_writes(rt, files, target, start, end)
     await _commit_states(rt, writes)
     return closed
 

@@ -150,6 +150,11 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
     if leftovers:  # an agent with this id was deleted half-way: finish the job first
         await _delete_prefixes(rt)
     initial = [_initial(rt, m) for m in request.initial_messages]
+    if request.imported:
+        from ._af_messages import materialize
+
+        initial += materialize(request.imported, rt.new_id, rt.next_seq, {})
+        rt.next_seq += len(request.imported)
     writes = [(Keys.block(b.id), pack(b)) for b in blocks[: len(request.memory_blocks)]]
     writes += [*rt.message_writes(initial), (rt.keys.agent, pack(agent))]
     await rt.write(writes, "the new agent")

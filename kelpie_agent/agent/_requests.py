@@ -126,6 +126,8 @@ class CreateAgent:
     initial_messages: tuple[InputMessage, ...] = ()
     max_files_open: int = DEFAULT_MAX_FILES_OPEN
     per_file_view_window_char_limit: int = DEFAULT_FILE_WINDOW
+    # an imported history (``_af_messages.ImportedMessage``s from an agent file)
+    imported: tuple[Any, ...] = attrs.field(default=(), eq=False)
 
 
 @attrs.frozen
@@ -331,9 +333,12 @@ class DetachFolder:
 
 @attrs.frozen
 class OpenFile:
-    """Open a whole file -> the names of files closed to make room (``list[str]``)."""
+    """Open a file (whole, or lines ``start``..``end``, 0-based, end exclusive) -> the names
+    of files closed to make room (``list[str]``)."""
 
     file_id: str
+    start: int | None = None
+    end: int | None = None
 
 
 @attrs.frozen

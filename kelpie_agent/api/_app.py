@@ -25,6 +25,7 @@ from ._auth import BEARER, require_token
 from ._context import NODE, ApiNode, Background, Observer, current
 from ._errors import install_error_handlers
 from ._routes_agents import agents_router
+from ._routes_approvals import approvals_router
 from ._routes_archival import archival_router
 from ._routes_blocks import blocks_router
 from ._routes_health import health_router
@@ -126,6 +127,7 @@ def _build(version: str, auth: bool) -> FastAPI:
     app.include_router(agents_router(), dependencies=checks)
     app.include_router(blocks_router(), dependencies=checks)
     app.include_router(tools_router(), dependencies=checks)
+    app.include_router(approvals_router(), dependencies=checks)
     app.include_router(archival_router(), dependencies=checks)
     app.include_router(messages_router(), dependencies=checks)
     return app

@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from kelpie_agent.agent import AgentView, ToolRule
+from kelpie_agent.agent import AgentView
 
 from ._models_blocks import Block, BlockCreate, block_out
 from ._models_common import RequestModel, ResponseModel, epoch_datetime
 from ._models_messages import InputMessageModel, StopReasonType
+from ._models_rules import ToolRuleModel, rule_out
 from ._models_tools import Tool, tool_out
 
 __all__ = [
@@ -30,23 +31,6 @@ AgentType = Literal["memgpt_agent", "letta_v1_agent", "react_agent"]
 MAX_CONTEXT_WINDOW = 10_000_000
 # The providers letta-client's LlmConfig.model_endpoint_type knows that Kelpie could name.
 _ENDPOINT_TYPES = ("anthropic", "openai", "google_ai", "ollama", "bedrock", "deepseek", "xai")
-
-
-class ToolRuleModel(RequestModel):
-    """A tool rule: ``exit_loop``, ``continue_loop`` or ``max_count_per_step``."""
-
-    tool_name: str = Field(min_length=1, max_length=200)
-    type: Literal["exit_loop", "continue_loop", "max_count_per_step"]
-    max_count_limit: int | None = Field(default=None, ge=1, le=1_000_000)
-
-    @model_validator(mode="after")
-    def _limit_given(self) -> ToolRuleModel:
-        if self.type == "max_count_per_step" and self.max_count_limit is None:
-            raise ValueError("a max_count_per_step rule needs max_count_limit")
-        return self
-
-    def to_record(self) -> ToolRule:
-        return ToolRule(self.tool_name, self.type, self.max_count_limit)
 
 
 class LlmConfigIn(RequestModel):
@@ -169,7 +153,7 @@ class AgentState(ResponseModel):
     message_ids: list[str] = Field(default_factory=list)
     model: str | None = None
     embedding: str | None = None
-    tool_rules: list[ToolRuleModel] = Field(default_factory=list)
+    tool_rules: list[dict[str, Any]] = Field(default_factory=list)
     last_stop_reason: StopReasonType | None = None
     timezone: str | None = None
 
@@ -201,10 +185,7 @@ def agent_out(view: AgentView) -> AgentState:
         message_ids=list(view.message_ids),
         model=agent.model,
         embedding=agent.embedding,
-        tool_rules=[
-            ToolRuleModel(tool_name=r.tool_name, type=r.type, max_count_limit=r.max_count_limit)  # type: ignore[arg-type]
-            for r in agent.tool_rules
-        ],
+        tool_rules=[rule_out(r) for r in agent.tool_rules],
         last_stop_reason=view.last_stop_reason,  # type: ignore[arg-type]
         timezone=agent.timezone,
     )

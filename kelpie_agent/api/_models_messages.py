@@ -12,12 +12,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from kelpie_agent.agent import InputMessage
+from kelpie_agent.agent import ApprovalDecision, InputMessage
 
 from ._models_common import RequestModel, ResponseModel
 
 __all__ = [
     "MESSAGE_TYPES",
+    "ApprovalCreateModel",
     "AssistantMessage",
     "CancelRequest",
     "InputMessageModel",
@@ -94,10 +95,66 @@ class InputMessageModel(RequestModel):
         return InputMessage(self.role, self.text(), name=self.name, otid=self.otid)
 
 
+class ApprovalItem(RequestModel):
+    """One call's answer: ``approval`` (approve, reason) or ``tool`` (the client's result)."""
+
+    type: Literal["approval", "tool"] = "approval"
+    tool_call_id: str = Field(min_length=1, max_length=200)
+    approve: bool | None = None
+    reason: str | None = None
+    tool_return: str | list[TextContent] | None = None
+    status: Literal["success", "error"] | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> ApprovalItem:
+        if self.type == "approval" and self.approve is None:
+            raise ValueError("an approval needs approve (true or false)")
+        if self.type == "tool" and (self.tool_return is None or self.status is None):
+            raise ValueError("a tool result needs tool_return and status")
+        return self
+
+    def to_decision(self) -> ApprovalDecision:
+        if self.type == "approval":
+            assert self.approve is not None
+            return ApprovalDecision(self.tool_call_id, self.approve, self.reason)
+        ret = self.tool_return
+        text = ret if isinstance(ret, str) else "\n".join(p.text for p in ret or ())
+        return ApprovalDecision(self.tool_call_id, True, None, text, self.status)
+
+
+class ApprovalCreateModel(RequestModel):
+    """The client's answer to a run that stopped with ``requires_approval`` (Letta's
+    ``ApprovalCreate``): ``approvals`` per call, or the legacy ``approve`` (+ ``reason``) for
+    every call of ``approval_request_id``."""
+
+    type: Literal["approval"]
+    approvals: list[ApprovalItem] | None = None
+    approve: bool | None = None
+    approval_request_id: str | None = Field(default=None, max_length=200)
+    reason: str | None = None
+    otid: str | None = Field(default=None, max_length=200)
+
+    @model_validator(mode="after")
+    def _answered(self) -> ApprovalCreateModel:
+        if not self.approvals and self.approve is None:
+            raise ValueError("an approval message needs approvals or approve")
+        return self
+
+    def to_input(self) -> InputMessage:
+        return InputMessage(
+            "approval",
+            self.reason or "",
+            otid=self.otid,
+            approvals=tuple(a.to_decision() for a in self.approvals or ()),
+            approval_request_id=self.approval_request_id,
+            approve=None if self.approvals else self.approve,
+        )
+
+
 class MessageRequest(RequestModel):
     """``POST /v1/agents/{id}/messages`` (and ``/stream``, ``/async``)."""
 
-    messages: list[InputMessageModel] | None = None
+    messages: list[InputMessageModel | ApprovalCreateModel] | None = None
     input: str | list[TextContent] | None = None
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
     streaming: bool = False
@@ -193,13 +250,38 @@ class ToolReturnMessage(_Message):
     stderr: list[str] | None = None
 
 
+class ApprovalRequestMessage(_Message):
+    message_type: Literal["approval_request_message"] = "approval_request_message"
+    tool_call: ToolCall
+    tool_calls: list[ToolCall] | None = None
+
+
+class ApprovalAnswer(ResponseModel):
+    type: Literal["approval", "tool"]
+    tool_call_id: str
+    approve: bool | None = None
+    reason: str | None = None
+    tool_return: str | None = None
+    status: Literal["success", "error"] | None = None
+
+
+class ApprovalResponseMessage(_Message):
+    message_type: Literal["approval_response_message"] = "approval_response_message"
+    approval_request_id: str | None = None
+    approvals: list[ApprovalAnswer] | None = None
+    approve: bool | None = None
+    reason: str | None = None
+
+
 LettaMessage = Annotated[
     SystemMessage
     | UserMessage
     | AssistantMessage
     | ReasoningMessage
     | ToolCallMessage
-    | ToolReturnMessage,
+    | ToolReturnMessage
+    | ApprovalRequestMessage
+    | ApprovalResponseMessage,
     Field(discriminator="message_type"),
 ]
 

@@ -24,6 +24,7 @@ from kelpie_agent.service import AgentService
 from ._auth import BEARER, require_token
 from ._context import NODE, ApiNode, Background, Observer, current
 from ._errors import install_error_handlers
+from ._routes_agent_files import agent_files_router
 from ._routes_agents import agents_router
 from ._routes_approvals import approvals_router
 from ._routes_archival import archival_router
@@ -124,6 +125,7 @@ def _build(version: str, auth: bool) -> FastAPI:
     # BEARER declares the scheme in the OpenAPI schema; require_token does the check
     checks = [Depends(require_token), Depends(BEARER)] if auth else []
     app.include_router(health_router(version))
+    app.include_router(agent_files_router(), dependencies=checks)
     app.include_router(agents_router(), dependencies=checks)
     app.include_router(blocks_router(), dependencies=checks)
     app.include_router(tools_router(), dependencies=checks)

@@ -137,3 +137,54 @@ async def test_rules_and_approvals_through_letta_client() -> None:
 
 def test_rules_and_approvals_same_seed_same_trace_hash() -> None:
     kelpie_dst.assert_deterministic(approval_flow, seeds=(1,), runs=2, **GUARDS)
+
+
+async def agent_file_flow() -> list[str]:
+    """agents.export_file then agents.import_file: a copy with the same blocks, tools, rules
+    and history; a bad file is a 422 naming the field."""
+    async with api(policy=PayPolicy()) as a:
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=a.app), base_url=BASE)
+        client = AsyncLetta(base_url=BASE, http_client=http, max_retries=0)
+        pay = await client.tools.create(source_code=PAY)
+        agent = await client.agents.create(
+            name="otto",
+            memory_blocks=[{"label": "human", "value": "Ada"}],
+            tool_ids=[pay.id],
+            tool_rules=[{"tool_name": "pay", "type": "max_count_per_step", "max_count_limit": 3}],
+        )
+        await client.agents.messages.create(agent.id, input="pay it")
+        exported = await client.agents.export_file(agent.id)
+        document = json.loads(exported)
+        assert [x["name"] for x in document["agents"]] == ["otto"]
+
+        imported = await client.agents.import_file(file=("otto.af", exported.encode()))
+        [new_id] = imported.agent_ids
+        copy = await client.agents.retrieve(new_id)
+        assert copy.name == "otto_copy" and new_id != agent.id
+        assert [b.value for b in copy.memory.blocks] == ["Ada"]
+        assert [t.name for t in copy.tools] == [t.name for t in agent.tools]
+        assert [(r.tool_name, r.type) for r in copy.tool_rules or ()] == [
+            ("pay", "max_count_per_step")
+        ]
+        old = [m async for m in client.agents.messages.list(agent.id, order="asc")]
+        new = [m async for m in client.agents.messages.list(new_id, order="asc")]
+        assert [m.message_type for m in new] == [m.message_type for m in old]
+
+        named = await client.agents.import_file(file=("a.af", exported.encode()), name="second")
+        assert (await client.agents.retrieve(named.agent_ids[0])).name == "second"
+        with pytest.raises(letta_client.UnprocessableEntityError, match="file"):
+            await client.agents.import_file(file=("bad.af", b"{not json"))
+        with pytest.raises(letta_client.NotFoundError):
+            await client.agents.export_file("agent-missing")
+        await http.aclose()
+    kelpie_dst.log("api.answer", body=exported)
+    return [exported]
+
+
+@pytest.mark.dst(seeds=2, **GUARDS)
+async def test_agent_file_export_and_import_through_letta_client() -> None:
+    await agent_file_flow()
+
+
+def test_agent_file_same_seed_same_trace_hash() -> None:
+    kelpie_dst.assert_deterministic(agent_file_flow, seeds=(1,), runs=2, **GUARDS)

@@ -18,7 +18,6 @@ from ._models_common import RequestModel, ResponseModel
 
 __all__ = [
     "MESSAGE_TYPES",
-    "ApprovalCreateModel",
     "AssistantMessage",
     "CancelRequest",
     "InputMessageModel",
@@ -77,24 +76,6 @@ class TextContent(RequestModel):
     text: str
 
 
-class InputMessageModel(RequestModel):
-    """One input message (Letta's MessageCreate)."""
-
-    role: Literal["user", "system", "assistant"]
-    content: str | list[TextContent]
-    name: str | None = None
-    otid: str | None = Field(default=None, max_length=200)
-    type: Literal["message"] | None = None
-
-    def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "\n".join(part.text for part in self.content)
-
-    def to_input(self) -> InputMessage:
-        return InputMessage(self.role, self.text(), name=self.name, otid=self.otid)
-
-
 class ApprovalItem(RequestModel):
     """One call's answer: ``approval`` (approve, reason) or ``tool`` (the client's result)."""
 
@@ -122,39 +103,58 @@ class ApprovalItem(RequestModel):
         return ApprovalDecision(self.tool_call_id, True, None, text, self.status)
 
 
-class ApprovalCreateModel(RequestModel):
-    """The client's answer to a run that stopped with ``requires_approval`` (Letta's
-    ``ApprovalCreate``): ``approvals`` per call, or the legacy ``approve`` (+ ``reason``) for
-    every call of ``approval_request_id``."""
+class InputMessageModel(RequestModel):
+    """One input message (Letta's ``MessageCreate``), or, with ``type: "approval"``, the
+    client's answer to a run that stopped with ``requires_approval`` (Letta's
+    ``ApprovalCreate``: ``approvals`` per call, or the legacy ``approve`` + ``reason`` for
+    every call of ``approval_request_id``). One model, so a bad message's error names its
+    field rather than the union's branches."""
 
-    type: Literal["approval"]
+    role: Literal["user", "system", "assistant"] | None = None
+    content: str | list[TextContent] | None = None
+    name: str | None = None
+    otid: str | None = Field(default=None, max_length=200)
+    type: Literal["message", "approval"] | None = None
     approvals: list[ApprovalItem] | None = None
     approve: bool | None = None
     approval_request_id: str | None = Field(default=None, max_length=200)
     reason: str | None = None
-    otid: str | None = Field(default=None, max_length=200)
 
     @model_validator(mode="after")
-    def _answered(self) -> ApprovalCreateModel:
-        if not self.approvals and self.approve is None:
-            raise ValueError("an approval message needs approvals or approve")
+    def _complete(self) -> InputMessageModel:
+        if self.type == "approval":
+            if not self.approvals and self.approve is None:
+                raise ValueError("an approval message needs approvals or approve")
+            return self
+        if self.role is None:
+            raise ValueError("at role: Field required")
+        if self.content is None:
+            raise ValueError("at content: Field required")
         return self
 
+    def text(self) -> str:
+        if isinstance(self.content, str) or self.content is None:
+            return self.content or ""
+        return "\n".join(part.text for part in self.content)
+
     def to_input(self) -> InputMessage:
-        return InputMessage(
-            "approval",
-            self.reason or "",
-            otid=self.otid,
-            approvals=tuple(a.to_decision() for a in self.approvals or ()),
-            approval_request_id=self.approval_request_id,
-            approve=None if self.approvals else self.approve,
-        )
+        if self.type == "approval":
+            return InputMessage(
+                "approval",
+                self.reason or "",
+                otid=self.otid,
+                approvals=tuple(a.to_decision() for a in self.approvals or ()),
+                approval_request_id=self.approval_request_id,
+                approve=None if self.approvals else self.approve,
+            )
+        assert self.role is not None
+        return InputMessage(self.role, self.text(), name=self.name, otid=self.otid)
 
 
 class MessageRequest(RequestModel):
     """``POST /v1/agents/{id}/messages`` (and ``/stream``, ``/async``)."""
 
-    messages: list[InputMessageModel | ApprovalCreateModel] | None = None
+    messages: list[InputMessageModel] | None = None
     input: str | list[TextContent] | None = None
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
     streaming: bool = False

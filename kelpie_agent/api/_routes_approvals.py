@@ -3,7 +3,7 @@
 ``PATCH /v1/agents/{agent_id}/tools/approval/{tool_name}`` with ``{"requires_approval": bool}``
 (or the query parameter) adds or removes the agent's ``requires_approval`` rule for the tool,
 as Letta does. The answer to a run that stopped on such a call goes through ``messages.create``
-(an ``approval`` message: :class:`ApprovalCreateModel`).
+(an ``approval`` message: :class:`InputMessageModel` with ``type: "approval"``).
 """
 
 from __future__ import annotations

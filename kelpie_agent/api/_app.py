@@ -28,6 +28,7 @@ from ._routes_agent_files import agent_files_router
 from ._routes_agents import agents_router
 from ._routes_approvals import approvals_router
 from ._routes_archival import archival_router
+from ._routes_archives import archives_router
 from ._routes_blocks import blocks_router
 from ._routes_health import health_router
 from ._routes_messages import messages_router
@@ -131,5 +132,6 @@ def _build(version: str, auth: bool) -> FastAPI:
     app.include_router(tools_router(), dependencies=checks)
     app.include_router(approvals_router(), dependencies=checks)
     app.include_router(archival_router(), dependencies=checks)
+    app.include_router(archives_router(), dependencies=checks)
     app.include_router(messages_router(), dependencies=checks)
     return app

@@ -9,6 +9,7 @@ import trio
 
 from kelpie_agent.actors import ActorId, ActorStoppedError, Dispatcher, LeaseLostError
 from kelpie_agent.agent import AgentRecord, AgentStorageError, BlockStore, LoopConfig, ToolStore
+from kelpie_agent.embeddings import Embedder
 from kelpie_agent.ports import Ports
 from kelpie_agent.storage import KV
 
@@ -63,6 +64,7 @@ class ServiceBase:
         self.read = Reader(
             kv, ports.rng, self.options.storage_attempts, self.options.storage_backoff
         )
+        self.embedder: Embedder | None = None  # the node's (open_agent_node sets it)
         self.tool_store = ToolStore(kv, ports)
         self.block_store = BlockStore(kv, ports)
         self._state = "new"  # -> running -> stopped

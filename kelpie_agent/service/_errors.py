@@ -17,6 +17,7 @@ from kelpie_agent.agent import (
     BlockNotFoundError,
     InvalidRequestError,
     PassageNotFoundError,
+    ResourceNotFoundError,
     SessionError,
     ToolDefinitionError,
     ToolNotFoundError,
@@ -112,6 +113,8 @@ def translate(error: BaseException) -> ServiceError | None:
     text = _one_line(str(error)) or type(error).__name__
     if isinstance(error, AgentNotFoundError):
         return NotFoundError("agent", error.agent_id)
+    if isinstance(error, ResourceNotFoundError):  # a folder, archive, schedule, ...
+        return NotFoundError(error.kind, error.id, text)
     for cls, kind in _LOOKUPS:
         if isinstance(error, cls):
             return NotFoundError(kind, None, text)

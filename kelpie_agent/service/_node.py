@@ -74,6 +74,7 @@ async def open_agent_node(
     service = service_class(
         dispatcher, kv, ports, loop_config=env.config, options=options, observer=observer
     )
+    service.embedder = env.embedder  # for what the service embeds itself (archives)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
         try:

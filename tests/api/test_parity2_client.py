@@ -123,7 +123,7 @@ async def approval_flow() -> list[str]:
         assert unmarked is not None and not unmarked.tool_rules
         plain = await client.agents.messages.create(agent.id, input="pay again")
         assert plain.stop_reason.stop_reason == "end_turn"
-        seen += [m.model_dump_json() for m in history]
+        seen += [f"{m.message_type} {m.id} {m.date}" for m in history]
         await http.aclose()
     for item in seen:
         kelpie_dst.log("api.answer", body=item)
@@ -188,3 +188,58 @@ async def test_agent_file_export_and_import_through_letta_client() -> None:
 
 def test_agent_file_same_seed_same_trace_hash() -> None:
     kelpie_dst.assert_deterministic(agent_file_flow, seeds=(1,), runs=2, **GUARDS)
+
+
+async def archives_flow() -> list[str]:
+    """Archives: create, passages (one and a batch), attach to two agents (both see the
+    passages in their archival memory), list by agent, update, delete a passage, detach,
+    delete; unknown ids are 404."""
+    async with api() as a:
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=a.app), base_url=BASE)
+        client = AsyncLetta(base_url=BASE, http_client=http, max_retries=0)
+        shared = await client.archives.create(name="facts", description="shared facts")
+        assert shared.name == "facts" and shared.id.startswith("archive-")
+        one = await client.archives.passages.create(shared.id, text="otters hold hands")
+        many = await client.archives.passages.create_many(
+            shared.id, passages=[{"text": "seals sleep"}, {"text": "kelp grows", "tags": ["k"]}]
+        )
+        assert [p.text for p in many] == ["seals sleep", "kelp grows"]
+        ada = await client.agents.create(name="ada")
+        bob = await client.agents.create(name="bob")
+        for agent in (ada, bob):
+            await client.agents.archives.attach(shared.id, agent_id=agent.id)
+            texts = {p.text for p in await client.agents.passages.list(agent.id)}
+            assert texts == {"otters hold hands", "seals sleep", "kelp grows"}
+        mine = [x.id async for x in client.archives.list(agent_id=ada.id)]
+        assert mine == [shared.id]
+        renamed = await client.archives.update(shared.id, name="facts2")
+        assert renamed.name == "facts2"
+        assert (await client.archives.retrieve(shared.id)).description == "shared facts"
+
+        await client.archives.passages.delete(one.id, archive_id=shared.id)
+        texts = {p.text for p in await client.agents.passages.list(bob.id)}
+        assert texts == {"seals sleep", "kelp grows"}
+        await client.agents.archives.detach(shared.id, agent_id=bob.id)
+        assert await client.agents.passages.list(bob.id) == []
+        await client.archives.delete(shared.id)
+        assert await client.agents.passages.list(ada.id) == []
+        assert [x.id async for x in client.archives.list()] == []
+        with pytest.raises(letta_client.NotFoundError):
+            await client.archives.retrieve(shared.id)
+        with pytest.raises(letta_client.NotFoundError):
+            await client.agents.archives.attach("archive-missing", agent_id=ada.id)
+        with pytest.raises(letta_client.UnprocessableEntityError):
+            await client.archives.create(name="")
+        await http.aclose()
+    seen = f"{renamed.id} {renamed.name} {renamed.created_at}"
+    kelpie_dst.log("api.answer", body=seen)
+    return [seen]
+
+
+@pytest.mark.dst(seeds=2, **GUARDS)
+async def test_archives_through_letta_client() -> None:
+    await archives_flow()
+
+
+def test_archives_same_seed_same_trace_hash() -> None:
+    kelpie_dst.assert_deterministic(archives_flow, seeds=(1,), runs=2, **GUARDS)

@@ -35,6 +35,7 @@ from ._errors import AgentStorageError as AgentStorageError
 from ._errors import BlockLimitError as BlockLimitError
 from ._errors import BlockNotFoundError as BlockNotFoundError
 from ._errors import InvalidRequestError as InvalidRequestError
+from ._errors import NameConflictError as NameConflictError
 from ._errors import PassageNotFoundError as PassageNotFoundError
 from ._errors import PendingApprovalError as PendingApprovalError
 from ._errors import ResourceNotFoundError as ResourceNotFoundError
@@ -47,6 +48,11 @@ from ._folders import FolderStore as FolderStore
 from ._identities import IdentityProperty as IdentityProperty
 from ._identities import IdentityRecord as IdentityRecord
 from ._identities import IdentityStore as IdentityStore
+from ._loading import load_agent as load_agent
+from ._loading import load_blocks as load_blocks
+from ._loading import load_tool_specs as load_tool_specs
+from ._loading import load_tools as load_tools
+from ._loading import load_view as load_view
 from ._messages import AgentMessage as AgentMessage
 from ._messages import ApprovalDecision as ApprovalDecision
 from ._messages import ApprovalRequestMessage as ApprovalRequestMessage
@@ -111,6 +117,9 @@ from ._requests import ToolRunResult as ToolRunResult
 from ._requests import TurnResult as TurnResult
 from ._requests import UpdateAgent as UpdateAgent
 from ._requests import UpdateBlock as UpdateBlock
+from ._retry import Reader as Reader
+from ._runs import OtidRecord as OtidRecord
+from ._runs import RunRecord as RunRecord
 from ._schedules import ScheduledMessage as ScheduledMessage
 from ._stores import BlockStore as BlockStore
 from ._stores import ToolStore as ToolStore
@@ -189,16 +198,20 @@ __all__ = [
     "ListTools",
     "LoopConfig",
     "McpToolSource",
+    "NameConflictError",
     "OpenFile",
+    "OtidRecord",
     "PassageHit",
     "PassageNotFoundError",
     "PassageRecord",
     "PendingApprovalError",
     "PendingCall",
+    "Reader",
     "ReasoningMessage",
     "ResetMessages",
     "ResourceNotFoundError",
     "ResumeRun",
+    "RunRecord",
     "RunTool",
     "SandboxImage",
     "SandboxRestoreError",
@@ -228,6 +241,11 @@ __all__ = [
     "builtin_id",
     "default_tool_names",
     "letta_json",
+    "load_agent",
+    "load_blocks",
+    "load_tool_specs",
+    "load_tools",
+    "load_view",
     "parse_tool_source",
     "render_messages",
 ]

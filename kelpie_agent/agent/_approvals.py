@@ -30,6 +30,7 @@ from ._codec import pack
 from ._errors import InvalidRequestError, PendingApprovalError
 from ._messages import AgentMessage, ApprovalDecision, ApprovalResponseMessage
 from ._requests import InputMessage
+from ._runs import OtidRecord
 from ._runtime import AgentRuntime
 
 __all__ = ["refuse_while_waiting", "start_approval_run"]
@@ -130,9 +131,12 @@ async def start_approval_run(
         allowed=cp.allowed,
         prefill=cp.prefill,
     )
-    await rt.write(
-        [*rt.message_writes(messages), (rt.keys.session, pack(started))], "the approval answer"
-    )
+    records: list[tuple[bytes, bytes | None]] = [(rt.keys.run_index(now, run_id), b"")]
+    if answer.otid is not None:  # a retried answer finds this run (exactly once)
+        record = OtidRecord(answer.otid, run_id, response.seq)
+        records.append((rt.keys.otid(answer.otid), pack(record)))
+    writes = [*rt.message_writes(messages), *rt.checkpoint_writes(started), *records]
+    await rt.write(writes, "the approval answer")
     rt.remember(messages)
     rt.session = started
     return started

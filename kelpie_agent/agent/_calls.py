@@ -23,7 +23,6 @@ from kelpie_agent.llm import ToolCall
 from kelpie_agent.storage import Transaction
 
 from ._checkpoint import PendingCall, SessionCheckpoint
-from ._codec import pack
 from ._executor import ToolOutcome, run_tool
 from ._messages import AgentMessage, ToolReturnMessage, UserMessage
 from ._models import DEFAULT_RETURN_CHAR_LIMIT
@@ -265,7 +264,7 @@ async def run_call(rt: AgentRuntime, tools: ToolSet, call: PendingCall) -> CallR
         writes = [
             *outcome.writes,
             *rt.message_writes([returned, *extra]),
-            (rt.keys.session, pack(new)),
+            *rt.checkpoint_writes(new),
         ]
         for key, value in writes:
             await txn.set(key, value)

@@ -9,8 +9,8 @@ never executed again (docs/agent.md, "Checkpoints and recovery").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 import attrs
 
@@ -40,6 +40,14 @@ class PendingCall:
 
 def _calls(value: Iterable[PendingCall]) -> tuple[PendingCall, ...]:
     return tuple(value)
+
+
+def _strings(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return dict(value or {})
 
 
 def _pairs(value: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
@@ -89,6 +97,10 @@ class SessionCheckpoint:
     # the tools the rules allow in the step whose calls are pending (None: every tool)
     allowed: tuple[str, ...] | None = attrs.field(default=None, converter=_allowed)
     prefill: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_prefill)
+    thread_id: str | None = None  # the conversation the run is in (None: the agent's own)
+    background: bool = False  # started in background mode (it outlives its request)
+    request: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping, hash=False)
+    steps: tuple[str, ...] = attrs.field(default=(), converter=_strings)  # the run's step ids
 
     @property
     def running(self) -> bool:

@@ -16,11 +16,15 @@ history order and ``scan_prefix`` pages through them):
 ``passage/<agent_id>/<seq>``         :class:`PassageRecord` (archival memory, with its vector)
 ``passageid/<agent_id>/<id>``        the passage's ``seq``
 ``session/<agent_id>``               :class:`SessionCheckpoint` of the current or last run
+``otid/<agent_id>/<blake2b(otid)>``  :class:`OtidRecord`: the run an input's otid started
+``run/<run_id>``                     :class:`RunRecord`: a run, updated with its checkpoint
+``runs/<agent_id>/<µs>/<run_id>``    the agent's runs in creation order (empty values)
 ==================================  ===============================================
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import attrs
@@ -44,6 +48,7 @@ from ._messages import (
 )
 from ._models import AgentRecord, Block, PassageRecord, ToolRule, ToolSpec, check_id
 from ._requests import InputMessage
+from ._runs import OtidRecord, RunRecord
 
 __all__ = ["Keys", "pack", "unpack"]
 
@@ -67,6 +72,8 @@ _CLASSES: dict[str, type] = {
     "approval_response_message": ApprovalResponseMessage,
     "approval": ApprovalDecision,
     "input": InputMessage,
+    "run": RunRecord,
+    "otid": OtidRecord,
 }
 
 
@@ -134,6 +141,20 @@ class Keys:
         self.message_ids = f"msgid/{a}/".encode()
         self.passages = f"passage/{a}/".encode()
         self.passage_ids = f"passageid/{a}/".encode()
+        self.otids = f"otid/{a}/".encode()
+        self.runs = f"runs/{a}/".encode()
+
+    def otid(self, otid: str) -> bytes:
+        digest = hashlib.blake2b(otid.encode(), digest_size=16).hexdigest()
+        return self.otids + digest.encode()
+
+    def run_index(self, created_at: float, run_id: str) -> bytes:
+        micros = max(0, round(created_at * 1_000_000))
+        return self.runs + f"{micros:016x}/{check_id(run_id, 'run id')}".encode()
+
+    @staticmethod
+    def run(run_id: str) -> bytes:
+        return f"run/{check_id(run_id, 'run id')}".encode()
 
     def message(self, seq: int) -> bytes:
         return self.messages + _seq(seq).encode()
@@ -157,5 +178,6 @@ class Keys:
 
     prefix_end = staticmethod(prefix_end)
     AGENTS = b"agent/"
+    RUNS = b"run/"
     BLOCKS = b"block/"
     TOOLS = b"tool/"

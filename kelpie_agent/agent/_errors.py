@@ -16,6 +16,7 @@ __all__ = [
     "BlockLimitError",
     "BlockNotFoundError",
     "InvalidRequestError",
+    "NameConflictError",
     "PassageNotFoundError",
     "PendingApprovalError",
     "ResourceNotFoundError",
@@ -39,6 +40,12 @@ class AgentNotFoundError(AgentError, LookupError):
 
 class AgentExistsError(AgentError):
     """The agent was already created."""
+
+
+class NameConflictError(AgentError):
+    """A name or label is already taken: a tool's name among the tools, a block's label among
+    an agent's blocks. Checked inside the transaction that would break it, so two concurrent
+    changes can never both pass."""
 
 
 class InvalidRequestError(AgentError, ValueError):

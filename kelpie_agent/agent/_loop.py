@@ -30,13 +30,13 @@ from kelpie_agent.storage import Transaction
 
 from ._agent_files import directories, load_agent_files
 from ._archive import archive_of
-from ._builtins import SEND_MESSAGE, builtin_by_id
+from ._builtins import SEND_MESSAGE
 from ._calls import NON_USER, finish, heartbeat_message, run_call
 from ._checkpoint import PendingCall, SessionCheckpoint
-from ._codec import Keys, pack, unpack
 from ._errors import AgentStorageError
 from ._events import EventSink
 from ._llm_call import LlmFailure, call_llm, streamer_factory
+from ._loading import load_tools
 from ._messages import (
     AgentMessage,
     ApprovalRequestMessage,
@@ -48,7 +48,6 @@ from ._messages import (
     UserMessage,
     render_messages,
 )
-from ._models import ToolSpec
 from ._prompt import build_messages, rules_block, system_prompt
 from ._runtime import AgentRuntime
 from ._toolset import ToolSet
@@ -76,18 +75,7 @@ NO_TOOL_ALERT = _alert(
 
 async def load_toolset(rt: AgentRuntime) -> ToolSet:
     """The agent's tools as attached now (custom and MCP tools read from storage)."""
-    agent = rt.require()
-    specs: list[ToolSpec] = []
-    for tool_id in agent.tool_ids:
-        builtin = builtin_by_id(tool_id)
-        if builtin is not None:
-            specs.append(builtin.spec())
-            continue
-        key = Keys.tool(tool_id)
-        data = await rt.get(key, f"tool {tool_id}")
-        if data is not None:
-            specs.append(unpack(data))
-    return ToolSet(agent, specs)
+    return await load_tools(rt.reader, rt.require())
 
 
 class Loop:
@@ -131,7 +119,7 @@ class Loop:
 
     async def _commit(self, messages: list[AgentMessage], cp: SessionCheckpoint, what: str) -> None:
         rt = self.rt
-        writes = [*rt.message_writes(messages), (rt.keys.session, pack(cp))]
+        writes = [*rt.message_writes(messages), *rt.checkpoint_writes(cp)]
 
         async def build(txn: Transaction) -> None:
             for key, value in writes:

@@ -7,7 +7,7 @@ Optional fields left as ``None`` mean "unchanged" in updates and "not given" els
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -176,8 +176,11 @@ class SendMessage:
     :class:`LettaUsage`); with ``stream_tokens`` the LLM's text arrives in pieces that share a
     message id. A consumer that closes its end or stops reading never breaks the run. Setting
     ``cancel`` stops the run between steps with ``cancelled``. A request whose first message
-    has the same ``otid`` as the first input of the agent's last run is a retry (its first
-    attempt's outcome was unknown to the caller): it gets that run's result, not a new run.
+    has the same ``otid`` as the first input of an earlier run is a retry (its first attempt's
+    outcome was unknown to the caller): it gets that run's result, not a new run. ``background``
+    and ``config`` are recorded on the run (Letta's ``background`` and ``request_config``).
+    ``on_start(run_id)`` is called once the input is committed (for a retry: with the run the
+    first attempt started), before the loop runs.
     """
 
     messages: tuple[InputMessage, ...]
@@ -188,6 +191,9 @@ class SendMessage:
     cancel: trio.Event | None = attrs.field(default=None, eq=False)
     # more writes (None deletes) committed with the input messages (a schedule's advance)
     extra_writes: tuple[tuple[bytes, bytes | None], ...] = attrs.field(default=(), eq=False)
+    background: bool = False  # recorded on the run (Letta's background mode)
+    config: Mapping[str, Any] = attrs.field(factory=dict, hash=False)  # the run's request_config
+    on_start: Callable[[str], None] | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen

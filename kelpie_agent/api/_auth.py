@@ -8,8 +8,9 @@ import hmac
 from fastapi import Request
 from fastapi.security import HTTPBearer
 
+from kelpie_agent.service import ServiceError
+
 from ._context import current
-from ._errors import ApiError
 
 __all__ = ["BEARER", "require_token"]
 
@@ -26,8 +27,8 @@ async def require_token(request: Request) -> None:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if not header:
-        raise ApiError(401, "missing Authorization header (expected 'Bearer <api key>')")
+        raise ServiceError("missing Authorization header (expected 'Bearer <api key>')", status=401)
     if scheme.lower() != "bearer" or not hmac.compare_digest(
         token.strip().encode(errors="replace"), expected
     ):
-        raise ApiError(401, "invalid API key")
+        raise ServiceError("invalid API key", status=401)

@@ -8,7 +8,7 @@ and validated against these models, which also give the OpenAPI schema its messa
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -25,7 +25,6 @@ __all__ = [
     "LettaResponse",
     "MessageRequest",
     "ReasoningMessage",
-    "Run",
     "StopReason",
     "SystemMessage",
     "TextContent",
@@ -182,12 +181,13 @@ class MessageRequest(RequestModel):
         )
         return (InputMessage("user", text),)
 
-    def stream_only_problem(self) -> str | None:
-        """For a JSON (non-streaming) request: the stream-only option set, if any."""
+    def stream_only_problem(self) -> tuple[str, str] | None:
+        """For a JSON (non-streaming) request: the stream-only option set, if any, as (field,
+        problem)."""
         if self.stream_tokens:
-            return "body.stream_tokens: stream_tokens=true requires streaming=true"
+            return "body.stream_tokens", "stream_tokens=true requires streaming=true"
         if "include_pings" in self.model_fields_set and not self.include_pings:
-            return "body.include_pings: include_pings=false requires streaming=true"
+            return "body.include_pings", "include_pings=false requires streaming=true"
         return None
 
 
@@ -305,15 +305,3 @@ class LettaResponse(ResponseModel):
     messages: list[LettaMessage]
     stop_reason: StopReason
     usage: Usage
-
-
-class Run(ResponseModel):
-    """A run (``POST /v1/agents/{id}/messages/async``)."""
-
-    id: str
-    agent_id: str
-    status: Literal["created", "running", "completed", "failed", "cancelled"]
-    stop_reason: StopReasonType | None = None
-    created_at: datetime | None = None
-    completed_at: datetime | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)

@@ -8,8 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import TypeAdapter, ValidationError
 
+from kelpie_agent.service import InvalidError
+
 from ._context import current_service
-from ._errors import ApiError
 from ._models_archival import Passage, PassageCreate, PassageSearchResponse, passage_out, search_out
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES
@@ -30,13 +31,13 @@ def _epoch(text: str | None, field: str) -> float | None:
         moment = _DATETIME.validate_python(text)
     except ValidationError as error:
         problem = error.errors()[0]["msg"]
-        raise ApiError(422, f"query.{field}: {problem}: {text!r}") from None
+        raise InvalidError(f"query.{field}", f"{problem}: {text!r}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     try:
         return moment.timestamp()
     except (OverflowError, ValueError):
-        raise ApiError(422, f"query.{field}: out of range: {moment.isoformat()}") from None
+        raise InvalidError(f"query.{field}", f"out of range: {moment.isoformat()}") from None
 
 
 def archival_router() -> APIRouter:

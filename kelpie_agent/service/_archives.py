@@ -20,7 +20,7 @@ from kelpie_agent.agent import (
     PassageRecord,
 )
 from kelpie_agent.agent._archive import embedder_name
-from kelpie_agent.embeddings import Embedder, HashingEmbedder
+from kelpie_agent.embeddings import Embedder
 
 from ._errors import translate
 from ._types import paginate
@@ -61,9 +61,8 @@ def _store(service: AgentService) -> ArchiveStore:
 
 
 def _embedder(service: AgentService) -> Embedder:
-    """The node's embedder (``open_agent_node`` sets it; the hashing one otherwise)."""
-    embedder: Embedder = service.embedder or HashingEmbedder()
-    return embedder
+    """The node's embedder (the one its agents embed passages with)."""
+    return service.embedder
 
 
 async def create_archive(service: AgentService, name: str, **fields: Any) -> ArchiveRecord:

@@ -16,6 +16,7 @@ from kelpie_agent.agent import (
     BlockLimitError,
     BlockNotFoundError,
     InvalidRequestError,
+    NameConflictError,
     PassageNotFoundError,
     ResourceNotFoundError,
     SessionError,
@@ -77,9 +78,13 @@ class InvalidError(ServiceError, ValueError):
 class ConflictError(ServiceError):
     """409: the request collides with existing state (a name or label already taken, an agent
     that already exists, a session that cannot move). Not storage's ``ConflictError``, which
-    the service never lets through."""
+    the service never lets through. ``exists``: the thing to create exists already."""
 
     status = 409
+
+    def __init__(self, detail: str, *, exists: bool = False) -> None:
+        self.exists = exists
+        super().__init__(detail)
 
 
 class UnavailableError(ServiceError):
@@ -122,7 +127,9 @@ def translate(error: BaseException) -> ServiceError | None:
         return InvalidError("value", text)
     if isinstance(error, ToolDefinitionError):
         return InvalidError("source_code", text)
-    if isinstance(error, AgentExistsError | SessionError):
+    if isinstance(error, AgentExistsError):
+        return ConflictError(text, exists=True)
+    if isinstance(error, NameConflictError | SessionError):
         return ConflictError(text)
     if isinstance(error, InvalidRequestError):
         return InvalidError(None, text, status=400)
@@ -133,7 +140,9 @@ def translate(error: BaseException) -> ServiceError | None:
     if isinstance(error, ActorUnavailableError):
         return UnavailableError(f"agent unavailable: {text}")
     if isinstance(error, ActorError) and error.retryable:  # lease lost, dispatcher stopped
-        return UnavailableError(f"agent unavailable: {text}", outcome_unknown=True)
+        # the request may have been applied: only the caller knows whether repeating it is
+        # safe (the service's own retry loop says so for the requests it sends)
+        return UnavailableError(f"agent unavailable: {text}", outcome_unknown=True, retryable=False)
     if isinstance(error, ConnectionError):  # this process is going down (a crashed sim node)
         return UnavailableError(f"node unavailable: {text}")
     return None

@@ -72,9 +72,14 @@ async def open_agent_node(
         observer=observer,
     )
     service = service_class(
-        dispatcher, kv, ports, loop_config=env.config, options=options, observer=observer
+        dispatcher,
+        kv,
+        ports,
+        loop_config=env.config,
+        options=options,
+        observer=observer,
+        embedder=env.embedder,
     )
-    service.embedder = env.embedder  # for what the service embeds itself (archives)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
         try:

@@ -24,4 +24,4 @@ IMPLEMENTED = {
 
 def test_the_methods_of_issue_18_are_routed() -> None:
     table = {m.name: ok for m, ok in routed(sdk_methods()).items()}
-    assert IMPLEMENTED <= {name for name, ok in table.items() if ok}
+    assert {name for name, ok in table.items() if ok} >= IMPLEMENTED

@@ -34,6 +34,9 @@ from kelpie_agent.storage._keys import prefix_end
 
 from ._checkpoint import PendingCall, SessionCheckpoint
 from ._messages import (
+    ApprovalDecision,
+    ApprovalRequestMessage,
+    ApprovalResponseMessage,
     AssistantMessage,
     LettaUsage,
     ReasoningMessage,
@@ -44,6 +47,7 @@ from ._messages import (
     UserMessage,
 )
 from ._models import AgentRecord, Block, PassageRecord, ToolRule, ToolSpec, check_id
+from ._requests import InputMessage
 from ._runs import OtidRecord, RunRecord
 
 __all__ = ["Keys", "pack", "unpack"]
@@ -64,9 +68,22 @@ _CLASSES: dict[str, type] = {
     "tool_call_message": ToolCallMessage,
     "tool_return_message": ToolReturnMessage,
     "tool_call": ToolCallInfo,
+    "approval_request_message": ApprovalRequestMessage,
+    "approval_response_message": ApprovalResponseMessage,
+    "approval": ApprovalDecision,
+    "input": InputMessage,
     "run": RunRecord,
     "otid": OtidRecord,
 }
+
+
+def register(tag: str, cls: type) -> None:
+    """Make another record type storable (modules that import the codec add theirs)."""
+    _CLASSES[tag] = cls
+    _TAGS[cls] = tag
+    _FIELDS[tag] = frozenset(f.name for f in attrs.fields(cls))
+
+
 _TAGS = {cls: tag for tag, cls in _CLASSES.items()}
 _FIELDS = {tag: frozenset(f.name for f in attrs.fields(cls)) for tag, cls in _CLASSES.items()}
 

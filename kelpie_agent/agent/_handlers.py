@@ -123,6 +123,8 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
         metadata=request.metadata,
         tool_rules=request.tool_rules,
         timezone=request.timezone,
+        max_files_open=request.max_files_open,
+        per_file_view_window_char_limit=request.per_file_view_window_char_limit,
         created_at=now,
         updated_at=now,
     )
@@ -149,6 +151,11 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
     if leftovers:  # an agent with this id was deleted half-way: finish the job first
         await _delete_prefixes(rt)
     initial = [_initial(rt, m) for m in request.initial_messages]
+    if request.imported:
+        from ._af_messages import materialize
+
+        initial += materialize(request.imported, rt.new_id, rt.next_seq, {})
+        rt.next_seq += len(request.imported)
     writes = [(Keys.block(b.id), pack(b)) for b in blocks[: len(request.memory_blocks)]]
     writes += [*rt.message_writes(initial), (rt.keys.agent, pack(agent))]
     await rt.write(writes, "the new agent")
@@ -214,7 +221,16 @@ def run_id_of(index_key: bytes) -> str:
 
 
 async def delete_agent(rt: AgentRuntime) -> None:
+    from ._agent_files import forget_files
+    from ._links import link_deletes
+    from ._schedules import delete_all
+    from ._teleport import image_keys, stored_image
+
     rt.require()
+    await delete_all(rt)  # first: a schedule must never fire for a deleted agent
+    for key, _ in [*await forget_files(rt), *link_deletes(rt)]:
+        await _delete_keys(rt, [key], "the agent's links")
+    await _delete_keys(rt, image_keys(rt.agent_id, await stored_image(rt)), "the sandbox image")
     await _delete_keys(rt, [rt.keys.agent, rt.keys.session], "the agent")
     rt.agent, rt.session, rt.blocks = None, None, {}
     rt.history.clear()

@@ -12,14 +12,13 @@ from __future__ import annotations
 import datetime as _dt
 import zoneinfo
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import trio
 
 from kelpie_agent.sandbox import (
     Sandbox,
-    SandboxError,
     SandboxRequest,
     SandboxState,
     agent_network,
@@ -109,6 +108,7 @@ class AgentRuntime:
         self.archive: Any = None  # _archive.Archive, loaded on first use
         self.sandbox: Sandbox | None = None
         self.sandbox_request: SandboxRequest | None = None
+        self.image: Any = None  # _teleport.SandboxImage of the sandbox's saved files
         self.stale = True
         self.reader = Reader(
             ctx.kv,
@@ -205,10 +205,15 @@ class AgentRuntime:
                 return False
         return bool(written.writes)
 
-    async def write(self, writes: list[tuple[bytes, bytes]], what: str) -> None:
+    async def write(self, writes: Sequence[tuple[bytes, bytes | None]], what: str) -> None:
+        """Commit ``writes`` in one transaction (a ``None`` value deletes the key)."""
+
         async def build(txn: Transaction) -> None:
             for key, value in writes:
-                await txn.set(key, value)
+                if value is None:
+                    await txn.delete(key)
+                else:
+                    await txn.set(key, value)
 
         await self.commit(build, what)
 
@@ -259,7 +264,7 @@ class AgentRuntime:
     async def get_sandbox(self) -> Sandbox:
         """The agent's sandbox, booted on first use (and again after it died). When the
         agent's allow-list (``metadata.sandbox_allow_hosts``) changed, a new sandbox with the
-        new network takes over the old one's files (snapshot and restore)."""
+        new network takes over the files of the agent's last committed call (its image)."""
         factory = self.env.sandbox_factory
         if factory is None:
             raise RuntimeError("no sandbox is configured for this server")
@@ -274,24 +279,22 @@ class AgentRuntime:
                 if old.state is SandboxState.PAUSED:
                     await old.resume()
                 return old
-        else:
-            old = None
+            # The network changed: the new sandbox takes the files of the last committed call
+            # from the agent's image (teleport), as it would on another node.
+            await self.close_sandbox()
+        from ._teleport import restore_into
+
         self.sandbox, self.sandbox_request = factory(request), request
-        try:
-            await self.sandbox.boot()
-            if old is not None:
-                try:
-                    await self.sandbox.restore(await old.snapshot())
-                except SandboxError:
-                    pass  # the files stay behind; the new network matters more
-        finally:
-            if old is not None:
-                with trio.move_on_after(5):
-                    await old.stop()
+        await self.sandbox.boot()
+        try:  # the agent's files from wherever it ran before (docs/teleport.md)
+            self.image = await restore_into(self, self.sandbox)
+        except BaseException:
+            await self.close_sandbox()
+            raise
         return self.sandbox
 
     async def close_sandbox(self) -> None:
-        sandbox, self.sandbox = self.sandbox, None
+        sandbox, self.sandbox, self.sandbox_request = self.sandbox, None, None
         if sandbox is not None:
             with trio.move_on_after(5):
                 await sandbox.stop()

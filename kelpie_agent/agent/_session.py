@@ -7,11 +7,13 @@ checkpoint ``running`` and resumes the run (docs/agent.md, "Checkpoints and reco
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import trio
 
+from ._approvals import refuse_while_waiting, start_approval_run
 from ._calls import finish
 from ._checkpoint import SessionCheckpoint
 from ._codec import Keys, pack, unpack
@@ -54,6 +56,8 @@ def _input(rt: AgentRuntime, message: InputMessage, run_id: str) -> AgentMessage
         return SystemMessage(content=message.content, **common)
     if message.role == "assistant":
         return AssistantMessage(content=message.content, **common)
+    if message.role == "approval":
+        raise InvalidRequestError("messages: only the first message may be an approval")
     raise InvalidRequestError(
         f"message role must be user, system or assistant, got {message.role!r}"
     )
@@ -64,7 +68,7 @@ async def _commit(
     messages: list[AgentMessage],
     cp: SessionCheckpoint,
     what: str,
-    extra: list[tuple[bytes, bytes]] = (),  # type: ignore[assignment]
+    extra: Sequence[tuple[bytes, bytes | None]] = (),
 ) -> None:
     await rt.write([*rt.message_writes(messages), *rt.checkpoint_writes(cp), *extra], what)
     rt.remember(messages)
@@ -135,26 +139,16 @@ async def send(rt: AgentRuntime, request: SendMessage) -> TurnResult:
             sink = EventSink(request.stream, rt.config.sink_timeout)
             uam = request.use_assistant_message
             return await _finish_turn(rt, earlier, sink, uam, replay=True)
-        run_id = rt.new_id("run")
-        inputs = [_input(rt, m, run_id) for m in request.messages]
-        now = rt.now()
-        paused = rt.paused_until if rt.paused_until is not None and now < rt.paused_until else None
-        cp = SessionCheckpoint(
-            session_id=run_id,
-            agent_id=rt.agent_id,
-            max_steps=max_steps,
-            first_seq=inputs[0].seq,
-            started_at=now,
-            updated_at=now,
-            paused_until=paused,
-            background=request.background,
-            request=request.config,
-        )
-        records = [(rt.keys.run_index(now, run_id), b"")]
-        otid = request.messages[0].otid
-        if otid is not None:
-            records.append((rt.keys.otid(otid), pack(OtidRecord(otid, run_id, inputs[0].seq))))
-        await _commit(rt, inputs, cp, "the input messages", records)
+        first, *rest = request.messages
+        if first.role == "approval":
+            if any(m.role == "approval" for m in rest):
+                raise InvalidRequestError("messages: only the first message may be an approval")
+            new = lambda m, run: _input(rt, m, run)  # noqa: E731
+            started = await start_approval_run(rt, first, rest, max_steps, new)
+            run_id = started.session_id
+        else:
+            refuse_while_waiting(rt)
+            run_id = await _start(rt, request, max_steps)
         _started(request, run_id)
         await rt.hazard("agent.input_committed")
         sink = EventSink(request.stream, rt.config.sink_timeout)
@@ -164,6 +158,32 @@ async def send(rt: AgentRuntime, request: SendMessage) -> TurnResult:
         return await _finish_turn(rt, run_record(cp), sink, request.use_assistant_message)
     finally:
         await _close(request.stream)  # type: ignore[arg-type]
+
+
+async def _start(rt: AgentRuntime, request: SendMessage, max_steps: int) -> str:
+    """Commit the input messages with the new run's checkpoint, its run index entry, the
+    request's otid record and the request's extra writes (a schedule's advance)."""
+    run_id = rt.new_id("run")
+    inputs = [_input(rt, m, run_id) for m in request.messages]
+    now = rt.now()
+    paused = rt.paused_until if rt.paused_until is not None and now < rt.paused_until else None
+    cp = SessionCheckpoint(
+        session_id=run_id,
+        agent_id=rt.agent_id,
+        max_steps=max_steps,
+        first_seq=inputs[0].seq,
+        started_at=now,
+        updated_at=now,
+        paused_until=paused,
+        background=request.background,
+        request=request.config,
+    )
+    records: list[tuple[bytes, bytes | None]] = [(rt.keys.run_index(now, run_id), b"")]
+    otid = request.messages[0].otid
+    if otid is not None:
+        records.append((rt.keys.otid(otid), pack(OtidRecord(otid, run_id, inputs[0].seq))))
+    await _commit(rt, inputs, cp, "the input messages", [*records, *request.extra_writes])
+    return run_id
 
 
 def _started(request: SendMessage, run_id: str) -> None:

@@ -136,6 +136,7 @@ class ToolStore:
         tags: tuple[str, ...] = (),
         return_char_limit: int = DEFAULT_RETURN_CHAR_LIMIT,
         name: str | None = None,
+        default_requires_approval: bool = False,
     ) -> ToolSpec:
         """A custom tool from Python source (not stored); the schema comes from the source
         unless ``json_schema`` (Letta's ``{name, description, parameters}``) is given."""
@@ -169,6 +170,7 @@ class ToolStore:
             return_char_limit=return_char_limit,
             created_at=now,
             updated_at=now,
+            default_requires_approval=default_requires_approval,
         )
 
     async def create(self, source_code: str, **options: Any) -> ToolSpec:

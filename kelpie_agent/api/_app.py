@@ -22,8 +22,11 @@ from ._auth import BEARER, DOCS, docs_routes, require_token
 from ._context import NODE, ApiNode, Observer
 from ._errors import install_error_handlers
 from ._openapi import exact_openapi
+from ._routes_agent_files import agent_files_router
 from ._routes_agents import agents_router
+from ._routes_approvals import approvals_router
 from ._routes_archival import archival_router
+from ._routes_archives import archives_router
 from ._routes_blocks import blocks_router
 from ._routes_directory import directory_router
 from ._routes_health import health_router
@@ -110,10 +113,13 @@ def _build(version: str, auth: bool) -> FastAPI:
     # BEARER declares the scheme in the OpenAPI schema; require_token does the check
     checks = [Depends(require_token), Depends(BEARER)] if auth else []
     app.include_router(health_router(version))
+    app.include_router(agent_files_router(), dependencies=checks)
     app.include_router(agents_router(), dependencies=checks)
     app.include_router(blocks_router(), dependencies=checks)
     app.include_router(tools_router(), dependencies=checks)
+    app.include_router(approvals_router(), dependencies=checks)
     app.include_router(archival_router(), dependencies=checks)
+    app.include_router(archives_router(), dependencies=checks)
     app.include_router(messages_router(), dependencies=checks)
     app.include_router(history_router(), dependencies=checks)
     app.include_router(runs_router(), dependencies=checks)

@@ -18,6 +18,7 @@ from kelpie_agent.agent import (
     InvalidRequestError,
     NameConflictError,
     PassageNotFoundError,
+    ResourceNotFoundError,
     SessionError,
     ToolDefinitionError,
     ToolNotFoundError,
@@ -117,6 +118,8 @@ def translate(error: BaseException) -> ServiceError | None:
     text = _one_line(str(error)) or type(error).__name__
     if isinstance(error, AgentNotFoundError):
         return NotFoundError("agent", error.agent_id)
+    if isinstance(error, ResourceNotFoundError):  # a folder, archive, schedule, ...
+        return NotFoundError(error.kind, error.id, text)
     for cls, kind in _LOOKUPS:
         if isinstance(error, cls):
             return NotFoundError(kind, None, text)

@@ -97,7 +97,9 @@ async def test_files_of_acknowledged_calls_follow_the_agent_across_crashes(
     kv = open_kv(dst.current_node(), host=db)  # type: ignore[arg-type]
     spec = await ToolStore(kv, sim_ports()).create(NOTE)
     policy = NotePolicy(calls=3)
-    env0 = AgentEnv(llm=SimLlmClient(policy), sandbox_factory=lambda r: open_sandbox(network=r.network))
+    env0 = AgentEnv(
+        llm=SimLlmClient(policy), sandbox_factory=lambda r: open_sandbox(network=r.network)
+    )
     _, view = await create_agent(env0, kv, tools=[spec.id])
     agent_id = view.agent.id
     turns = 6
@@ -147,7 +149,9 @@ async def test_a_restore_that_keeps_failing_is_reported_never_an_empty_sandbox(
     kv = open_kv(dst.current_node())  # type: ignore[arg-type]
     spec = await ToolStore(kv, sim_ports()).create(NOTE)
     policy = NotePolicy(calls=1)
-    env = AgentEnv(llm=SimLlmClient(policy), sandbox_factory=lambda r: open_sandbox(network=r.network))
+    env = AgentEnv(
+        llm=SimLlmClient(policy), sandbox_factory=lambda r: open_sandbox(network=r.network)
+    )
     actor, view = await create_agent(env, kv, tools=[spec.id])
     await say(actor, "one")  # saved an image with one line
     later = await activate(env, kv, view.agent.id)  # a new activation: a fresh sandbox

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.bubblewrap
 API_KEY = "kelpie-escape-test-api-key-9c1f"
 ANTHROPIC_KEY = "sk-ant-escape-test-anthropic-key-5e7d"
 SECRETS = (API_KEY, ANTHROPIC_KEY)
+REPO = Path(__file__).resolve().parents[2]  # the server's source tree: not for tools to read
 _probes = itertools.count()
 
 
@@ -103,10 +104,10 @@ def test_host_files_are_not_there(server: Server, agent: str) -> None:
             """
             import os
             places = ("/etc/shadow", "/etc/hostname", "/etc/ssh", "/home", "/var", "/srv",
-                      "/root/.ssh", "/root/.bash_history", "/root/.kelpie", "/work/main")
+                      "/root/.ssh", "/root/.bash_history", "/root/.kelpie", REPO_FILES)
             seen = [p for p in places if os.path.exists(p)]
             return "visible: " + " ".join(seen) if seen else "blocked"
-            """,
+            """.replace("REPO_FILES", repr(str(REPO / "pyproject.toml"))),
         )
     )
     assert found == "blocked"

@@ -240,11 +240,10 @@ class FaultMoment:
 
     def describe(self, failed_at: float) -> str:
         extra = " ".join(f"{k}={v}" for k, v in self.fields)
+        where = f"node {self.node}: " if self.node not in ("", "-") else ""
         before = failed_at - self.time
-        return (
-            f"t={self.time:.3f}s ({before:.3f}s before the failure) node {self.node}: "
-            f"{self.fault}{' ' + extra if extra else ''}"
-        ).rstrip()
+        text = f"t={self.time:.3f}s ({before:.3f}s before the failure) {where}{self.fault}"
+        return f"{text} {extra}".rstrip()
 
 
 def faults_before(target: Target, plan: Plan, seed: int, limit: int = 5) -> list[FaultMoment]:

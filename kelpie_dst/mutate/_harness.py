@@ -172,6 +172,8 @@ class Harness:
             return one(mutant, jobs)
         except MutantStale as stale:
             return MutantOutcome(mutant, "stale", detail=str(stale))
+        except (OSError, ValueError) as error:  # the overlay or a child's report
+            return MutantOutcome(mutant, "error", detail=f"{type(error).__name__}: {error}")
 
     # -- sweeping --------------------------------------------------------------------------------
     def run(self, mutants: Sequence[Mutant], items: Sequence[list[Any]]) -> list[MutantOutcome]:

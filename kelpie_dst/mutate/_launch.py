@@ -138,7 +138,10 @@ class Launcher:
                         passthrough.write(line)
                         passthrough.flush()
                     continue
-                report = json.loads(line[len(MARK) :])
+                try:
+                    report = json.loads(line[len(MARK) :])
+                except ValueError:  # not one of ours after all
+                    continue
                 if report["type"] == "result":
                     report["received"] = last[0] - started  # wall time since the launch
                     results.append(report)

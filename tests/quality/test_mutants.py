@@ -335,3 +335,18 @@ def test_the_spec_names_are_the_mutants_of_its_catches() -> None:
     spec = load_spec(SPEC)
     known = {m.name for m in spec.mutants}
     assert set(load_catches(spec.caught_path)) <= known
+
+
+def test_list_and_diff(
+    toy: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(toy)
+    main(["mutate", "--spec", "mutants.toml", "--list"])
+    listed = capsys.readouterr().out
+    assert "no-lock" in listed and "message" in listed and "toybank/app.py" in listed
+    assert listed.count(" yes ") == 2  # both apply
+    main(["mutate", "--spec", "mutants.toml", "--diff", "--only", "no-lock"])
+    diff = capsys.readouterr().out
+    assert diff.startswith("# no-lock (toy): two withdrawals can both pass the balance check")
+    assert "-        async with lock:\n+        if True:\n" in diff
+    assert "--- a/toybank/app.py\n+++ b/toybank/app.py\n" in diff

@@ -33,6 +33,7 @@ from ._faults import Fault, FaultPlan, fault_types
 from ._run import run as run_simulation
 from ._trace_cli import trace
 from .scenario import current_hashseed
+from .threads._watchdog import DEFAULT_WATCHDOG, REPLAY_HINT
 
 __all__ = ["main"]
 
@@ -64,6 +65,15 @@ def _run_options(f: Any, *, entry_required: bool = True) -> Any:
             help="Let the seed choose a fault profile too (or not).",
         ),
         click.option("--max-time", default=None, metavar="DURATION", help="Virtual time limit."),
+        click.option(
+            "--watchdog",
+            default=None,
+            metavar="DURATION",
+            help=(
+                "Real time a call may block outside the simulation before the run fails "
+                f"(exit 2; default: {format_duration(DEFAULT_WATCHDOG)})."
+            ),
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -76,15 +86,28 @@ def _options(
     faults: Sequence[str],
     swarm: bool | None,
     max_time: str | None,
+    watchdog: str | None = None,
 ) -> dict[str, Any]:
     parsed = [Fault.parse(f) for f in faults]  # validates early, with a one-line error
-    return {
+    options = {
         "guards": "strict" if strict else "redirect",
         "strategy": strategy or "random",
         "faults": [f"{f.type}={f.probability!r}" for f in parsed],
         "swarm": bool(swarm),
         "max_time": parse_duration(max_time) if max_time is not None else None,
     }
+    if watchdog is not None:
+        options["watchdog"] = _watchdog_seconds(watchdog)
+    return options
+
+
+def _watchdog_seconds(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except UsageError:
+        raise UsageError(
+            f"bad --watchdog {text!r}: use a positive real-time duration, like 5s or 500ms"
+        ) from None
 
 
 def replay_command(entry: str, seed: int, options: dict[str, Any]) -> str:
@@ -100,6 +123,8 @@ def replay_command(entry: str, seed: int, options: dict[str, Any]) -> str:
         parts.append("--swarm")
     if options.get("max_time") is not None:
         parts += ["--max-time", format_duration(options["max_time"])]
+    if options.get("watchdog", DEFAULT_WATCHDOG) != DEFAULT_WATCHDOG:
+        parts += ["--watchdog", format_duration(options["watchdog"])]
     hashseed = current_hashseed()
     if hashseed is None:
         return (
@@ -130,6 +155,7 @@ def run_command(
     faults: tuple[str, ...],
     swarm: bool | None,
     max_time: str | None,
+    watchdog: str | None,
     seed: int | None,
     sets: tuple[str, ...],
     trace_path: str | None,
@@ -151,11 +177,13 @@ def run_command(
             overrides.append(f"faults.{parsed.type}.probability={parsed.probability!r}")
         if swarm is not None:
             overrides.append(f"swarm.enabled={str(swarm).lower()}")
+        if watchdog is not None:
+            overrides.append(f"simulation.watchdog={_watchdog_seconds(watchdog)!r}")
         run_scenario_command(scenario, seed, overrides, trace_path)
     assert entry is not None
     if sets:
         raise UsageError("--set is for scenarios; --entry runs take --fault/--swarm/--max-time")
-    options = _options(strict, strategy, faults, swarm, max_time)
+    options = _options(strict, strategy, faults, swarm, max_time, watchdog)
     main_fn = load_entry(entry)
     if seed is None:
         seed = random.SystemRandom().randrange(2**32)
@@ -167,16 +195,24 @@ def run_command(
     chosen = profile.resolve(seed)
     if chosen:
         _console.print(f"faults: {', '.join(f.describe() for f in chosen)}", markup=False)
+    replay = replay_command(entry, seed, options)
+    REPLAY_HINT[0] = replay  # printed if the watchdog must end the process
     with interruptible():  # a path ending in .gz is written gzip-compressed
         result = run_simulation(main_fn, seed=seed, trace_file=trace_path, **options)
-    print_report(result, "replay: " + replay_command(entry, seed, options))
+    print_report(result, "replay: " + replay)
     sys.exit(result.exit_code)
 
 
 @cli.command("check-determinism")
 @_run_options
 @click.option("--seed", type=int, required=True, help="The seed to check.")
-@click.option("--runs", type=click.IntRange(min=2), default=3, show_default=True)
+@click.option(
+    "--runs",
+    type=click.IntRange(min=2),
+    default=4,
+    show_default=True,
+    help="Runs in all: 2 in this process, the rest each in a fresh process.",
+)
 @click.option("--vary-hashseed", is_flag=True, help="Give each fresh process its own hash seed.")
 def check_determinism_command(
     entry: str,
@@ -185,12 +221,13 @@ def check_determinism_command(
     faults: tuple[str, ...],
     swarm: bool | None,
     max_time: str | None,
+    watchdog: str | None,
     seed: int,
     runs: int,
     vary_hashseed: bool,
 ) -> None:
     """Run one seed several times (same process and fresh ones) and compare trace hashes."""
-    options = _options(strict, strategy, faults, swarm, max_time)
+    options = _options(strict, strategy, faults, swarm, max_time, watchdog)
     report = check_determinism(
         entry, seed=seed, runs=runs, vary_hashseed=vary_hashseed, options=options
     )

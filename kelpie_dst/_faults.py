@@ -195,7 +195,7 @@ class FaultInjector:
         if not candidates:
             return None
         now = self.sim.now()
-        for index, fault in enumerate(candidates):
+        for fault in candidates:
             if not fault.applies(now, node):
                 continue
             if periodic:

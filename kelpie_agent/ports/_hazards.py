@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-__all__ = ["Hazards", "NoHazards", "NO_HAZARDS"]
+__all__ = ["NO_HAZARDS", "Hazards", "NoHazards"]
 
 
 class Hazards(Protocol):

@@ -25,8 +25,8 @@ import attrs
 import trio
 
 from .._faults import FaultSpec, register_fault
-from .._storms import StormSpec, register_storm
 from .._nodes import Node
+from .._storms import StormSpec, register_storm
 from ._pipe import DATA, Segment
 from ._socket import DEFAULT_WINDOW, Address, SimSocket
 
@@ -218,6 +218,21 @@ class SimNetwork:
         self.names[node.name] = node.address
         node.crash_hooks.append(lambda n: self._crashed(host))
         return host
+
+    def socket(
+        self, family: int | None = None, type: int | None = None, proto: int | None = None
+    ) -> SimSocket:
+        """A new socket of the calling task's node (trio's socket factory, and the
+        standard library's ``socket.socket`` in a simulation)."""
+        family = stdlib_socket.AF_INET if family is None else family
+        type = stdlib_socket.SOCK_STREAM if type is None else type
+        if family not in (stdlib_socket.AF_INET, stdlib_socket.AF_INET6):
+            raise OSError(errno.EAFNOSUPPORT, "the simulated network supports AF_INET/AF_INET6")
+        if type not in (stdlib_socket.SOCK_STREAM, stdlib_socket.SOCK_DGRAM):
+            raise OSError(errno.ESOCKTNOSUPPORT, "the simulated network supports TCP and UDP")
+        host = self.host_of(self.sim.current_node())
+        host.node.check_alive()
+        return SimSocket(self, host, family, type, proto or 0)
 
     def host_of(self, node: Node | None) -> Host:
         if node is None:
@@ -532,15 +547,7 @@ class _Factory(trio.abc.SocketFactory):
         type: int | None = None,
         proto: int | None = None,
     ) -> SimSocket:
-        family = stdlib_socket.AF_INET if family is None else family
-        type = stdlib_socket.SOCK_STREAM if type is None else type
-        if family not in (stdlib_socket.AF_INET, stdlib_socket.AF_INET6):
-            raise OSError(errno.EAFNOSUPPORT, "the simulated network supports AF_INET/AF_INET6")
-        if type not in (stdlib_socket.SOCK_STREAM, stdlib_socket.SOCK_DGRAM):
-            raise OSError(errno.ESOCKTNOSUPPORT, "the simulated network supports TCP and UDP")
-        host = self.network.host_of(self.network.sim.current_node())
-        host.node.check_alive()
-        return SimSocket(self.network, host, family, type, proto or 0)
+        return self.network.socket(family, type, proto)
 
 
 _SERVICES = {"http": 80, "https": 443}

@@ -13,6 +13,7 @@ from .._entry import format_duration
 from .._faults import Fault, fault_types
 from .._rng import RngStream
 from .._storms import SwarmIntensity, storm_specs
+from ..threads._watchdog import DEFAULT_WATCHDOG
 from ._workload import WorkloadInfo
 
 __all__ = [
@@ -122,6 +123,10 @@ class SimOptions:
     """Module prefixes exempt from ``strict``: their calls are served deterministically
     (``redirect``) instead of failing, e.g. a test driver's HTTP client library."""
     buggify: bool = True
+    watchdog: float = DEFAULT_WATCHDOG
+    """Seconds of real time a call may block outside the simulation before the run fails."""
+    preemption: bool = True
+    """Seeded preemption points inside simulated threads."""
 
 
 @attrs.frozen

@@ -37,8 +37,8 @@ from kelpie_agent.sandbox._port import SandboxLimits, SandboxState
 
 from .._errors import UsageError
 from .._faults import FaultSpec, register_fault
-from .._storms import StormSpec, register_storm
 from .._public import current_simulation
+from .._storms import StormSpec, register_storm
 from ._sandbox import SimSandbox, SimTimings
 
 if TYPE_CHECKING:

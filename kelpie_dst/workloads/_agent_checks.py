@@ -96,6 +96,7 @@ class Ack:
     stop_reason: str
     reply: str | None = None  # the last assistant text the client was shown
     max_steps: int | None = None  # the step budget the send asked for
+    steps: int | None = None  # the step count the run's usage reported
 
 
 @attrs.frozen
@@ -445,7 +446,8 @@ def check_read_only(
 
 def check_step_budgets(acks: Iterable[Ack], histories: Mapping[str, Sequence[Msg]]) -> list[str]:
     """A run stopped by ``max_steps`` made exactly that many LLM calls (steps that wrote a
-    message); one that ended normally made no more than its budget."""
+    message); one that ended normally made no more than its budget; the usage the client was
+    given counts the same steps."""
     problems = []
     for ack in acks:
         if ack.max_steps is None or not ack.run_id:
@@ -458,6 +460,10 @@ def check_step_budgets(acks: Iterable[Ack], histories: Mapping[str, Sequence[Msg
             and m.type in ("assistant_message", "reasoning_message", "tool_call_message")
         }
         where = f"{ack.agent} message #{ack.index} ({ack.otid})"
+        if ack.steps is not None and ack.steps != len(steps):
+            problems.append(
+                f"{where}: usage reports {ack.steps} steps, the run stored {len(steps)}"
+            )
         if ack.stop_reason == "max_steps" and len(steps) != ack.max_steps:
             problems.append(
                 f"{where}: stopped by max_steps={ack.max_steps} after {len(steps)} steps"

@@ -60,6 +60,7 @@ class Sent:
     events: int = 0
     unclosed: bool = False  # the stream stayed open after the turn ended
     reply: str | None = None  # the last assistant text the client was shown
+    steps: int | None = None  # the step count the run's usage reported
 
 
 class Link(Protocol):
@@ -78,14 +79,16 @@ class Link(Protocol):
     ) -> Sent: ...
 
     async def history(
-        self, node: str, plan: AgentPlan, after: str | None, assistant: bool
+        self, node: str, plan: AgentPlan, after: str | None, assistant: bool, limit: int
     ) -> list[Msg]:
-        """One page (``PAGE``) of stored messages, oldest first; ``assistant`` renders
+        """One page (at most ``limit``) of stored messages, oldest first; ``assistant`` renders
         ``send_message`` calls as assistant messages, as streams do."""
 
     async def blocks(self, node: str, plan: AgentPlan) -> list[BlockState]: ...
 
-    async def passages(self, node: str, plan: AgentPlan, after: str | None) -> list[Any]:
+    async def passages(
+        self, node: str, plan: AgentPlan, after: str | None, limit: int
+    ) -> list[Any]:
         """One page of archival passages (objects with ``id`` and ``text``), oldest first."""
 
 
@@ -105,6 +108,11 @@ class RunRecord:
         self.pieces: dict[str, list[tuple[int, tuple[tuple[str, str], ...]]]] = {}
         self.durable: list[str] = []  # the database, checked at each ack and restart
         self.durable_checks = 0
+
+
+def _page_size(rng: Any) -> int:
+    """Reads page through the lists in pages of a random size, so every cursor is used."""
+    return int(rng.choice((3, 7, 16, 50, PAGE)))
 
 
 def join_pieces(pieces: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -235,6 +243,7 @@ class Clients:
                 sent.stop_reason,
                 sent.reply,
                 budget,
+                sent.steps,
             )
         )
         self.check_durable(f"t={trio.current_time():.3f} ack of #{message.index}", plan)
@@ -259,15 +268,16 @@ class Clients:
 
         got_blocks = await self._call(key, plan.agent_id, blocks, rng, state)
         passages: list[Any] = []
+        size = _page_size(rng)
         while True:
             after = passages[-1].id if passages else None
 
             async def page(node: str, _: int, after: str | None = after) -> list[Any]:
-                return await self.link.passages(node, plan, after)
+                return await self.link.passages(node, plan, after, size)
 
             got = await self._call(f"a{plan.number} passages", plan.agent_id, page, rng, state)
             passages.extend(got)
-            if len(got) < PAGE:
+            if len(got) < size:
                 break
         self.record.passages[plan.agent_id] = [p.text for p in passages]
         self.record.histories[plan.agent_id] = messages
@@ -284,13 +294,14 @@ class Clients:
     ) -> list[Msg]:
         messages: list[Msg] = []
         key = f"a{plan.number} read" + (" rendered" if assistant else "")
+        size = _page_size(rng)
         while True:
             after = messages[-1].id if messages else None
 
             async def page(node: str, _: int, after: str | None = after) -> list[Msg]:
-                return await self.link.history(node, plan, after, assistant)
+                return await self.link.history(node, plan, after, assistant, size)
 
             got = await self._call(key, plan.agent_id, page, rng, state)
             messages.extend(got)
-            if len(got) < PAGE:
+            if len(got) < size:
                 return messages

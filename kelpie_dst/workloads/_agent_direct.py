@@ -37,7 +37,7 @@ from kelpie_agent.storage import StorageError
 
 from .._errors import NodeDownError
 from ._agent_checks import BlockState, Msg
-from ._agent_client import PAGE, AgentPlan, Planned, Sent, join_pieces
+from ._agent_client import AgentPlan, Planned, Sent, join_pieces
 from ._agent_world import World
 
 __all__ = ["DirectLink", "message_text", "to_msg"]
@@ -157,9 +157,9 @@ class DirectLink:
         )
 
     async def history(
-        self, node: str, plan: AgentPlan, after: str | None, assistant: bool
+        self, node: str, plan: AgentPlan, after: str | None, assistant: bool, limit: int
     ) -> list[Msg]:
-        page = ListMessages(after=after, limit=PAGE, order="asc", use_assistant_message=assistant)
+        page = ListMessages(after=after, limit=limit, order="asc", use_assistant_message=assistant)
         got: Sequence[AgentMessage] = await self._ask(node, plan, page)
         return [to_msg(m) for m in got]
 
@@ -167,8 +167,10 @@ class DirectLink:
         got = await self._ask(node, plan, ListBlocks())
         return [BlockState(plan.agent_id, b.label, b.value, b.limit) for b in got]
 
-    async def passages(self, node: str, plan: AgentPlan, after: str | None) -> list[Any]:
-        return list(await self._ask(node, plan, ListPassages(after=after, limit=PAGE)))
+    async def passages(
+        self, node: str, plan: AgentPlan, after: str | None, limit: int
+    ) -> list[Any]:
+        return list(await self._ask(node, plan, ListPassages(after=after, limit=limit)))
 
 
 def _sent(result: TurnResult) -> Sent:
@@ -178,6 +180,7 @@ def _sent(result: TurnResult) -> Sent:
         tuple(m.id for m in result.messages),
         result.stop_reason,
         reply=texts[-1] if texts else None,
+        steps=result.usage.step_count,
     )
 
 

@@ -18,9 +18,10 @@ from typing import Any
 import httpx
 import letta_client
 from letta_client import AsyncLetta
+from letta_client._base_client import get_platform
 
 from ._agent_checks import BlockState, Msg
-from ._agent_client import PAGE, AgentPlan, Planned, Sent, join_pieces
+from ._agent_client import AgentPlan, Planned, Sent, join_pieces
 from ._agent_world import PORT
 
 __all__ = ["HttpLink", "IncompleteStreamError", "open_http_link"]
@@ -28,6 +29,12 @@ __all__ = ["HttpLink", "IncompleteStreamError", "open_http_link"]
 RETRY_STATUS = frozenset({408, 429, 502, 503, 504})
 """Statuses after which the same request may succeed (a 500 is a bug: never retried)."""
 HIDDEN = {"heartbeat": "heartbeat", "system_alert": "alert"}
+
+# Each SDK client asks ``get_platform()`` for its headers once; ``distro`` answers the first
+# question in a process by running ``lsb_release`` and caches it. Asked here, outside any
+# simulation, so the first seed run in a process traces the same events as every later one
+# (it used to record one extra redirected ``subprocess.Popen``).
+get_platform()
 
 
 class IncompleteStreamError(Exception):
@@ -153,6 +160,7 @@ class HttpLink:
                 replied,
                 reply.stop_reason.stop_reason,
                 reply=texts[-1] if texts else None,
+                steps=reply.usage.step_count if reply.usage is not None else None,
             )
         stream: Any = await client.agents.messages.create(
             self._id(plan),
@@ -164,13 +172,15 @@ class HttpLink:
         pieces: list[tuple[str, str]] = []
         returns: list[str] = []  # tool returns: each is streamed after its commit
         last = ""
-        run_id, stop, events = "", None, 0
+        run_id, stop, events, steps = "", None, 0, None
         chunk: Any
         async for chunk in stream:
             events += 1
             kind = chunk.message_type
             if kind == "stop_reason":
                 stop = chunk.stop_reason
+            elif kind == "usage_statistics":
+                steps = chunk.step_count
             elif kind not in ("usage_statistics", "ping"):
                 last = chunk.id
                 if kind == "tool_return_message":
@@ -187,16 +197,22 @@ class HttpLink:
         joined = join_pieces(pieces)
         texts = [text for key, text in joined if key.endswith("/assistant_message")]
         return Sent(
-            run_id, tuple(ids), str(stop), joined, events, reply=texts[-1] if texts else None
+            run_id,
+            tuple(ids),
+            str(stop),
+            joined,
+            events,
+            reply=texts[-1] if texts else None,
+            steps=steps,
         )
 
     async def history(
-        self, node: str, plan: AgentPlan, after: str | None, assistant: bool
+        self, node: str, plan: AgentPlan, after: str | None, assistant: bool, limit: int
     ) -> list[Msg]:
         page = await self._client(node).agents.messages.list(
             self._id(plan),
             after=after,
-            limit=PAGE,
+            limit=limit,
             order="asc",
             use_assistant_message=assistant,
         )
@@ -206,9 +222,11 @@ class HttpLink:
         page = await self._client(node).agents.blocks.list(self._id(plan))
         return [BlockState(plan.agent_id, b.label or "", b.value, b.limit or 0) for b in page.items]
 
-    async def passages(self, node: str, plan: AgentPlan, after: str | None) -> list[Any]:
+    async def passages(
+        self, node: str, plan: AgentPlan, after: str | None, limit: int
+    ) -> list[Any]:
         got = await self._client(node).agents.passages.list(
-            self._id(plan), after=after, limit=PAGE, ascending=True
+            self._id(plan), after=after, limit=limit, ascending=True
         )
         return list(got)
 

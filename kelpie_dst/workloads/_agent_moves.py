@@ -100,6 +100,12 @@ def _filler(length: int, head: str, wide: bool, rng: random.Random) -> str:
     return text[:length]
 
 
+def _repeated(value: str) -> str:
+    """A word that occurs more than once in ``value`` (empty if none does)."""
+    words = [w for w in value.split() if len(w) >= 3]
+    return next((w for w in words if value.count(w) > 1), "")
+
+
 class Moves:
     """Builds the harder moves for one request. ``expect`` and ``effect`` receive the
     expectations and the effect calls (id, note, forbidden) the moves create."""
@@ -237,6 +243,8 @@ class Moves:
             return self._expect(agent, call, len(text) <= limit, f"rethink to {len(text)}/{limit}")
         if "memory_replace" in self.offered and case < 0.75 and scratch.value:
             return self._replace(agent, tag, scratch, target, wide)
+        if "memory_insert" in self.offered and case < 0.85:
+            return self._insert_at(agent, tag, scratch)
         for name, field in (("core_memory_append", "content"), ("memory_insert", "new_string")):
             if name in self.offered:
                 length = max(0, target - current - 1)
@@ -256,6 +264,12 @@ class Moves:
                 {"label": "scratch", "old_string": f"{tag} absent", "new_string": "x"},
             )
             return self._expect(agent, call, False, "old_string not in the block")
+        repeated = _repeated(value)
+        if repeated and rng.random() < 0.5:  # in several places: memory_replace refuses
+            call = self.call(
+                "memory_replace", {"label": "scratch", "old_string": repeated, "new_string": "x"}
+            )
+            return self._expect(agent, call, False, f"{repeated!r} occurs more than once")
         old = value[-min(len(value), 6) :]
         if value.count(old) != 1:
             return None
@@ -270,14 +284,34 @@ class Moves:
         )
 
     def _readonly(self, agent: int, tag: str) -> Call | None:
-        for name, args in (
+        """Any edit tool, on the read-only block: always refused."""
+        edits: list[tuple[str, dict[str, Any]]] = [
             ("memory_rethink", {"label": "rules", "new_memory": f"{tag} rewrote the rules"}),
             ("core_memory_append", {"label": "rules", "content": f"{tag} amended"}),
             ("memory_insert", {"label": "rules", "new_string": f"{tag} amended"}),
-        ):
-            if name in self.offered:
-                return self._expect(agent, self.call(name, args), False, "read-only block")
-        return None
+            ("memory_replace", {"label": "rules", "old_string": "rules", "new_string": "laws"}),
+            (
+                "core_memory_replace",
+                {"label": "rules", "old_content": "rules", "new_content": "laws"},
+            ),
+        ]
+        offered = [(name, args) for name, args in edits if name in self.offered]
+        if not offered:
+            return None
+        name, args = self.rng.choice(offered)
+        return self._expect(agent, self.call(name, args), False, "read-only block")
+
+    def _insert_at(self, agent: int, tag: str, scratch: PromptBlock) -> Call | None:
+        """``memory_insert`` after line n-1, n (the last: fine) or n+1 (out of range)."""
+        lines = scratch.value.count("\n") + 1
+        at = lines + self.rng.choice((-1, 0, 1))
+        text = tag[: max(1, min(len(tag), scratch.chars_limit - scratch.chars_current - 1))]
+        call = self.call(
+            "memory_insert", {"label": "scratch", "new_string": text, "insert_line": at}
+        )
+        total = scratch.chars_current + 1 + len(text)
+        ok = 0 <= at <= lines and total <= scratch.chars_limit
+        return self._expect(agent, call, ok, f"insert after line {at} of {lines}, to {total}")
 
     # -- junk --------------------------------------------------------------------------------------
     def junk(self, agent: int, tag: str, step: int) -> Call:

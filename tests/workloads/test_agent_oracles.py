@@ -18,7 +18,14 @@ from kelpie_agent.llm import (
     Usage,
 )
 from kelpie_dst.shims.llm import Failure, Plan
-from kelpie_dst.workloads._agent_checks import Ack, BlockState, Msg, check_read_only, check_turns
+from kelpie_dst.workloads._agent_checks import (
+    Ack,
+    BlockState,
+    Msg,
+    check_read_only,
+    check_step_budgets,
+    check_turns,
+)
 from kelpie_dst.workloads._agent_moves import Expect
 from kelpie_dst.workloads._agent_oracles import (
     Applied,
@@ -185,7 +192,8 @@ def test_effects_exactly_once() -> None:
         planned={"k1", "k2", "k3", "k9"},
     )
     assert problems == [
-        "mcp: 'n1' (k1) ran again at t=3.000 after its result was committed (journal entry 10 < 11)",
+        "mcp: 'n1' (k1) ran again at t=3.000 after its result was committed "
+        "(journal entry 10 < 11)",
         "sandbox: 'n2' took effect under k9, a call the model never completed",
         "custom: 'n3' ran although the call k3 must be refused",
         "'n2' (k2) reported success but never took effect",
@@ -244,4 +252,25 @@ def test_read_only_blocks_never_change() -> None:
     assert check_read_only([BlockState("a1", "rules", "keep", 10)], expected) == []
     assert check_read_only([BlockState("a1", "rules", "changed", 10)], expected) == [
         "a1: read-only block rules is 'changed', not 'keep'"
+    ]
+
+
+def test_step_budgets_and_usage_are_exact() -> None:
+    def run(steps: int) -> list[Msg]:
+        return [
+            Msg(f"m{i}", i, "r", "tool_call_message", "{}", tool="t", step_id=f"s{i}")
+            for i in range(steps)
+        ]
+
+    text = "tag-a1-m1 memory x3: kelp"
+    stopped = Ack("a1", 1, "o1", text, "r", (), "max_steps", None, max_steps=3, steps=3)
+    assert check_step_budgets([stopped], {"a1": run(3)}) == []
+    assert check_step_budgets([stopped], {"a1": run(4)}) == [
+        "a1 message #1 (o1): usage reports 3 steps, the run stored 4",
+        "a1 message #1 (o1): stopped by max_steps=3 after 4 steps",
+    ]
+    ended = Ack("a1", 1, "o1", text, "r", (), "end_turn", "tag-a1-m1 done", max_steps=3)
+    assert check_step_budgets([ended], {"a1": run(3)}) == []
+    assert check_step_budgets([ended], {"a1": run(4)}) == [
+        "a1 message #1 (o1): 4 steps ran under max_steps=3"
     ]

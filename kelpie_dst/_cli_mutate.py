@@ -200,8 +200,11 @@ def _record(spec: MutantSpec, outcomes: Sequence[MutantOutcome]) -> None:
             catches[outcome.mutant.name] = outcome.catch
             new += 1
     names = [m.name for m in spec.mutants]
-    save_catches(spec.caught_path, spec.path.name, catches.values(), names)
-    console.print(f"recorded {new} catch(es) in {spec.caught_path}", markup=False)
+    gone = sorted(set(catches) - set(names))  # mutants taken out of the spec: nothing to replay
+    kept = [c for c in catches.values() if c.mutant in names]
+    save_catches(spec.caught_path, spec.path.name, kept, names)
+    dropped = f"; dropped the records of {', '.join(gone)} (no longer in the spec)" if gone else ""
+    console.print(f"recorded {new} catch(es) in {spec.caught_path}{dropped}", markup=False)
 
 
 def _list(spec: MutantSpec, mutants: Sequence[Mutant]) -> None:

@@ -19,8 +19,8 @@ from typing import Any, NoReturn
 import click
 
 from . import _cli_scenario
+from ._cli_common import SEED, check_output, interruptible, print_report, set_option
 from ._cli_common import console as _console
-from ._cli_common import interruptible, print_report, set_option
 from ._cli_mutate import mutant_run_command, mutate_command
 from ._cli_scenario import list_command, run_scenario_command
 from ._cli_scenario import replay_command as replay_token_command
@@ -43,7 +43,7 @@ _NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def _seed_option(f: Any) -> Any:
-    return click.option("--seed", type=int, default=None, help="The seed (default: random).")(f)
+    return click.option("--seed", type=SEED, default=None, help="The seed (default: random).")(f)
 
 
 def _run_options(f: Any, *, entry_required: bool = True) -> Any:
@@ -164,6 +164,7 @@ def run_command(
     program, in the simulator."""
     if (scenario is None) == (entry is None):
         raise UsageError("run takes a SCENARIO or --entry MODULE:FUNCTION (exactly one)")
+    check_output(trace_path, "--trace")
     if scenario is not None:
         if max_time is not None:
             raise UsageError("--max-time is for --entry runs; use --set duration=... instead")
@@ -205,7 +206,7 @@ def run_command(
 
 @cli.command("check-determinism")
 @_run_options
-@click.option("--seed", type=int, required=True, help="The seed to check.")
+@click.option("--seed", type=SEED, required=True, help="The seed to check.")
 @click.option(
     "--runs",
     type=click.IntRange(min=2),
@@ -271,7 +272,7 @@ def _faults_markdown() -> None:
 
 @cli.command("_worker", hidden=True)
 @click.option("--entry", required=True)
-@click.option("--seed", type=int, required=True)
+@click.option("--seed", type=SEED, required=True)
 @click.option("--options", "options_json", required=True)
 @click.option("--trace-out", required=True)
 def worker_command(entry: str, seed: int, options_json: str, trace_out: str) -> None:

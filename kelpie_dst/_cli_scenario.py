@@ -10,7 +10,7 @@ from typing import NoReturn
 
 import click
 
-from ._cli_common import console, interruptible, print_report
+from ._cli_common import check_output, console, interruptible, print_report
 from ._errors import UsageError
 from .scenario import (
     ReplayToken,
@@ -76,6 +76,7 @@ def run_scenario_command(
 @click.option("--trace", "trace_path", default=None, metavar="FILE", help="Write the full trace.")
 def replay_command(token: str, trace_path: str | None) -> None:
     """Replay a failure from its TOKEN and check that its trace hash is the same."""
+    check_output(trace_path, "--trace")
     decoded = ReplayToken.decode(token)
     hashseed = current_hashseed()
     if hashseed != decoded.hashseed:

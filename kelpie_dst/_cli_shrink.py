@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ._cli_common import console, interruptible, print_report, set_option
+from ._cli_common import SEED, check_output, console, interruptible, print_report, set_option
 from ._entry import format_duration, parse_duration
 from ._errors import UsageError
 from ._faults import Fault
@@ -22,7 +22,7 @@ __all__ = ["shrink_command"]
 @click.command("shrink")
 @click.argument("scenario", required=False)
 @click.option("--entry", default=None, help="package.module:function to shrink instead.")
-@click.option("--seed", type=int, required=True, help="The failing seed.")
+@click.option("--seed", type=SEED, required=True, help="The failing seed.")
 @set_option
 @click.option("--strict", is_flag=True, help="--entry: as for run.")
 @click.option("--strategy", type=click.Choice(["random", "pct"]), default=None, help="--entry.")
@@ -60,6 +60,7 @@ def shrink_command(
         run_flags = strict or strategy or faults or swarm is not None or max_time
         if run_flags:
             raise UsageError("--strict/--strategy/--fault/--swarm/--max-time are for --entry")
+        check_output(out_path, "--out")
         console.print(f"kelpie-dst: shrinking scenario {scenario} seed {seed}", markup=False)
         with interruptible():
             result = shrink(

@@ -12,11 +12,20 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ._cli_common import console, err_console, interruptible, set_option
+from ._cli_common import (
+    MAX_SEED,
+    SEED,
+    check_output,
+    console,
+    err_console,
+    interruptible,
+    set_option,
+)
 from ._entry import format_duration, parse_duration
 from ._errors import UsageError
 from .scenario import load_scenario
 from .scenario._corpus import read_corpus
+from .scenario._loader import MAX_SEEDS
 from .scenario._sweep import SeedResult, SweepItem, SweepOutcome, parse_shard, plan, run_items
 from .scenario._sweep_output import summary, write_json, write_junit
 
@@ -25,8 +34,10 @@ __all__ = ["sweep_command"]
 
 @click.command("sweep")
 @click.argument("scenarios", nargs=-1)
-@click.option("--seeds", type=click.IntRange(min=1), default=None, help="Seeds per scenario.")
-@click.option("--start", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--seeds", type=click.IntRange(1, MAX_SEEDS), default=None, help="Seeds per scenario."
+)
+@click.option("--start", type=SEED, default=0, show_default=True, help="The first seed.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--shard", default=None, metavar="K/N", help="Run only shard K of N.")
 @click.option("--json", "json_path", default=None, metavar="FILE", help="Write a JSON report.")
@@ -53,6 +64,8 @@ def sweep_command(
     """Run many seeds of each SCENARIO (default: its `seeds` field) and summarise."""
     if not scenarios and not corpora:
         raise UsageError("sweep needs at least one SCENARIO or --corpus DIR")
+    check_output(json_path, "--json")  # before any seed runs: never lose a sweep's results
+    check_output(junit_path, "--junit")
     budget = parse_duration(time_budget) if time_budget is not None else None
     shard_spec = parse_shard(shard) if shard is not None else None
     work, names = _work(scenarios, corpora, seeds, start, sets)
@@ -94,6 +107,8 @@ def _work(
     for ref in refs:
         scenario = load_scenario(ref, sets)  # validates before anything runs
         count = seeds if seeds is not None else scenario.seeds
+        if start + count - 1 > MAX_SEED:
+            raise UsageError(f"--start {start}: the seeds would pass {MAX_SEED}, the largest seed")
         work.append((ref, sets, range(start, start + count)))
         names.append(scenario.name)
     for corpus in corpora:

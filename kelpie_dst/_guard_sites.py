@@ -183,7 +183,10 @@ def _host_frame() -> FrameType | None:
     me = current_participant()
     if not isinstance(me, SimThread) or me.kind != "worker" or me.host is None:
         return None
-    loop = sys._current_frames().get(me.runtime.loop_ident)
+    ident = me.runtime.loop_ident
+    if ident is None:
+        return None
+    loop = sys._current_frames().get(ident)
     coro_frame = getattr(me.host.coro, "cr_frame", None)
     frame = loop
     while frame is not None and frame is not coro_frame:

@@ -36,13 +36,17 @@ TOOL_RULE_TYPES: tuple[str, ...] = ("exit_loop", "continue_loop", "max_count_per
 DEFAULT_BLOCK_LIMIT = 20_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT
 DEFAULT_CONTEXT_WINDOW = 32_000  # tokens, Letta's DEFAULT_CONTEXT_WINDOW
 DEFAULT_RETURN_CHAR_LIMIT = 50_000  # Letta's FUNCTION_RETURN_CHAR_LIMIT
-_LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
-_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$")
+# Whole-string patterns (fullmatch: "$" alone would let a trailing newline through); the API
+# states the same strings in its OpenAPI schema.
+LABEL_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$"
+ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$"
+_LABEL = re.compile(LABEL_PATTERN)
+_ID = re.compile(ID_PATTERN)
 
 
 def check_label(label: object, where: str = "label") -> str:
     """A block label: 1-100 of letters, digits, ``_ . -`` (not starting with ``.`` or ``-``)."""
-    if not isinstance(label, str) or not _LABEL.match(label):
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
         raise InvalidRequestError(
             f"{where}: a block label is 1-100 letters, digits, '_', '.' or '-', got {label!r}"
         )
@@ -51,7 +55,7 @@ def check_label(label: object, where: str = "label") -> str:
 
 def check_id(value: object, what: str) -> str:
     """An id usable inside storage keys (no ``/``, no spaces)."""
-    if not isinstance(value, str) or not _ID.match(value):
+    if not isinstance(value, str) or not _ID.fullmatch(value):
         raise InvalidRequestError(f"{what}: not a valid id: {value!r}")
     return value
 

@@ -17,7 +17,13 @@ from typing import Any, TypeVar
 
 import trio
 
-from kelpie_agent.sandbox import Sandbox, SandboxState
+from kelpie_agent.sandbox import (
+    Sandbox,
+    SandboxError,
+    SandboxRequest,
+    SandboxState,
+    agent_network,
+)
 from kelpie_agent.storage import ConflictError, StorageError, Transaction
 
 from ._checkpoint import SessionCheckpoint
@@ -100,6 +106,7 @@ class AgentRuntime:
         self.session: SessionCheckpoint | None = None
         self.archive: Any = None  # _archive.Archive, loaded on first use
         self.sandbox: Sandbox | None = None
+        self.sandbox_request: SandboxRequest | None = None
         self.stale = True
 
     # -- ports ----------------------------------------------------------------------------------
@@ -269,19 +276,37 @@ class AgentRuntime:
 
     # -- the sandbox ----------------------------------------------------------------------------
     async def get_sandbox(self) -> Sandbox:
-        """The agent's sandbox, booted on first use (and again after it died)."""
+        """The agent's sandbox, booted on first use (and again after it died). When the
+        agent's allow-list (``metadata.sandbox_allow_hosts``) changed, a new sandbox with the
+        new network takes over the old one's files (snapshot and restore)."""
         factory = self.env.sandbox_factory
         if factory is None:
             raise RuntimeError("no sandbox is configured for this server")
-        if self.sandbox is not None and self.sandbox.state in (
-            SandboxState.RUNNING,
-            SandboxState.PAUSED,
-        ):
-            if self.sandbox.state is SandboxState.PAUSED:
-                await self.sandbox.resume()
-            return self.sandbox
-        self.sandbox = factory()
-        await self.sandbox.boot()
+        agent = self.require()
+        try:
+            request = SandboxRequest(agent.id, agent_network(agent.metadata))
+        except ValueError as error:
+            raise RuntimeError(str(error)) from None
+        old = self.sandbox
+        if old is not None and old.state in (SandboxState.RUNNING, SandboxState.PAUSED):
+            if request == self.sandbox_request:
+                if old.state is SandboxState.PAUSED:
+                    await old.resume()
+                return old
+        else:
+            old = None
+        self.sandbox, self.sandbox_request = factory(request), request
+        try:
+            await self.sandbox.boot()
+            if old is not None:
+                try:
+                    await self.sandbox.restore(await old.snapshot())
+                except SandboxError:
+                    pass  # the files stay behind; the new network matters more
+        finally:
+            if old is not None:
+                with trio.move_on_after(5):
+                    await old.stop()
         return self.sandbox
 
     async def close_sandbox(self) -> None:

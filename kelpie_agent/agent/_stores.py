@@ -97,7 +97,7 @@ class ToolStore:
         return next((t for t in await self._stored() if t.name == name), None)
 
     async def _save(self, spec: ToolSpec, *, replace: str | None = None) -> ToolSpec:
-        if not TOOL_NAME.match(spec.name):
+        if not TOOL_NAME.fullmatch(spec.name):
             raise ToolDefinitionError(f"tool name {spec.name!r} must match {TOOL_NAME.pattern}")
         existing = await self.by_name(spec.name)
         if existing is not None and existing.id != replace:

@@ -21,9 +21,10 @@ from starlette.types import Receive, Scope, Send
 from kelpie_agent import __version__
 from kelpie_agent.service import AgentService
 
-from ._auth import BEARER, require_token
+from ._auth import BEARER, DOCS, docs_routes, require_token
 from ._context import NODE, ApiNode, Background, Observer, current
 from ._errors import install_error_handlers
+from ._openapi import exact_openapi
 from ._routes_agents import agents_router
 from ._routes_archival import archival_router
 from ._routes_blocks import blocks_router
@@ -112,14 +113,20 @@ async def _lifespan(_: FastAPI) -> AsyncIterator[None]:
 
 
 def _build(version: str, auth: bool) -> FastAPI:
+    closed = {name: None for name in DOCS} if auth else {}  # served below, behind the key
     app = FastAPI(
         title="Kelpie",
         summary="A Letta-compatible agent server (the REST API letta-client speaks)",
         version=version,
         redirect_slashes=False,
         lifespan=_lifespan,
+        **closed,  # type: ignore[arg-type]
     )
+    build_openapi = app.openapi
+    app.openapi = lambda: exact_openapi(build_openapi)  # type: ignore[method-assign]
     install_error_handlers(app)
+    if auth:
+        docs_routes(app, require_token)
     # BEARER declares the scheme in the OpenAPI schema; require_token does the check
     checks = [Depends(require_token), Depends(BEARER)] if auth else []
     app.include_router(health_router(version))

@@ -25,11 +25,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kelpie_agent.actors import ActorError
+from kelpie_agent.agent._models import ID_PATTERN, LABEL_PATTERN
 from kelpie_agent.errors import KelpieError
 from kelpie_agent.service import translate
+from kelpie_agent.service._validate import NOT_BLANK
 
 from ._context import Observer, current
 
@@ -105,6 +108,14 @@ def _loc(loc: Sequence[Any]) -> str:
     return out or "request"
 
 
+# Patterns of the schema, in words (what a 422 says instead of the regex).
+_SAID = {
+    NOT_BLANK: "must not be blank (only spaces, tabs and newlines)",
+    ID_PATTERN: "not a valid id (1-200 letters, digits, '_', '.', ':' or '-')",
+    LABEL_PATTERN: "not a valid label (1-100 letters, digits, '_', '.' or '-')",
+}
+
+
 def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
     """One line naming the first problems, and the list (location, message, type)."""
     listed: list[dict[str, Any]] = []
@@ -117,6 +128,8 @@ def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]
             msg = f"{msg}: {_one_line(ctx.get('error', ''))}".rstrip(": ")
         # "Value error, x" (a model validator's message) reads better as "x"
         msg = msg.removeprefix("Value error, ")
+        if kind == "string_pattern_mismatch" and (error.get("ctx") or {}).get("pattern") in _SAID:
+            msg = _SAID[error["ctx"]["pattern"]]
         if msg.startswith("at ") and ": " in msg:  # the storable-value check names its place
             where, msg = msg[3:].split(": ", 1)
             loc += [] if where == "." else [where]
@@ -125,6 +138,42 @@ def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]
     if len(listed) > _MAX_LISTED:
         parts.append(f"and {len(listed) - _MAX_LISTED} more")
     return "; ".join(parts) or "invalid request", listed
+
+
+def _matching(routes: Sequence[Any], scope: Scope) -> list[Any]:
+    """The routes whose path matches this request's (any method), looking into routers
+    included with ``include_router`` (FastAPI keeps each as one entry)."""
+    found = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            prefix = getattr(getattr(route, "include_context", None), "prefix", "") or ""
+            path = str(scope.get("path", ""))
+            if path.startswith(prefix):
+                found += _matching(inner.routes, {**scope, "path": path[len(prefix) :]})
+            continue
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            found.append(route)
+    return found
+
+
+def _literals(route: Any) -> int:
+    path = str(getattr(route, "path_format", getattr(route, "path", "")))
+    return sum(1 for part in path.split("/") if part and not part.startswith("{"))
+
+
+def allowed_methods(routes: Sequence[Any], scope: Scope) -> list[str]:
+    """The methods of the resource at this request's path, for a 405's ``Allow``: those of
+    the matching routes with the most literal segments (``.../archival-memory/search`` is the
+    search, not a passage whose id is "search")."""
+    matching = _matching(routes, scope)
+    most = max((_literals(route) for route in matching), default=0)
+    methods: set[str] = set()
+    for route in matching:
+        if _literals(route) == most:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -147,6 +196,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names one route's methods; list every route's
+            headers["Allow"] = ", ".join(allowed_methods(request.app.routes, request.scope))
         return error_response(exc.status_code, _one_line(str(exc.detail)), headers=headers)
 
     async def on_error(request: Request, exc: Exception) -> JSONResponse:

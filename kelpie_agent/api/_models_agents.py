@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
 from kelpie_agent.agent import AgentView, ToolRule
+from kelpie_agent.llm._types import TOOL_NAME
 
 from ._models_blocks import Block, BlockCreate, block_out
-from ._models_common import RequestModel, ResponseModel, epoch_datetime
+from ._models_common import Id, JsonObject, NonBlank, RequestModel, ResponseModel, epoch_datetime
 from ._models_messages import InputMessageModel, StopReasonType
 from ._models_tools import Tool, tool_out
 
@@ -35,6 +36,16 @@ _ENDPOINT_TYPES = ("anthropic", "openai", "google_ai", "ollama", "bedrock", "dee
 class ToolRuleModel(RequestModel):
     """A tool rule: ``exit_loop``, ``continue_loop`` or ``max_count_per_step``."""
 
+    model_config = ConfigDict(  # the schema says what _limit_given checks
+        json_schema_extra={
+            "if": {"properties": {"type": {"const": "max_count_per_step"}}},
+            "then": {
+                "required": ["max_count_limit"],
+                "properties": {"max_count_limit": {"type": "integer"}},
+            },
+        }
+    )
+
     tool_name: str = Field(min_length=1, max_length=200)
     type: Literal["exit_loop", "continue_loop", "max_count_per_step"]
     max_count_limit: int | None = Field(default=None, ge=1, le=1_000_000)
@@ -52,8 +63,8 @@ class ToolRuleModel(RequestModel):
 class LlmConfigIn(RequestModel):
     """The parts of Letta's ``llm_config`` that Kelpie uses."""
 
-    model: str | None = Field(default=None, min_length=1, max_length=200)
-    handle: str | None = Field(default=None, min_length=1, max_length=200)
+    model: NonBlank | None = Field(default=None, max_length=200)
+    handle: NonBlank | None = Field(default=None, max_length=200)
     model_endpoint_type: str | None = None
     context_window: int | None = Field(default=None, ge=256, le=MAX_CONTEXT_WINDOW)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_CONTEXT_WINDOW)
@@ -69,18 +80,18 @@ class LlmConfigIn(RequestModel):
 
 
 class _AgentFields(RequestModel):
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    name: NonBlank | None = Field(default=None, max_length=200)
     system: str | None = None
-    model: str | None = Field(default=None, min_length=1, max_length=200)
-    embedding: str | None = Field(default=None, max_length=200)
+    model: NonBlank | None = Field(default=None, max_length=200)
+    embedding: NonBlank | None = Field(default=None, max_length=200)
     llm_config: LlmConfigIn | None = None
     context_window_limit: int | None = Field(default=None, ge=256, le=MAX_CONTEXT_WINDOW)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_CONTEXT_WINDOW)
     description: str | None = None
     tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
     tool_rules: list[ToolRuleModel] | None = None
-    timezone: str | None = Field(default=None, min_length=1, max_length=100)
+    timezone: NonBlank | None = Field(default=None, max_length=100)
 
     def model_handle(self) -> str | None:
         if self.model:
@@ -103,9 +114,9 @@ class AgentCreate(_AgentFields):
 
     agent_type: AgentType = "letta_v1_agent"
     memory_blocks: list[BlockCreate] | None = None
-    block_ids: list[str] | None = None
-    tool_ids: list[str] | None = None
-    tools: list[str] | None = None
+    block_ids: list[Id] | None = None
+    tool_ids: list[Id] | None = None
+    tools: list[Annotated[str, StringConstraints(pattern=TOOL_NAME.pattern)]] | None = None
     include_base_tools: bool = True
     initial_message_sequence: list[InputMessageModel] | None = None
 
@@ -113,8 +124,8 @@ class AgentCreate(_AgentFields):
 class AgentUpdate(_AgentFields):
     """``PATCH /v1/agents/{id}``: only the fields given change."""
 
-    tool_ids: list[str] | None = None
-    block_ids: list[str] | None = None
+    tool_ids: list[Id] | None = None
+    block_ids: list[Id] | None = None
 
     def changes(self) -> dict[str, Any]:
         """The actor's ``UpdateAgent`` changes for the fields set (``null`` = unchanged)."""
@@ -165,7 +176,7 @@ class AgentState(ResponseModel):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     description: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: JsonObject = Field(default_factory=dict)
     message_ids: list[str] = Field(default_factory=list)
     model: str | None = None
     embedding: str | None = None

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from kelpie_agent.agent import PassageHit, PassageRecord
 
-from ._models_common import RequestModel, ResponseModel, epoch_datetime
+from ._models_common import NonBlank, RequestModel, ResponseModel, epoch_datetime
 
 __all__ = [
     "Passage",
@@ -32,7 +32,7 @@ class Passage(ResponseModel):
 class PassageCreate(RequestModel):
     """``POST /v1/agents/{id}/archival-memory``."""
 
-    text: str = Field(min_length=1)
+    text: NonBlank
     tags: list[str] | None = None
 
 

@@ -7,14 +7,16 @@ and validated against these models, which also give the OpenAPI schema its messa
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
 from kelpie_agent.agent import InputMessage
 
-from ._models_common import RequestModel, ResponseModel
+from ._models_common import NOT_BLANK, JsonObject, NonBlank, RequestModel, ResponseModel
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -26,6 +28,7 @@ __all__ = [
     "MessageRequest",
     "ReasoningMessage",
     "Run",
+    "SendRequest",
     "StopReason",
     "SystemMessage",
     "TextContent",
@@ -76,29 +79,67 @@ class TextContent(RequestModel):
     text: str
 
 
+# The parts of a content list, joined by newlines, must not be blank: one part must not be.
+_SOME_TEXT: JsonDict = {
+    "contains": {"properties": {"text": {"pattern": NOT_BLANK}}, "required": ["text"]}
+}
+
+
+def _joined(content: str | list[TextContent]) -> str:
+    return content if isinstance(content, str) else "\n".join(part.text for part in content)
+
+
 class InputMessageModel(RequestModel):
     """One input message (Letta's MessageCreate)."""
 
     role: Literal["user", "system", "assistant"]
-    content: str | list[TextContent]
+    content: NonBlank | list[TextContent] = Field(json_schema_extra=_SOME_TEXT)
     name: str | None = None
-    otid: str | None = Field(default=None, max_length=200)
+    otid: NonBlank | None = Field(default=None, max_length=200)
     type: Literal["message"] | None = None
 
+    @model_validator(mode="after")
+    def _not_blank(self) -> InputMessageModel:
+        if not re.search(NOT_BLANK, self.text()):
+            raise ValueError("content: every part is blank")
+        return self
+
     def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "\n".join(part.text for part in self.content)
+        return _joined(self.content)
 
     def to_input(self) -> InputMessage:
         return InputMessage(self.role, self.text(), name=self.name, otid=self.otid)
 
 
+# Exactly one of messages and input, and messages not empty (MessageRequest._one_input).
+_ONE_INPUT: list[Any] = [
+    {
+        "required": ["messages"],
+        "properties": {"messages": {"type": "array", "minItems": 1}, "input": {"type": "null"}},
+    },
+    {
+        "required": ["input"],
+        "properties": {"input": {"not": {"type": "null"}}, "messages": {"type": "null"}},
+    },
+]
+
+
+def _needs_streaming(flag: str, value: bool) -> JsonDict:
+    """``flag`` set to ``value`` needs ``streaming: true`` (stream_only_problem)."""
+    return {
+        "if": {"properties": {flag: {"const": value}}, "required": [flag]},
+        "then": {"properties": {"streaming": {"const": True}}, "required": ["streaming"]},
+    }
+
+
 class MessageRequest(RequestModel):
-    """``POST /v1/agents/{id}/messages`` (and ``/stream``, ``/async``)."""
+    """``POST /v1/agents/{id}/messages/stream`` and ``/async`` (and the base of
+    :class:`SendRequest`)."""
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": _ONE_INPUT})
 
     messages: list[InputMessageModel] | None = None
-    input: str | list[TextContent] | None = None
+    input: NonBlank | list[TextContent] | None = Field(default=None, json_schema_extra=_SOME_TEXT)
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
     streaming: bool = False
     stream_tokens: bool = False
@@ -112,6 +153,12 @@ class MessageRequest(RequestModel):
             raise ValueError("give exactly one of 'messages' and 'input'")
         if self.messages is not None and not self.messages:
             raise ValueError("'messages' must not be empty")
+        return self
+
+    @model_validator(mode="after")
+    def _input_not_blank(self) -> MessageRequest:
+        if self.input is not None and not re.search(NOT_BLANK, _joined(self.input)):
+            raise ValueError("input: every part is blank")
         return self
 
     def inputs(self) -> tuple[InputMessage, ...]:
@@ -132,6 +179,21 @@ class MessageRequest(RequestModel):
         if "include_pings" in self.model_fields_set and not self.include_pings:
             return "body.include_pings: include_pings=false requires streaming=true"
         return None
+
+
+class SendRequest(MessageRequest):
+    """``POST /v1/agents/{id}/messages``: as :class:`MessageRequest`, and the stream-only
+    options need ``streaming: true`` (a JSON answer has no tokens and no pings)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": _ONE_INPUT,
+            "allOf": [
+                _needs_streaming("stream_tokens", True),
+                _needs_streaming("include_pings", False),
+            ],
+        }
+    )
 
 
 class CancelRequest(RequestModel):
@@ -234,4 +296,4 @@ class Run(ResponseModel):
     stop_reason: StopReasonType | None = None
     created_at: datetime | None = None
     completed_at: datetime | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: JsonObject = Field(default_factory=dict)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import TypeAdapter, ValidationError
 
+from kelpie_agent.service._validate import NOT_BLANK
+
 from ._context import current_service
 from ._errors import ApiError
 from ._models_archival import Passage, PassageCreate, PassageSearchResponse, passage_out, search_out
+from ._params import RFC3339, AgentId, Cursor, DateTimeQuery, PassageId
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES
 
@@ -26,6 +30,8 @@ def _epoch(text: str | None, field: str) -> float | None:
     """An ISO 8601 query datetime as epoch seconds (a time without a zone is UTC)."""
     if text is None:
         return None
+    if not re.fullmatch(RFC3339, text):
+        raise ApiError(422, f"query.{field}: not an RFC 3339 date-time: {text!r}")
     try:
         moment = _DATETIME.validate_python(text)
     except ValidationError as error:
@@ -43,7 +49,7 @@ def archival_router() -> APIRouter:
     router = APIRouter(tags=["archival memory"], responses=ERROR_RESPONSES)
 
     @router.post("/v1/agents/{agent_id}/archival-memory")
-    async def insert_passage(agent_id: str, body: PassageCreate) -> list[Passage]:
+    async def insert_passage(agent_id: AgentId, body: PassageCreate) -> list[Passage]:
         """Store a passage (embedded for search); answers the passages created."""
         records = await current_service().insert_passage(
             agent_id, body.text, tags=tuple(body.tags or ())
@@ -52,9 +58,9 @@ def archival_router() -> APIRouter:
 
     @router.get("/v1/agents/{agent_id}/archival-memory")
     async def list_passages(
-        agent_id: str,
-        after: str | None = None,
-        before: str | None = None,
+        agent_id: AgentId,
+        after: Cursor = None,
+        before: Cursor = None,
         limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 100,
         search: str | None = None,
         ascending: bool = True,
@@ -67,13 +73,13 @@ def archival_router() -> APIRouter:
 
     @router.get("/v1/agents/{agent_id}/archival-memory/search")
     async def search_passages(
-        agent_id: str,
-        query: str,
+        agent_id: AgentId,
+        query: Annotated[str, Query(pattern=NOT_BLANK)],
         tags: Annotated[list[str] | None, Query()] = None,
         tag_match_mode: Annotated[str, Query(pattern="^(any|all)$")] = "any",
         top_k: Annotated[int | None, Query(ge=0, le=MAX_PAGE)] = None,
-        start_datetime: Annotated[str | None, Query(description="ISO 8601")] = None,
-        end_datetime: Annotated[str | None, Query(description="ISO 8601")] = None,
+        start_datetime: DateTimeQuery = None,
+        end_datetime: DateTimeQuery = None,
     ) -> PassageSearchResponse:
         """Semantic search, best match first; the datetimes bound ``created_at``."""
         hits = await current_service().search_passages(
@@ -88,7 +94,7 @@ def archival_router() -> APIRouter:
         return search_out(hits)
 
     @router.delete("/v1/agents/{agent_id}/archival-memory/{memory_id}")
-    async def delete_passage(agent_id: str, memory_id: str) -> Deleted:
+    async def delete_passage(agent_id: AgentId, memory_id: PassageId) -> Deleted:
         await current_service().delete_passage(agent_id, memory_id)
         return Deleted(message=f"Passage id={memory_id} successfully deleted")
 

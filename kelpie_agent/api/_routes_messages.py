@@ -22,7 +22,9 @@ from ._models_messages import (
     MessageRequest,
     MessageType,
     Run,
+    SendRequest,
 )
+from ._params import AgentId, Cursor
 from ._routes_agents import MAX_PAGE
 from ._routing import ERROR_RESPONSES
 from ._sse import SseResponse
@@ -57,7 +59,7 @@ def _keeper(types: Sequence[str] | None) -> Callable[[Mapping[str, Any]], bool]:
 def messages_router() -> APIRouter:
     router = APIRouter(tags=["messages"], responses=ERROR_RESPONSES)
 
-    def stream_response(agent_id: str, body: MessageRequest) -> SseResponse:
+    def stream_response(agent_id: AgentId, body: MessageRequest) -> SseResponse:
         node = current()
         service = node.service
         inputs = body.inputs()
@@ -93,7 +95,7 @@ def messages_router() -> APIRouter:
         response_model=LettaResponse,
         responses={200: {"content": _STREAM_DOC["content"]}},
     )
-    async def send_message(agent_id: str, body: MessageRequest) -> Any:
+    async def send_message(agent_id: AgentId, body: SendRequest) -> Any:
         """Run the agent on the input. ``streaming: true`` answers with server-sent events,
         otherwise the finished run as JSON (LettaResponse)."""
         if body.streaming:
@@ -123,12 +125,12 @@ def messages_router() -> APIRouter:
         status_code=200,
         responses={200: _STREAM_DOC},
     )
-    async def stream_message(agent_id: str, body: MessageRequest) -> SseResponse:
+    async def stream_message(agent_id: AgentId, body: MessageRequest) -> SseResponse:
         """The same as ``/messages`` with ``streaming: true``."""
         return stream_response(agent_id, body)
 
     @router.post("/v1/agents/{agent_id}/messages/async")
-    async def send_message_async(agent_id: str, body: MessageRequest) -> Run:
+    async def send_message_async(agent_id: AgentId, body: MessageRequest) -> Run:
         """Start a run and answer at once with it (``running``, or ``completed`` if it was
         that quick); the agent finishes it in the background."""
         node = current()
@@ -191,7 +193,7 @@ def messages_router() -> APIRouter:
         )
 
     @router.post("/v1/agents/{agent_id}/messages/cancel")
-    async def cancel_runs(agent_id: str, body: CancelRequest | None = None) -> dict[str, Any]:
+    async def cancel_runs(agent_id: AgentId, body: CancelRequest | None = None) -> dict[str, Any]:
         """Ask the agent's runs that this node is serving to stop after their current step
         (stop reason ``cancelled``). ``run_ids`` is accepted; every such run is asked."""
         service = current_service()
@@ -200,9 +202,9 @@ def messages_router() -> APIRouter:
 
     @router.get("/v1/agents/{agent_id}/messages")
     async def list_messages(
-        agent_id: str,
-        after: str | None = None,
-        before: str | None = None,
+        agent_id: AgentId,
+        after: Cursor = None,
+        before: Cursor = None,
         limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 100,
         order: Literal["asc", "desc"] = "desc",
         use_assistant_message: bool = True,
@@ -231,7 +233,7 @@ def messages_router() -> APIRouter:
         return out[:limit]  # type: ignore[return-value]
 
     @router.patch("/v1/agents/{agent_id}/reset-messages")
-    async def reset_messages(agent_id: str) -> AgentState:
+    async def reset_messages(agent_id: AgentId) -> AgentState:
         """Delete the agent's message history (memory and archival memory stay)."""
         return agent_out(await current_service().reset_messages(agent_id))
 

@@ -148,7 +148,9 @@ class Catalog(ServiceBase):
         limit = v.int_at_least(fields.get("limit", DEFAULT_BLOCK_LIMIT), "limit", 1)
         if len(fields["value"]) > limit:
             raise InvalidError(
-                "value", f"has {len(fields['value'])} characters, over its limit {limit}"
+                "value",
+                f"has {len(fields['value'])} characters, over its limit {limit}",
+                status=400,
             )
 
     # -- tools ---------------------------------------------------------------------------------

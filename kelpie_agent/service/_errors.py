@@ -115,10 +115,14 @@ def translate(error: BaseException) -> ServiceError | None:
     for cls, kind in _LOOKUPS:
         if isinstance(error, cls):
             return NotFoundError(kind, None, text)
+    # Well-formed requests whose meaning is refused (no schema can say "the source defines a
+    # function" or "the value fits the block's limit"): 400, not 422 (docs/http-api.md).
     if isinstance(error, BlockLimitError):
-        return InvalidError("value", text)
+        return InvalidError("value", text, status=400)
     if isinstance(error, ToolDefinitionError):
-        return InvalidError("source_code", text)
+        return InvalidError(
+            None, text if text.startswith("source_code") else f"source_code: {text}", status=400
+        )
     if isinstance(error, AgentExistsError | SessionError):
         return ConflictError(text)
     if isinstance(error, InvalidRequestError):

@@ -75,7 +75,11 @@ class AgentService(Messaging):
         names = v.tags(tools, "tools")
         base = default_tool_names(request.agent_type) if include_base_tools else ()
         ids = [builtin_id(n) for n in base] + list(request.tool_ids)
-        ids += [(await self.tool_named(n)).id for n in names]
+        for i, name in enumerate(names):
+            try:
+                ids.append((await self.tool_named(name)).id)
+            except NotFoundError:
+                raise InvalidError(f"tools[{i}]", f"no tool named {name!r}", status=400) from None
         tool_ids = tuple(dict.fromkeys(ids))
         for i, tool_id in enumerate(request.tool_ids):
             await self._exists(self.get_tool(tool_id), "tool", tool_id, f"tool_ids[{i}]")
@@ -93,10 +97,12 @@ class AgentService(Messaging):
 
     @staticmethod
     async def _exists(lookup: Any, kind: str, id: str, field: str) -> None:
+        """An id the request body names must exist: 400 naming the field if not (a 404 would
+        say the resource the URL names is missing)."""
         try:
             await lookup
         except NotFoundError:
-            raise NotFoundError(kind, id, f"{field}: {kind} {id!r} not found") from None
+            raise InvalidError(field, f"{kind} {id!r} not found", status=400) from None
 
     async def get_agent(self, agent_id: str) -> AgentView:
         self._check_running()
@@ -324,7 +330,7 @@ class AgentService(Messaging):
             None if t is None else v.number(t, f) for f, t in (("start", start), ("end", end))
         ]
         if bounds[0] is not None and bounds[1] is not None and bounds[0] > bounds[1]:
-            raise InvalidError("end", f"is before start ({end} < {start})")
+            raise InvalidError("end", f"is before start ({end} < {start})", status=400)
         request = SearchPassages(
             v.text(query, "query"),
             v.tags(tags),
@@ -372,6 +378,6 @@ class AgentService(Messaging):
             result: ToolRunResult = await self._request(
                 agent_id, RunTool(name, dict(arguments)), retry_unknown=False, idempotent=False
             )
-        except InvalidError as error:  # the arguments do not fit the tool's schema
-            raise InvalidError("args", error.detail) from error
+        except InvalidError as error:  # the arguments do not fit the tool's own schema
+            raise InvalidError("args", error.detail, status=400) from error
         return result

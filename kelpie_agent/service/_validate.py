@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -18,11 +19,13 @@ from kelpie_agent.agent import (
     ToolRule,
 )
 from kelpie_agent.agent._models import DEFAULT_BLOCK_LIMIT, check_id, check_label
+from kelpie_agent.sandbox import agent_network
 
 from ._errors import InvalidError
 
 __all__ = [
     "MAX_PAGE",
+    "NOT_BLANK",
     "block_create",
     "create_request",
     "ident",
@@ -37,6 +40,10 @@ __all__ = [
 ]
 
 MAX_PAGE = 1000
+# A text that must not be blank has a character other than ASCII whitespace; the API states the
+# same pattern in its schema (the same in Python, JSON Schema's ECMA regexes and pydantic's).
+NOT_BLANK = r"[^\t\n\v\f\r ]"
+_NOT_BLANK = re.compile(NOT_BLANK)
 _UPDATABLE = (*UPDATABLE_FIELDS, "tool_ids", "block_ids")
 
 
@@ -78,8 +85,8 @@ def order(value: object) -> bool:
 def text(value: object, field: str, *, empty: bool = False) -> str:
     if not isinstance(value, str):
         raise InvalidError(field, f"must be a string, got {type(value).__name__}")
-    if not empty and not value.strip():
-        raise InvalidError(field, "must not be empty")
+    if not empty and not _NOT_BLANK.search(value):
+        raise InvalidError(field, "must not be empty (or only spaces, tabs and newlines)")
     return value
 
 
@@ -117,7 +124,9 @@ def block_create(spec: object, field: str) -> BlockCreate:
     limit = DEFAULT_BLOCK_LIMIT if spec.limit is None else spec.limit
     if len(spec.value) > limit:
         raise InvalidError(
-            f"{field}.value", f"has {len(spec.value)} characters, over the block's limit {limit}"
+            f"{field}.value",
+            f"has {len(spec.value)} characters, over the block's limit {limit}",
+            status=400,
         )
     return spec
 
@@ -147,7 +156,13 @@ def _agent_field(name: str, value: Any, field: str) -> Any:
     if name == "tags":
         return tags(value, field)
     if name == "metadata":
-        return metadata(value, field)
+        checked = metadata(value, field)
+        try:
+            agent_network(checked)  # metadata.sandbox_allow_hosts: host patterns
+        except ValueError as error:
+            field_name, _, problem = str(error).partition(": ")
+            raise InvalidError(f"{field}.{field_name.split('.', 1)[1]}", problem) from None
+        return checked
     if name == "tool_rules":
         return _rules(value, field)
     if name in ("tool_ids", "block_ids"):
@@ -173,7 +188,9 @@ def create_request(request: object) -> CreateAgent:
     for i, spec in enumerate(request.memory_blocks):
         block_create(spec, f"memory_blocks[{i}]")
         if spec.label in labels:
-            raise InvalidError(f"memory_blocks[{i}].label", f"{spec.label!r} appears twice")
+            raise InvalidError(
+                f"memory_blocks[{i}].label", f"{spec.label!r} appears twice", status=400
+            )
         labels.append(spec.label)
     input_messages(request.initial_messages, "initial_messages", allow_empty=True)
     return request

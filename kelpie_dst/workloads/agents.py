@@ -118,6 +118,17 @@ PARAMS: dict[str, int | float | str | bool] = {
     "via": "direct",
 }
 VIAS = ("direct", "http")
+BOUNDS: dict[str, tuple[float, float]] = {
+    "agents": (1, 200),
+    "messages": (1, 1000),
+    "clients": (1, 100),
+    "stream_fraction": (0, 1),
+    "max_tool_steps": (0, 50),
+    "max_steps": (1, 100),
+    "hop": (0, 60),
+    "attempt_timeout": (0.001, 3600),
+    "block_limit": (1, 100_000),
+}
 
 
 def _names(ctx: WorkloadContext, param: str, allowed: tuple[str, ...]) -> list[str]:
@@ -132,7 +143,7 @@ def _names(ctx: WorkloadContext, param: str, allowed: tuple[str, ...]) -> list[s
     return names
 
 
-@workload(params=PARAMS, sizes=("agents", "messages", "clients"))
+@workload(params=PARAMS, sizes=("agents", "messages", "clients"), bounds=BOUNDS)
 async def agents(ctx: WorkloadContext) -> None:
     """Create the agents, send every message until acknowledged, read back the final state."""
     kinds = _names(ctx, "tools", KINDS)

@@ -85,7 +85,7 @@ def make_env(
     mcp: Any = None,
 ) -> AgentEnv:
     llm = SimLlmClient(policy, timing=timing or LlmTiming.instant())
-    factory = (lambda: open_sandbox(name="agent-tools")) if sandbox else None
+    factory = (lambda r: open_sandbox(name="agent-tools", network=r.network)) if sandbox else None
     return AgentEnv(llm=llm, sandbox_factory=factory, config=config or LoopConfig(), mcp=mcp)
 
 

@@ -13,8 +13,9 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPBearer
 
+from kelpie_agent.service import ServiceError
+
 from ._context import current
-from ._errors import ApiError
 
 __all__ = ["BEARER", "DOCS", "docs_routes", "require_token"]
 
@@ -34,11 +35,11 @@ async def require_token(request: Request) -> None:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if not header:
-        raise ApiError(401, "missing Authorization header (expected 'Bearer <api key>')")
+        raise ServiceError("missing Authorization header (expected 'Bearer <api key>')", status=401)
     if scheme.lower() != "bearer" or not hmac.compare_digest(
         token.strip().encode(errors="replace"), expected
     ):
-        raise ApiError(401, "invalid API key")
+        raise ServiceError("invalid API key", status=401)
 
 
 def docs_routes(app: FastAPI, auth: Callable[[Request], Awaitable[None]]) -> None:

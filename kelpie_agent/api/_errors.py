@@ -1,19 +1,20 @@
 """Errors as JSON ``{"detail": "<one line>"}`` with the right status, and retry hints.
 
 Every failure the API answers goes through :func:`classify`, which maps an exception to
-(status, detail, retryable):
-
-* :class:`ApiError` (raised by the routes) carries its own;
-* the service's :class:`~kelpie_agent.service.ServiceError` carries its own too, and
-  ``kelpie_agent.service.translate`` maps the lower layers' errors onto it (unknown id -> 404,
-  invalid field -> 422, refused by the current state -> 400, conflict -> 409, storage or agent
-  unavailable -> 503, retryable);
-* anything else is a bug -> 500 with a generic detail (the exception goes to the observer).
+(status, detail, retryable). One error type crosses the layers: the service's
+:class:`~kelpie_agent.service.ServiceError` (the routes raise it too, for a 401 or a field the
+route itself checks) carries its status, detail and whether retrying helps, and
+``kelpie_agent.service.translate`` maps the lower layers' errors onto it (unknown id -> 404,
+invalid field -> 422, refused by the current state -> 400, conflict -> 409, storage or agent
+unavailable -> 503). Anything else is a bug -> 500 with a generic detail (the exception goes to
+the observer).
 
 Bodies that fail validation are 422 with the first problems on one line
 (``body.messages[0].role: Input should be 'user', 'system' or 'assistant'``) and the list in
 ``errors``. ``x-should-retry`` tells letta-client (which retries 408/409/429/5xx by default)
-whether retrying can help: ``false`` on every error except the retryable ones.
+whether retrying can help: ``false`` on every error except the retryable ones. A 503 whose
+outcome is unknown is retryable exactly when the request is idempotent (a read, an update, a
+message carrying the caller's ``otid``): resending the same body then cannot apply it twice.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from kelpie_agent.service._validate import NOT_BLANK
 from ._context import Observer, current
 
 __all__ = [
-    "ApiError",
     "Observer",
     "classify",
     "error_response",
@@ -48,16 +48,6 @@ __all__ = [
 _MAX_LISTED = 3
 
 
-class ApiError(KelpieError):
-    """An error the API answers as is: HTTP ``status``, a one-line ``detail``."""
-
-    def __init__(self, status: int, detail: str, *, retryable: bool = False) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.retryable = retryable
-
-
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -66,15 +56,12 @@ def classify(exc: BaseException) -> tuple[int, str, bool]:
     """(status, one-line detail, retryable) for an exception raised while serving a request."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
-    if isinstance(exc, ApiError):
-        return exc.status, _one_line(exc.detail), exc.retryable
     known = translate(exc) if isinstance(exc, Exception) else None
     if known is not None:
-        # letta-client resends the same body on a retryable status; when the first attempt
-        # may have run (outcome unknown), only a retry carrying the same otid is safe, so
-        # the client must decide: x-should-retry: false
-        retryable = known.retryable and not getattr(known, "outcome_unknown", False)
-        return known.status, _one_line(known.detail), retryable
+        # letta-client resends the same body on a retryable status. After an unknown outcome
+        # the service says whether that is safe (``retryable`` only for idempotent requests:
+        # reads, updates, a message with the caller's otid).
+        return known.status, _one_line(known.detail), known.retryable
     if isinstance(exc, ActorError):  # not retryable: a request this node cannot serve
         return 503, f"agent unavailable: {_one_line(str(exc))}", False
     return 500, f"internal error ({type(exc).__name__}); see the server log", False

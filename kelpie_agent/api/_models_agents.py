@@ -5,14 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints
 
-from kelpie_agent.agent import AgentView, ToolRule
+from kelpie_agent.agent import AgentView
 from kelpie_agent.llm._types import TOOL_NAME
 
 from ._models_blocks import Block, BlockCreate, block_out
 from ._models_common import Id, JsonObject, NonBlank, RequestModel, ResponseModel, epoch_datetime
 from ._models_messages import InputMessageModel, StopReasonType
+from ._models_rules import ToolRuleModel, rule_out
 from ._models_tools import Tool, tool_out
 
 __all__ = [
@@ -31,33 +32,6 @@ AgentType = Literal["memgpt_agent", "letta_v1_agent", "react_agent"]
 MAX_CONTEXT_WINDOW = 10_000_000
 # The providers letta-client's LlmConfig.model_endpoint_type knows that Kelpie could name.
 _ENDPOINT_TYPES = ("anthropic", "openai", "google_ai", "ollama", "bedrock", "deepseek", "xai")
-
-
-class ToolRuleModel(RequestModel):
-    """A tool rule: ``exit_loop``, ``continue_loop`` or ``max_count_per_step``."""
-
-    model_config = ConfigDict(  # the schema says what _limit_given checks
-        json_schema_extra={
-            "if": {"properties": {"type": {"const": "max_count_per_step"}}},
-            "then": {
-                "required": ["max_count_limit"],
-                "properties": {"max_count_limit": {"type": "integer"}},
-            },
-        }
-    )
-
-    tool_name: str = Field(min_length=1, max_length=200)
-    type: Literal["exit_loop", "continue_loop", "max_count_per_step"]
-    max_count_limit: int | None = Field(default=None, ge=1, le=1_000_000)
-
-    @model_validator(mode="after")
-    def _limit_given(self) -> ToolRuleModel:
-        if self.type == "max_count_per_step" and self.max_count_limit is None:
-            raise ValueError("a max_count_per_step rule needs max_count_limit")
-        return self
-
-    def to_record(self) -> ToolRule:
-        return ToolRule(self.tool_name, self.type, self.max_count_limit)
 
 
 class LlmConfigIn(RequestModel):
@@ -180,7 +154,7 @@ class AgentState(ResponseModel):
     message_ids: list[str] = Field(default_factory=list)
     model: str | None = None
     embedding: str | None = None
-    tool_rules: list[ToolRuleModel] = Field(default_factory=list)
+    tool_rules: list[dict[str, Any]] = Field(default_factory=list)
     last_stop_reason: StopReasonType | None = None
     timezone: str | None = None
 
@@ -212,10 +186,7 @@ def agent_out(view: AgentView) -> AgentState:
         message_ids=list(view.message_ids),
         model=agent.model,
         embedding=agent.embedding,
-        tool_rules=[
-            ToolRuleModel(tool_name=r.tool_name, type=r.type, max_count_limit=r.max_count_limit)  # type: ignore[arg-type]
-            for r in agent.tool_rules
-        ],
+        tool_rules=[rule_out(r) for r in agent.tool_rules],
         last_stop_reason=view.last_stop_reason,  # type: ignore[arg-type]
         timezone=agent.timezone,
     )

@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.config import JsonDict
 
-from kelpie_agent.agent import InputMessage
+from kelpie_agent.agent import ApprovalDecision, InputMessage
 
-from ._models_common import NOT_BLANK, JsonObject, NonBlank, RequestModel, ResponseModel
+from ._models_common import NOT_BLANK, NonBlank, RequestModel, ResponseModel
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -27,7 +27,6 @@ __all__ = [
     "LettaResponse",
     "MessageRequest",
     "ReasoningMessage",
-    "Run",
     "SendRequest",
     "StopReason",
     "SystemMessage",
@@ -89,25 +88,78 @@ def _joined(content: str | list[TextContent]) -> str:
     return content if isinstance(content, str) else "\n".join(part.text for part in content)
 
 
-class InputMessageModel(RequestModel):
-    """One input message (Letta's MessageCreate)."""
+class ApprovalItem(RequestModel):
+    """One call's answer: ``approval`` (approve, reason) or ``tool`` (the client's result)."""
 
-    role: Literal["user", "system", "assistant"]
-    content: NonBlank | list[TextContent] = Field(json_schema_extra=_SOME_TEXT)
-    name: str | None = None
-    otid: NonBlank | None = Field(default=None, max_length=200)
-    type: Literal["message"] | None = None
+    type: Literal["approval", "tool"] = "approval"
+    tool_call_id: str = Field(min_length=1, max_length=200)
+    approve: bool | None = None
+    reason: str | None = None
+    tool_return: str | list[TextContent] | None = None
+    status: Literal["success", "error"] | None = None
 
     @model_validator(mode="after")
-    def _not_blank(self) -> InputMessageModel:
+    def _complete(self) -> ApprovalItem:
+        if self.type == "approval" and self.approve is None:
+            raise ValueError("an approval needs approve (true or false)")
+        if self.type == "tool" and (self.tool_return is None or self.status is None):
+            raise ValueError("a tool result needs tool_return and status")
+        return self
+
+    def to_decision(self) -> ApprovalDecision:
+        if self.type == "approval":
+            assert self.approve is not None
+            return ApprovalDecision(self.tool_call_id, self.approve, self.reason)
+        ret = self.tool_return
+        text = ret if isinstance(ret, str) else "\n".join(p.text for p in ret or ())
+        return ApprovalDecision(self.tool_call_id, True, None, text, self.status)
+
+
+class InputMessageModel(RequestModel):
+    """One input message (Letta's ``MessageCreate``), or, with ``type: "approval"``, the
+    client's answer to a run that stopped with ``requires_approval`` (Letta's
+    ``ApprovalCreate``: ``approvals`` per call, or the legacy ``approve`` + ``reason`` for
+    every call of ``approval_request_id``). One model, so a bad message's error names its
+    field rather than the union's branches."""
+
+    role: Literal["user", "system", "assistant"] | None = None
+    content: NonBlank | list[TextContent] | None = Field(default=None, json_schema_extra=_SOME_TEXT)
+    name: str | None = None
+    otid: NonBlank | None = Field(default=None, max_length=200)
+    type: Literal["message", "approval"] | None = None
+    approvals: list[ApprovalItem] | None = None
+    approve: bool | None = None
+    approval_request_id: str | None = Field(default=None, max_length=200)
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> InputMessageModel:
+        if self.type == "approval":
+            if not self.approvals and self.approve is None:
+                raise ValueError("an approval message needs approvals or approve")
+            return self
+        if self.role is None:
+            raise ValueError("at role: Field required")
+        if self.content is None:
+            raise ValueError("at content: Field required")
         if not re.search(NOT_BLANK, self.text()):
             raise ValueError("content: every part is blank")
         return self
 
     def text(self) -> str:
-        return _joined(self.content)
+        return _joined(self.content) if self.content is not None else ""
 
     def to_input(self) -> InputMessage:
+        if self.type == "approval":
+            return InputMessage(
+                "approval",
+                self.reason or "",
+                otid=self.otid,
+                approvals=tuple(a.to_decision() for a in self.approvals or ()),
+                approval_request_id=self.approval_request_id,
+                approve=None if self.approvals else self.approve,
+            )
+        assert self.role is not None
         return InputMessage(self.role, self.text(), name=self.name, otid=self.otid)
 
 
@@ -172,12 +224,13 @@ class MessageRequest(RequestModel):
         )
         return (InputMessage("user", text),)
 
-    def stream_only_problem(self) -> str | None:
-        """For a JSON (non-streaming) request: the stream-only option set, if any."""
+    def stream_only_problem(self) -> tuple[str, str] | None:
+        """For a JSON (non-streaming) request: the stream-only option set, if any, as (field,
+        problem)."""
         if self.stream_tokens:
-            return "body.stream_tokens: stream_tokens=true requires streaming=true"
+            return "body.stream_tokens", "stream_tokens=true requires streaming=true"
         if "include_pings" in self.model_fields_set and not self.include_pings:
-            return "body.include_pings: include_pings=false requires streaming=true"
+            return "body.include_pings", "include_pings=false requires streaming=true"
         return None
 
 
@@ -255,13 +308,38 @@ class ToolReturnMessage(_Message):
     stderr: list[str] | None = None
 
 
+class ApprovalRequestMessage(_Message):
+    message_type: Literal["approval_request_message"] = "approval_request_message"
+    tool_call: ToolCall
+    tool_calls: list[ToolCall] | None = None
+
+
+class ApprovalAnswer(ResponseModel):
+    type: Literal["approval", "tool"]
+    tool_call_id: str
+    approve: bool | None = None
+    reason: str | None = None
+    tool_return: str | None = None
+    status: Literal["success", "error"] | None = None
+
+
+class ApprovalResponseMessage(_Message):
+    message_type: Literal["approval_response_message"] = "approval_response_message"
+    approval_request_id: str | None = None
+    approvals: list[ApprovalAnswer] | None = None
+    approve: bool | None = None
+    reason: str | None = None
+
+
 LettaMessage = Annotated[
     SystemMessage
     | UserMessage
     | AssistantMessage
     | ReasoningMessage
     | ToolCallMessage
-    | ToolReturnMessage,
+    | ToolReturnMessage
+    | ApprovalRequestMessage
+    | ApprovalResponseMessage,
     Field(discriminator="message_type"),
 ]
 
@@ -285,15 +363,3 @@ class LettaResponse(ResponseModel):
     messages: list[LettaMessage]
     stop_reason: StopReason
     usage: Usage
-
-
-class Run(ResponseModel):
-    """A run (``POST /v1/agents/{id}/messages/async``)."""
-
-    id: str
-    agent_id: str
-    status: Literal["created", "running", "completed", "failed", "cancelled"]
-    stop_reason: StopReasonType | None = None
-    created_at: datetime | None = None
-    completed_at: datetime | None = None
-    metadata: JsonObject = Field(default_factory=dict)

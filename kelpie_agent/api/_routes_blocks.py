@@ -9,7 +9,6 @@ from fastapi import APIRouter, Query
 from ._context import current_service
 from ._models_agents import AgentState, agent_out
 from ._models_blocks import Block, BlockCreate, BlockUpdate, block_out
-from ._paging import page
 from ._params import AgentId, BlockId, BlockLabel, Cursor, LabelQuery
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES, collection_route
@@ -76,17 +75,10 @@ def blocks_router() -> APIRouter:
         order: Order = "asc",
     ) -> list[AgentState]:
         """The agents the block is attached to, oldest first by default."""
-        views = await current_service().block_agents(block_id)
-        chosen = page(
-            views,
-            lambda view: view.agent.id,
-            after=after,
-            before=before,
-            limit=limit,
-            order=order,
-            what="agent",
+        views = await current_service().block_agents(
+            block_id, after=after, before=before, limit=limit, order=order
         )
-        return [agent_out(v) for v in chosen]
+        return [agent_out(v) for v in views]
 
     # -- an agent's core memory ----------------------------------------------------------------
     @router.get("/v1/agents/{agent_id}/core-memory/blocks")
@@ -98,17 +90,10 @@ def blocks_router() -> APIRouter:
         order: Order = "asc",
     ) -> list[Block]:
         """The agent's blocks in attachment order (``asc``)."""
-        blocks = await current_service().list_agent_blocks(agent_id)
-        chosen = page(
-            blocks,
-            lambda b: b.id,
-            after=after,
-            before=before,
-            limit=limit,
-            order=order,
-            what="block",
+        blocks = await current_service().list_agent_blocks(
+            agent_id, after=after, before=before, limit=limit, order=order
         )
-        return [block_out(b) for b in chosen]
+        return [block_out(b) for b in blocks]
 
     @router.get("/v1/agents/{agent_id}/core-memory/blocks/{block_label}")
     async def get_agent_block(agent_id: AgentId, block_label: BlockLabel) -> Block:

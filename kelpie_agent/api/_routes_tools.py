@@ -17,7 +17,6 @@ from ._models_tools import (
     tool_out,
     tool_run_out,
 )
-from ._paging import page
 from ._params import AgentId, Cursor, NonBlankQuery, ToolId, ToolName
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES, collection_route
@@ -100,17 +99,10 @@ def tools_router() -> APIRouter:
         order: Order = "asc",
     ) -> list[Tool]:
         """The agent's tools in attachment order (``asc``)."""
-        tools = await current_service().list_agent_tools(agent_id)
-        chosen = page(
-            tools,
-            lambda t: t.id,
-            after=after,
-            before=before,
-            limit=limit,
-            order=order,
-            what="tool",
+        tools = await current_service().list_agent_tools(
+            agent_id, after=after, before=before, limit=limit, order=order
         )
-        return [tool_out(t) for t in chosen]
+        return [tool_out(t) for t in tools]
 
     @router.patch("/v1/agents/{agent_id}/tools/attach/{tool_id}")
     async def attach_tool(agent_id: AgentId, tool_id: ToolId) -> AgentState:

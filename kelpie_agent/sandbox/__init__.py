@@ -28,6 +28,7 @@ from ._port import SandboxState as SandboxState
 from ._port import agent_network as agent_network
 from ._process import ProcessSandbox as ProcessSandbox
 from ._process import isolation_problem as isolation_problem
+from ._snapshot import verify_snapshot as verify_snapshot
 
 __all__ = [
     "ALLOW_HOSTS_KEY",
@@ -53,4 +54,5 @@ __all__ = [
     "agent_network",
     "check_host_pattern",
     "isolation_problem",
+    "verify_snapshot",
 ]

@@ -72,7 +72,13 @@ async def open_agent_node(
         observer=observer,
     )
     service = service_class(
-        dispatcher, kv, ports, loop_config=env.config, options=options, observer=observer
+        dispatcher,
+        kv,
+        ports,
+        loop_config=env.config,
+        options=options,
+        observer=observer,
+        embedder=env.embedder,
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)

@@ -210,6 +210,8 @@ def agent_changes(changes: object) -> dict[str, Any]:
 def input_messages(
     messages: object, field: str = "messages", *, allow_empty: bool = False
 ) -> tuple[InputMessage, ...]:
+    """Check input messages; in a request (not ``initial_messages``), the first may be an
+    approval answer (Letta's ``ApprovalCreate``)."""
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
         raise InvalidError(field, "must be a list of InputMessage values")
     out = tuple(messages)
@@ -218,11 +220,14 @@ def input_messages(
     for i, message in enumerate(out):
         if not isinstance(message, InputMessage):
             raise InvalidError(f"{field}[{i}]", f"must be an InputMessage, got {message!r}")
-        if message.role not in ("user", "system", "assistant"):
+        # an approval's decisions are checked by the agent, against the calls that wait
+        answer = message.role == "approval" and i == 0 and field == "messages"
+        if not answer and message.role not in ("user", "system", "assistant"):
             raise InvalidError(
                 f"{field}[{i}].role", f"must be user, system or assistant, got {message.role!r}"
             )
-        text(message.content, f"{field}[{i}].content")
+        if not answer or message.content:  # an approval's content is its optional reason
+            text(message.content, f"{field}[{i}].content")
         if message.otid is not None:
             text(message.otid, f"{field}[{i}].otid")
     return out

@@ -81,7 +81,6 @@ async def api(
             api_key=api_key,
             observer=kelpie_dst.log,
             ping_interval=ping_interval,
-            background=nursery,
         )
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:

@@ -49,7 +49,7 @@ async def test_create_get_update_delete_in_letta_shapes() -> None:
         assert agent["sources"] == [] and agent["tags"] == ["blue", "x"]
         assert agent["metadata"] == {"k": [1, 2.5, None]}
         assert agent["tool_rules"] == [
-            {"tool_name": "send_message", "type": "exit_loop", "max_count_limit": None}
+            {"tool_name": "send_message", "type": "exit_loop", "prompt_template": None}
         ]
         assert agent["created_at"].startswith("2026-") and agent["last_stop_reason"] is None
 

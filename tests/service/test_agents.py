@@ -253,6 +253,7 @@ async def test_the_index_follows_creates_updates_deletes_and_repair_rebuilds_it(
         assert (report.entries_added, report.entries_removed, report.orphans_swept) == (1, 1, 1)
         assert [v.agent.id for v in await svc.list_agents(order="asc")] == [ids[0], ids[1], ids[3]]
         assert await kv.scan_prefix(Keys("agent-ghost").messages) == []
-        assert await kv.scan_prefix(b"svc/otid/" + ids[2].encode()) == []  # delete cleaned up
+        gone = Keys(ids[2])  # the delete cleaned up the otid records, runs and their index
+        assert await kv.scan_prefix(gone.otids) == [] == await kv.scan_prefix(gone.runs)
         report = await svc.repair()
         assert (report.entries_added, report.entries_removed, report.orphans_swept) == (0, 0, 0)

@@ -21,6 +21,7 @@ import click
 from . import _cli_scenario
 from ._cli_common import SEED, check_output, interruptible, print_report, set_option
 from ._cli_common import console as _console
+from ._cli_mutate import mutant_run_command, mutate_command
 from ._cli_scenario import list_command, run_scenario_command
 from ._cli_scenario import replay_command as replay_token_command
 from ._cli_shrink import shrink_command
@@ -324,7 +325,15 @@ def _pin_hashseed() -> None:
         os.execve(sys.executable, [sys.executable, "-m", "kelpie_dst", *sys.argv[1:]], env)
 
 
-for _command in (replay_token_command, sweep_command, shrink_command, list_command, trace):
+for _command in (
+    replay_token_command,
+    sweep_command,
+    shrink_command,
+    list_command,
+    trace,
+    mutate_command,
+    mutant_run_command,
+):
     cli.add_command(_command)
 
 

@@ -33,6 +33,8 @@ show 'cd ../.. && pytest docs/examples/test_tutorial_wallet.py'
 show 'cd ../.. && DST_SEED=7 pytest docs/examples/test_tutorial_wallet.py -v'
 show 'cd ../.. && pytest docs/examples/test_tutorial_wallet.py -q -k no_overdraft_fixed --dst-seeds 200'
 show 'cd ../.. && pytest docs/examples/test_tutorial_wallet.py -q -k "test_no_overdraft and not fixed" --dst-seeds 20 --dst-seed-start 100'
+echo "### cli: shrink a plain program"
+show kelpie-dst shrink --entry tutorial_wallet:main --seed 7 --swarm
 echo "### tutorial: nodes"
 show kelpie-dst run --entry tutorial_nodes:main --seed 1
 show kelpie-dst run --entry tutorial_nodes:main --seed 1 --fault process.crash=0.2

@@ -1,16 +1,26 @@
-"""Shrinking a failing seed: delta-debug its fault plan, workload size and virtual duration.
+"""Shrinking a failing seed: delta-debug its faults, nodes, workload size and virtual duration.
 
 The seed stays fixed; what shrinks is the configuration around it, and a candidate is kept when
-the seed still fails *with the same failure class*. The fault plan starts as the faults the seed
-really ran with (explicit and swarm-chosen, with swarm then switched off), so every candidate is
-an ordinary scenario plus ``--set`` overrides, and the result replays with a token. Passes, in
-a loop until none makes progress or the run budget is spent:
+the seed still fails *the same way* (the same failure class; a deadlock stays a deadlock). The
+fault plan starts as the faults the seed really ran with (explicit and swarm-chosen, with swarm
+then switched off), so every candidate is the original plus overrides, and the result replays.
+Passes, in a loop until none makes progress or the run budget is spent:
 
 1. drop faults (ddmin over the fault types);
-2. lower workload sizes (the parameters the workload declares as ``sizes``);
-3. shorten the duration (and an explicit ``liveness.heal_at`` with it);
-4. lower probabilities (towards zero, keeping the fault);
-5. narrow each fault's window to the half that still fails.
+2. remove nodes of the topology, one at a time (never the last one; a fault whose every
+   target node is gone goes too, and the others lose the removed node from their targets);
+3. lower workload sizes (the parameters the workload declares as ``sizes``);
+4. shorten the duration: first cut it just after the moment of the failure (the run up to
+   that moment is the same run, since faults heal there and nothing before it changes), then a
+   quarter, a half, three quarters, nine tenths;
+5. lower probabilities (towards zero, keeping the fault);
+6. narrow each fault's window to the half that still fails.
+
+A plain program (``--entry``) shrinks the same way over what its command line can say: its
+``--fault`` list (swarm choices made explicit), their probabilities, and its ``--max-time``,
+which is only ever cut just after the failure (a shorter limit would turn any run into a
+liveness failure). The result names the last faults that fired before the failure, from a
+traced run of the minimal configuration.
 """
 
 from __future__ import annotations
@@ -26,44 +36,48 @@ import attrs
 from .._entry import format_duration
 from .._errors import FailureKind, UsageError
 from ._loader import load_scenario
-from ._model import Scenario
-from ._runtime import ScenarioRun, run_scenario
+from ._runtime import ScenarioRun
+from ._shrink_targets import (
+    EntryTarget,
+    FaultMoment,
+    Plan,
+    ScenarioTarget,
+    Target,
+    faults_before,
+)
 from ._toml import dumps
 
-__all__ = ["ShrinkResult", "shrink"]
-
-
-@attrs.frozen
-class _Fault:
-    type: str
-    probability: float
-    start: float
-    end: float
-
-
-@attrs.frozen
-class _Plan:
-    faults: tuple[_Fault, ...]
-    sizes: tuple[tuple[str, int], ...]
-    duration: float
+__all__ = ["ShrinkResult", "shrink", "shrink_entry"]
 
 
 @attrs.frozen
 class ShrinkResult:
-    original: ScenarioRun
-    minimal: ScenarioRun
-    overrides: tuple[str, ...]  # everything after the scenario ref, base overrides first
+    original: Any  # ScenarioRun, or EntryRun for a plain program
+    minimal: Any
+    overrides: tuple[str, ...]  # scenarios: everything after the ref, base overrides first
     runs: int
     elapsed: float
     notes: tuple[str, ...]
+    last_faults: tuple[FaultMoment, ...] = ()
 
     @property
     def kind(self) -> FailureKind:
-        assert self.minimal.result.failure is not None
-        return self.minimal.result.failure.kind
+        failure = self.minimal.result.failure
+        assert failure is not None
+        return failure.kind  # type: ignore[no-any-return]
+
+    @property
+    def failed_at(self) -> tuple[float, float]:
+        """When the original and the minimal run failed (virtual seconds)."""
+        return (
+            self.original.result.failure.virtual_time,
+            self.minimal.result.failure.virtual_time,
+        )
 
     def toml(self) -> str:
         """The minimal reproduction as a standalone scenario file."""
+        if not isinstance(self.minimal, ScenarioRun):
+            raise UsageError("a plain program has no scenario file; use its run command")
         doc = copy.deepcopy(dict(self.minimal.scenario.document))
         original = self.original.scenario
         doc["name"] = f"{original.name}-seed{self.minimal.seed}-min"
@@ -93,115 +107,133 @@ def shrink(
     max_runs: int = 300,
     time_budget: float | None = None,
     on_step: Callable[[str], None] | None = None,
+    report_faults: bool = True,
 ) -> ShrinkResult:
-    """Minimise the configuration under which ``seed`` of ``ref`` fails the same way."""
+    """Minimise the configuration under which ``seed`` of scenario ``ref`` fails the same way."""
     started = time.monotonic()
-    base = load_scenario(ref, overrides)
-    first = run_scenario(base, seed)
+    target = ScenarioTarget(load_scenario(ref, overrides), overrides)
+    first = target.first(seed)
     if first.result.failure is None:
         raise UsageError(f"seed {seed} of {ref} does not fail, so there is nothing to shrink")
-    target = first.result.failure.kind
-    explicit, swarm = first.explicit_faults, first.swarm_faults
-    initial = _Plan(
-        faults=tuple(
-            _Fault(f.type, f.probability, f.start, f.end)
-            for f in sorted(explicit + swarm, key=lambda f: f.type)
-        ),
-        sizes=tuple((name, int(base.workload.params[name])) for name in base.workload.sizes),
-        duration=base.duration,
-    )
-    shrinker = _Shrinker(base, seed, tuple(overrides), target, max_runs, time_budget, started)
-    shrinker.best = initial
-    shrinker.best_run = first
+    return _shrink(target, first, seed, max_runs, time_budget, on_step, report_faults, started)
+
+
+def shrink_entry(
+    entry: str,
+    seed: int,
+    options: dict[str, Any],
+    *,
+    max_runs: int = 300,
+    time_budget: float | None = None,
+    on_step: Callable[[str], None] | None = None,
+    report_faults: bool = True,
+) -> ShrinkResult:
+    """Minimise the ``kelpie-dst run --entry`` options under which ``seed`` fails the same way
+    (``options`` as the CLI builds them: guards, strategy, faults, swarm, max_time)."""
+    started = time.monotonic()
+    target = EntryTarget(entry, options)
+    first = target.first(seed)
+    if first.result.failure is None:
+        raise UsageError(f"seed {seed} of {entry} does not fail, so there is nothing to shrink")
+    return _shrink(target, first, seed, max_runs, time_budget, on_step, report_faults, started)
+
+
+def _shrink(
+    target: Target,
+    first: Any,
+    seed: int,
+    max_runs: int,
+    time_budget: float | None,
+    on_step: Callable[[str], None] | None,
+    report_faults: bool,
+    started: float,
+) -> ShrinkResult:
+    shrinker = _Shrinker(target, seed, first, max_runs, time_budget, started)
     shrinker.log = on_step or (lambda _: None)
-    plan = shrinker.loop(initial)
-    final = shrinker.overrides_for(plan)
-    minimal = shrinker.best_run
-    assert minimal is not None
+    plan = shrinker.loop(target.initial(first))
+    moments: list[FaultMoment] = []
+    if report_faults:
+        moments = faults_before(target, plan, seed)
     return ShrinkResult(
-        first, minimal, final, shrinker.runs, time.monotonic() - started, tuple(shrinker.notes)
+        first,
+        shrinker.best_run,
+        target.key(plan),
+        shrinker.runs,
+        time.monotonic() - started,
+        tuple(shrinker.notes),
+        tuple(moments),
     )
+
+
+def _signature(outcome: Any) -> tuple[FailureKind, bool] | None:
+    """How a run failed, as far as shrinking must keep it: the class, and for a liveness
+    failure whether it was a deadlock (not the time limit)."""
+    failure = outcome.result.failure
+    if failure is None:
+        return None
+    return failure.kind, failure.message.startswith("deadlock")
 
 
 class _Shrinker:
     def __init__(
         self,
-        base: Scenario,
+        target: Target,
         seed: int,
-        overrides: tuple[str, ...],
-        target: FailureKind,
+        first: Any,
         max_runs: int,
         time_budget: float | None,
         started: float,
     ) -> None:
-        self.base = base
-        self.seed = seed
-        self.overrides = overrides
         self.target = target
+        self.seed = seed
+        self.signature = _signature(first)
         self.max_runs = max_runs
         self.time_budget = time_budget
         self.started = started
         self.runs = 1
         self.cache: dict[tuple[str, ...], bool] = {}
-        self.best: _Plan | None = None
-        self.best_run: ScenarioRun | None = None
+        self.best_run: Any = first
         self.notes: list[str] = []
         self.log: Callable[[str], None] = lambda _: None
-        self.phase_end = base.heal_at if base.heal_at is not None else base.duration
 
     def exhausted(self) -> bool:
         if self.runs >= self.max_runs:
             return True
         return self.time_budget is not None and time.monotonic() - self.started > self.time_budget
 
-    def overrides_for(self, plan: _Plan) -> tuple[str, ...]:
-        base = self.base
-        out = list(self.overrides)
-        if base.swarm.enabled:
-            out.append("swarm.enabled=false")
-        kept = {f.type: f for f in plan.faults}
-        original = {e.type: e for e in base.faults}
-        for dropped in base.faults:
-            if dropped.type not in kept and dropped.probability > 0:
-                out.append(f"faults.{dropped.type}=0")
-        for fault in plan.faults:
-            entry = original.get(fault.type)
-            if entry is None or entry.probability != fault.probability:
-                out.append(f"faults.{fault.type}.probability={fault.probability!r}")
-            old = (entry.start, entry.end) if entry is not None else (0.0, math.inf)
-            if (fault.start, fault.end) != old:
-                start = "0s" if fault.start == 0 else format_duration(fault.start)
-                end = "inf" if fault.end == math.inf else format_duration(fault.end)
-                out.append(f'faults.{fault.type}.window=["{start}", "{end}"]')
-        for name, value in plan.sizes:
-            if base.workload.params[name] != value:
-                out.append(f"workload.params.{name}={value}")
-        if plan.duration != base.duration:
-            out.append(f"duration={format_duration(plan.duration)}")
-            live = base.liveness
-            if live is not None and live.heal_at is not None and live.heal_at > plan.duration:
-                out.append(f"liveness.heal_at={format_duration(plan.duration)}")
-        return tuple(out)
-
-    def fails(self, plan: _Plan) -> bool:
-        key = self.overrides_for(plan)
+    def fails(self, plan: Plan) -> bool:
+        key = self.target.key(plan)
         if key in self.cache:
             return self.cache[key]
         if self.exhausted():
             return False
         self.runs += 1
-        run = run_scenario(load_scenario(self.base.ref, key), self.seed)
-        failure = run.result.failure
-        ok = failure is not None and failure.kind is self.target
+        try:
+            outcome = self.target.run(plan, self.seed)
+        except UsageError:  # a candidate the scenario refuses (say, too few nodes)
+            self.cache[key] = False
+            return False
+        ok = _signature(outcome) == self.signature
         self.cache[key] = ok
         if ok:
-            self.best, self.best_run = plan, run
+            self.best_run = outcome
         return ok
 
-    def loop(self, plan: _Plan) -> _Plan:
+    @property
+    def failed_at(self) -> float:
+        return float(self.best_run.result.failure.virtual_time)
+
+    def loop(self, plan: Plan) -> Plan:
         while not self.exhausted():
             before = plan
-            steps = (self.drop_faults, self.sizes, self.duration, self.probabilities, self.windows)
+            steps = (
+                self.drop_faults,
+                self.nodes,
+                self.sizes,
+                self.duration,
+                self.probabilities,
+                self.windows,
+            )
             for step in steps:
                 plan = step(plan)
             if plan == before:
@@ -212,7 +244,7 @@ class _Shrinker:
         self.notes.append(text)
         self.log(text)
 
-    def drop_faults(self, plan: _Plan) -> _Plan:
+    def drop_faults(self, plan: Plan) -> Plan:
         faults = list(plan.faults)
         chunks = 2
         while faults and not self.exhausted():
@@ -231,16 +263,32 @@ class _Shrinker:
                 chunks = min(len(faults), chunks * 2)
         return attrs.evolve(plan, faults=tuple(faults))
 
-    def sizes(self, plan: _Plan) -> _Plan:
-        minimums = self.base.workload.sizes
+    def nodes(self, plan: Plan) -> Plan:
+        index = len(plan.nodes) - 1
+        while index >= 0 and len(plan.nodes) > 1 and not self.exhausted():
+            removed = plan.nodes[index]
+            faults = []
+            for fault in plan.faults:
+                if removed in fault.targets:
+                    left = tuple(t for t in fault.targets if t != removed)
+                    if not left:
+                        continue  # it targeted only removed nodes
+                    fault = attrs.evolve(fault, targets=left)
+                faults.append(fault)
+            nodes = plan.nodes[:index] + plan.nodes[index + 1 :]
+            candidate = attrs.evolve(plan, nodes=nodes, faults=tuple(faults))
+            if self.fails(candidate):
+                self.note(f"nodes: {len(plan.nodes)} -> {len(nodes)} (without {removed})")
+                plan = candidate
+            index -= 1
+        return plan
+
+    def sizes(self, plan: Plan) -> Plan:
         for index, (name, value) in enumerate(plan.sizes):
+            floor = self.target.size_floor(name)
             while True:
                 candidates = sorted(
-                    {
-                        c
-                        for c in (minimums[name], value // 4, value // 2, value - 1)
-                        if minimums[name] <= c < value
-                    }
+                    {c for c in (floor, value // 4, value // 2, value - 1) if floor <= c < value}
                 )
                 for c in candidates:
                     sizes = list(plan.sizes)
@@ -253,24 +301,36 @@ class _Shrinker:
                     break
         return plan
 
-    def duration(self, plan: _Plan) -> _Plan:
+    def duration(self, plan: Plan) -> Plan:
+        """Cut the duration just after the failure, then (when it is when faults heal, not a
+        time limit) try shorter ones. A time limit is never cut below the failure: a run
+        that fails by reaching its time limit would still do so with any shorter one."""
+        assert self.signature is not None
+        timed_out = self.signature == (FailureKind.LIVENESS, False)
+        if self.target.deadline and timed_out:
+            return plan
         while True:
             d = plan.duration
-            for factor in (0.25, 0.5, 0.75):
-                c = round(d * factor, 3)
-                if c > 0 and c < d and self.fails(attrs.evolve(plan, duration=c)):
-                    self.note(f"duration: {format_duration(d)} -> {format_duration(c)}")
+            cut = math.floor(self.failed_at * 1000 + 1) / 1000  # just after the failure
+            candidates = [cut] if d is None or cut < d else []
+            if not self.target.deadline and d is not None:
+                candidates += [round(d * f, 3) for f in (0.25, 0.5, 0.75, 0.9)]
+            for c in candidates:
+                shorter = d is None or 0 < c < d
+                if shorter and self.fails(attrs.evolve(plan, duration=c)):
+                    was = format_duration(d) if d is not None else "no limit"
+                    self.note(f"{self.target.duration_name}: {was} -> {format_duration(c)}")
                     plan = attrs.evolve(plan, duration=c)
                     break
             else:
                 return plan
 
-    def _replace(self, plan: _Plan, index: int, fault: _Fault) -> _Plan:
+    def _replace(self, plan: Plan, index: int, fault: Any) -> Plan:
         faults = list(plan.faults)
         faults[index] = fault
         return attrs.evolve(plan, faults=tuple(faults))
 
-    def probabilities(self, plan: _Plan) -> _Plan:
+    def probabilities(self, plan: Plan) -> Plan:
         for index in range(len(plan.faults)):
             while (p := plan.faults[index].probability) > 1e-4:
                 for factor in (1 / 16, 1 / 4, 1 / 2):
@@ -284,12 +344,15 @@ class _Shrinker:
                     break
         return plan
 
-    def windows(self, plan: _Plan) -> _Plan:
-        limit = max(self.phase_end / 64, 0.01)
+    def windows(self, plan: Plan) -> Plan:
+        end_of_faults = self.target.fault_end(plan)
+        if not self.target.windows or end_of_faults is None:
+            return plan
+        limit = max(end_of_faults / 64, 0.01)
         for index in range(len(plan.faults)):
             while True:
                 fault = plan.faults[index]
-                start, end = fault.start, min(fault.end, self.phase_end)
+                start, end = fault.start, min(fault.end, end_of_faults)
                 if end - start < 2 * limit:
                     break
                 mid = round((start + end) / 2, 3)

@@ -116,6 +116,8 @@ class PromptAuditor:
             shown = blocks.get(label)
             if shown is None or shown.value != value or not shown.read_only:
                 got = "missing" if shown is None else f"{shown.value[:60]!r}"
+                if shown is not None and not shown.read_only:
+                    got += " as a writable block"
                 self._problem(
                     f"{where}: a{agent}'s read-only block {label} should be {value[:60]!r}, "
                     f"the prompt shows {got}"

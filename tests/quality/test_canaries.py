@@ -57,44 +57,52 @@ def shrinks(name: str, seed: int, kind: FailureKind) -> ShrinkResult:
 
 def test_lost_update_race() -> None:
     """Read-modify-write of a shared counter without a transaction. First failing seed: 3.
-    Shrinking (36 runs): 4 faults -> 1 (storage.latency=0.05 in [0s, 3.75s)), duration
-    1m -> 3.75s; sizes stay (3 clients x 4 increments)."""
+    Shrinking (42 runs): 4 faults -> 1 (storage.latency), duration 1m -> 3.699s; sizes stay
+    (3 clients x 4 increments); the last faults before the failure are storage latencies."""
     seed, kind = find_first_failure("lost_update")
     assert kind is FailureKind.INVARIANT
     replays_exactly("lost_update", seed)
-    shrinks("lost_update", seed, kind)
+    result = shrinks("lost_update", seed, kind)
+    assert {m.fault for m in result.last_faults} == {"storage.latency"}
 
 
 def test_non_idempotent_retry_under_network_delay() -> None:
     """A deposit retried after a timeout, with no request id. First failing seed: 2.
-    Shrinking (41 runs): 4 faults -> 1 (network.delay), deposits 8 -> 7."""
+    Shrinking (60 runs): 4 faults -> 1 (network.delay), deposits 8 -> 5, duration 1m ->
+    0.029s; the last fault before the failure is the network delay that caused the retry."""
     seed, kind = find_first_failure("duplicate_deposit")
     assert kind is FailureKind.INVARIANT
     replays_exactly("duplicate_deposit", seed)
     result = shrinks("duplicate_deposit", seed, kind)
     kept = {f.type for f in result.minimal.scenario.faults_for(seed)}
     assert kept <= {"network.delay", "network.duplicate"}  # the clock and disk are irrelevant
+    assert result.last_faults[-1].fault in kept
 
 
 def test_missing_timeout_under_partition() -> None:
     """A UDP client that waits for each answer forever: a datagram lost in a partition hangs
-    it past the liveness bound. First failing seed: 3. Shrinking (53 runs): 4 faults -> 2
-    (network.partition and a near-zero network.delay), requests 20 -> 5."""
+    it past the liveness bound. First failing seed: 3. Shrinking (43 runs): 4 faults -> 2
+    (network.partition and a near-zero network.delay), requests 20 -> 5, duration 30s ->
+    2.109s, so it fails at t=4s instead of 31s; the last fault is the partition."""
     seed, kind = find_first_failure("udp_no_timeout")
     assert kind is FailureKind.LIVENESS
     replays_exactly("udp_no_timeout", seed)
-    shrinks("udp_no_timeout", seed, kind)
+    result = shrinks("udp_no_timeout", seed, kind)
+    assert result.last_faults[-1].fault == "network.partition"
+    before, after = result.failed_at
+    assert after < before  # the liveness failure shows earlier
 
 
 def test_write_acknowledged_before_durable() -> None:
     """A server that acknowledges buffered writes and flushes them later loses them in a
-    crash. First failing seed: 3. Shrinking (40 runs): 4 faults -> 1 (process.crash),
-    writes 12 -> 4."""
+    crash. First failing seed: 3. Shrinking (26 runs): 4 faults -> 1 (process.crash),
+    writes 12 -> 4, duration 1m -> 2.046s; the fault that fired last is the crash."""
     seed, kind = find_first_failure("ack_before_durable")
     assert kind is FailureKind.INVARIANT
     replays_exactly("ack_before_durable", seed)
     result = shrinks("ack_before_durable", seed, kind)
     assert "process.crash" in {f.type for f in result.minimal.scenario.faults_for(seed)}
+    assert result.last_faults[-1].fault == "process.crash"
 
 
 @pytest.mark.parametrize("name", ["duplicate_deposit", "udp_no_timeout", "ack_before_durable"])

@@ -119,6 +119,17 @@ def test_memory_missing_over_its_limit_or_read_only_changed_is_caught() -> None:
     assert any("read-only block rules" in p for p in problems)
 
 
+def test_a_read_only_block_shown_as_writable_is_caught_and_named() -> None:
+    auditor = _auditor()
+    blocks = _blocks()
+    blocks[-1] = Block(id="block-rules", label="rules", value="mark-a1 rules", limit=40)
+    _observe(auditor, _request(_system(blocks)), _plan())
+    assert auditor.problems["memory"] == [
+        "t=0.000 server-1: a1's read-only block rules should be 'mark-a1 rules', the prompt "
+        "shows 'mark-a1 rules' as a writable block"
+    ]
+
+
 def test_a_request_the_api_refuses_is_caught() -> None:
     auditor = _auditor()
     failure = Failure("bad_request", "messages.0: bad", 400, "invalid_request_error")

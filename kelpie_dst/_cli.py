@@ -7,6 +7,7 @@ Other tooling depends on these spellings; keep them stable. Usage errors print o
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import random
@@ -18,20 +19,13 @@ from typing import Any, NoReturn
 
 import click
 
-from . import _cli_scenario
+from ._cli_common import REEXEC_ALLOWED, interruptible, print_report, set_option
 from ._cli_common import console as _console
-from ._cli_common import interruptible, print_report, set_option
-from ._cli_scenario import list_command, run_scenario_command
-from ._cli_scenario import replay_command as replay_token_command
-from ._cli_shrink import shrink_command
-from ._cli_sweep import sweep_command
-from ._determinism import check_determinism
 from ._entry import format_duration, load_entry, parse_duration
 from ._errors import UsageError
 from ._faults import Fault, FaultPlan, fault_types
+from ._hashseed import current_hashseed
 from ._run import run as run_simulation
-from ._trace_cli import trace
-from .scenario import current_hashseed
 
 __all__ = ["main"]
 
@@ -109,7 +103,31 @@ def replay_command(entry: str, seed: int, options: dict[str, Any]) -> str:
     return prefix + shlex.join(parts)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Commands whose modules load only when they are invoked (or listed by --help), so a plain
+# `run --entry` imports neither the scenario machinery nor rich.
+_LAZY_COMMANDS = {
+    "list": ("._cli_scenario", "list_command"),
+    "replay": ("._cli_scenario", "replay_command"),
+    "shrink": ("._cli_shrink", "shrink_command"),
+    "sweep": ("._cli_sweep", "sweep_command"),
+    "trace": ("._trace_cli", "trace"),
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        lazy = _LAZY_COMMANDS.get(cmd_name)
+        if lazy is None:
+            return super().get_command(ctx, cmd_name)
+        command = getattr(importlib.import_module(lazy[0], __package__), lazy[1])
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kelpie", prog_name="kelpie-dst")
 def cli() -> None:
     """Deterministic simulation testing for trio programs."""
@@ -150,6 +168,8 @@ def run_command(
             overrides.append(f"faults.{parsed.type}.probability={parsed.probability!r}")
         if swarm is not None:
             overrides.append(f"swarm.enabled={str(swarm).lower()}")
+        from ._cli_scenario import run_scenario_command
+
         run_scenario_command(scenario, seed, overrides, trace_path)
     assert entry is not None
     if sets:
@@ -189,6 +209,8 @@ def check_determinism_command(
     vary_hashseed: bool,
 ) -> None:
     """Run one seed several times (same process and fresh ones) and compare trace hashes."""
+    from ._determinism import check_determinism
+
     options = _options(strict, strategy, faults, swarm, max_time)
     report = check_determinism(
         entry, seed=seed, runs=runs, vary_hashseed=vary_hashseed, options=options
@@ -286,15 +308,11 @@ def _pin_hashseed() -> None:
         os.execve(sys.executable, [sys.executable, "-m", "kelpie_dst", *sys.argv[1:]], env)
 
 
-for _command in (replay_token_command, sweep_command, shrink_command, list_command, trace):
-    cli.add_command(_command)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point: maps usage errors to one line and exit 64, Ctrl-C to exit 130."""
     if argv is None:
         _pin_hashseed()
-    _cli_scenario.REEXEC_ALLOWED[0] = argv is None
+    REEXEC_ALLOWED[0] = argv is None
     try:
         cli.main(
             args=list(argv) if argv is not None else None,

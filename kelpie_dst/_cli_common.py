@@ -1,23 +1,48 @@
-"""Helpers shared by the ``kelpie-dst`` commands: output, failure reports, Ctrl-C, options."""
+"""Helpers shared by the ``kelpie-dst`` commands: output, failure reports, Ctrl-C, options.
+
+Plain lines go through :data:`console` (``print``); rich, which costs a tenth of a second to
+import, is loaded only by the commands that draw progress bars or tables (``sweep``).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
 from ._result import RunResult
 
-__all__ = ["console", "err_console", "interruptible", "print_report", "set_option"]
+__all__ = [
+    "REEXEC_ALLOWED",
+    "console",
+    "interruptible",
+    "print_report",
+    "set_option",
+    "speed_ratio",
+]
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
+# Set by the console entry point: an in-process main(argv) (tests) must never re-execute.
+REEXEC_ALLOWED = [False]
+
+
+class _Lines:
+    """Plain lines on stdout, printed verbatim (``markup``/``highlight`` are accepted and
+    ignored: nothing is ever interpreted as markup)."""
+
+    def print(self, text: str = "", **_: Any) -> None:
+        print(text)
+
+    @property
+    def width(self) -> int:
+        return shutil.get_terminal_size().columns
+
+
+console = _Lines()
 
 
 def set_option(f: Any) -> Any:
@@ -39,7 +64,7 @@ def print_report(result: RunResult, replay: str, out: IO[str] | None = None) -> 
     wall = max(result.wall_seconds, 1e-9)
     console.print(
         f"virtual time {result.virtual_time:.3f}s in {wall:.3f}s of wall time "
-        f"({result.virtual_time / wall:,.0f}x), {result.events} events",
+        f"({speed_ratio(result.virtual_time / wall)}), {result.events} events",
         markup=False,
     )
     if result.redirected:
@@ -51,12 +76,19 @@ def print_report(result: RunResult, replay: str, out: IO[str] | None = None) -> 
         )
         console.print(f"guards redirected {sites} call site(s){why}", markup=False)
     if result.failure is not None:
-        console.print(f"[bold red]{escape(result.failure.describe())}[/]")
+        click.secho(result.failure.describe(), fg="red", bold=True)
         print(result.summary_line())
         print(replay)
     else:
         print(result.summary_line())
     sys.stdout.flush()
+
+
+def speed_ratio(ratio: float) -> str:
+    """Virtual/wall time as ``1,234x``, ``12x``, ``3.4x`` or ``0.05x`` (never ``0x``)."""
+    if ratio >= 10 or ratio == 0:
+        return f"{ratio:,.0f}x"
+    return f"{ratio:.2g}x"
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from typing import NoReturn
 
 import click
 
-from ._cli_common import console, interruptible, print_report
+from ._cli_common import REEXEC_ALLOWED, console, interruptible, print_report
 from ._errors import UsageError
 from .scenario import (
     ReplayToken,
@@ -25,9 +25,6 @@ from .scenario import (
 from .scenario._model import Scenario
 
 __all__ = ["list_command", "replay_command", "run_scenario_command"]
-
-# Set by the console entry point: an in-process main(argv) (tests) must never re-execute.
-REEXEC_ALLOWED = [False]
 
 
 def _announce(scenario: Scenario, seed: int, verb: str = "running") -> None:

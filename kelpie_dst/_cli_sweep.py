@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ._cli_common import console, err_console, interruptible, set_option
+from ._cli_common import console, interruptible, set_option
 from ._entry import format_duration, parse_duration
 from ._errors import UsageError
 from .scenario import load_scenario
@@ -21,6 +21,8 @@ from .scenario._sweep import SeedResult, SweepItem, SweepOutcome, parse_shard, p
 from .scenario._sweep_output import summary, write_json, write_junit
 
 __all__ = ["sweep_command"]
+
+err_console = Console(stderr=True, highlight=False)
 
 
 @click.command("sweep")

@@ -11,7 +11,6 @@ import importlib
 import json
 import os
 import random
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -19,12 +18,21 @@ from typing import Any, NoReturn
 
 import click
 
-from ._cli_common import REEXEC_ALLOWED, interruptible, print_report, set_option
+from ._cli_common import (
+    REEXEC_ALLOWED,
+    entry_run_options,
+    interruptible,
+    print_report,
+    profile_option,
+    profiled,
+    run_options,
+    scenario_overrides,
+    set_option,
+)
 from ._cli_common import console as _console
-from ._entry import format_duration, load_entry, parse_duration
+from ._entry import load_entry, replay_command
 from ._errors import UsageError
 from ._faults import Fault, FaultPlan, fault_types
-from ._hashseed import current_hashseed
 from ._run import run as run_simulation
 
 __all__ = ["main"]
@@ -38,69 +46,9 @@ def _seed_option(f: Any) -> Any:
     return click.option("--seed", type=int, default=None, help="The seed (default: random).")(f)
 
 
-def _run_options(f: Any, *, entry_required: bool = True) -> Any:
-    options = [
-        click.option("--entry", required=entry_required, help="package.module:function to run."),
-        click.option("--strict", is_flag=True, help="Fail (exit 4) on wall clock/entropy/threads."),
-        click.option(
-            "--strategy",
-            type=click.Choice(["random", "pct"]),
-            default=None,
-            help="Scheduling strategy (default: random).",
-        ),
-        click.option(
-            "--fault", "faults", multiple=True, metavar="TYPE=PROB", help="Enable a fault type."
-        ),
-        click.option(
-            "--swarm/--no-swarm",
-            default=None,
-            help="Let the seed choose a fault profile too (or not).",
-        ),
-        click.option("--max-time", default=None, metavar="DURATION", help="Virtual time limit."),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-def _options(
-    strict: bool,
-    strategy: str | None,
-    faults: Sequence[str],
-    swarm: bool | None,
-    max_time: str | None,
-) -> dict[str, Any]:
-    parsed = [Fault.parse(f) for f in faults]  # validates early, with a one-line error
-    return {
-        "guards": "strict" if strict else "redirect",
-        "strategy": strategy or "random",
-        "faults": [f"{f.type}={f.probability!r}" for f in parsed],
-        "swarm": bool(swarm),
-        "max_time": parse_duration(max_time) if max_time is not None else None,
-    }
-
-
-def replay_command(entry: str, seed: int, options: dict[str, Any]) -> str:
-    """The copy-pasteable command that replays ``seed`` with the same options."""
-    parts = ["kelpie-dst", "run", "--entry", entry, "--seed", str(seed)]
-    if options.get("guards") == "strict":
-        parts.append("--strict")
-    if options.get("strategy", "random") != "random":
-        parts += ["--strategy", options["strategy"]]
-    for fault in options.get("faults", ()):
-        parts += ["--fault", fault]
-    if options.get("swarm"):
-        parts.append("--swarm")
-    if options.get("max_time") is not None:
-        parts += ["--max-time", format_duration(options["max_time"])]
-    hashseed = current_hashseed()
-    if hashseed is None:
-        return (
-            "unavailable: this process runs under a random PYTHONHASHSEED, so the run may not "
-            "replay; set PYTHONHASHSEED (or unset KELPIE_DST_NO_REEXEC)"
-        )
-    prefix = f"PYTHONHASHSEED={hashseed} " if hashseed != "0" else ""
-    return prefix + shlex.join(parts)
+# kept under their old names for other modules of the CLI
+_run_options = run_options
+_options = entry_run_options
 
 
 # Commands whose modules load only when they are invoked (or listed by --help), so a plain
@@ -139,6 +87,7 @@ def cli() -> None:
 @_seed_option
 @set_option
 @click.option("--trace", "trace_path", default=None, metavar="FILE", help="Write the full trace.")
+@profile_option
 def run_command(
     scenario: str | None,
     entry: str | None,
@@ -150,6 +99,7 @@ def run_command(
     seed: int | None,
     sets: tuple[str, ...],
     trace_path: str | None,
+    profile_path: str | None,
 ) -> None:
     """Run one seed of SCENARIO (a name or a .toml file), or of --entry, an unmodified trio
     program, in the simulator."""
@@ -158,19 +108,10 @@ def run_command(
     if scenario is not None:
         if max_time is not None:
             raise UsageError("--max-time is for --entry runs; use --set duration=... instead")
-        overrides = list(sets)
-        if strict:
-            overrides.append("simulation.guards=strict")
-        if strategy is not None:
-            overrides.append(f"simulation.strategy={strategy}")
-        for fault in faults:
-            parsed = Fault.parse(fault)
-            overrides.append(f"faults.{parsed.type}.probability={parsed.probability!r}")
-        if swarm is not None:
-            overrides.append(f"swarm.enabled={str(swarm).lower()}")
+        overrides = scenario_overrides(sets, strict, strategy, faults, swarm)
         from ._cli_scenario import run_scenario_command
 
-        run_scenario_command(scenario, seed, overrides, trace_path)
+        run_scenario_command(scenario, seed, overrides, trace_path, profile_path)
     assert entry is not None
     if sets:
         raise UsageError("--set is for scenarios; --entry runs take --fault/--swarm/--max-time")
@@ -186,7 +127,7 @@ def run_command(
     chosen = profile.resolve(seed)
     if chosen:
         _console.print(f"faults: {', '.join(f.describe() for f in chosen)}", markup=False)
-    with interruptible():  # a path ending in .gz is written gzip-compressed
+    with interruptible(), profiled(profile_path):  # a .gz trace path is written compressed
         result = run_simulation(main_fn, seed=seed, trace_file=trace_path, **options)
     print_report(result, "replay: " + replay_command(entry, seed, options))
     sys.exit(result.exit_code)

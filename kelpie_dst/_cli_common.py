@@ -10,18 +10,26 @@ import contextlib
 import shutil
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import click
 
+from ._entry import parse_duration
+from ._errors import UsageError
+from ._faults import Fault
 from ._result import RunResult
 
 __all__ = [
     "REEXEC_ALLOWED",
     "console",
+    "entry_run_options",
     "interruptible",
     "print_report",
+    "profile_option",
+    "profiled",
+    "run_options",
+    "scenario_overrides",
     "set_option",
     "speed_ratio",
 ]
@@ -53,6 +61,105 @@ def set_option(f: Any) -> Any:
         metavar="PATH=VALUE",
         help="Override a scenario field, e.g. --set faults.network.partition.probability=0.2.",
     )(f)
+
+
+def run_options(f: Any, *, entry_required: bool = True) -> Any:
+    """``--entry`` and the options of an entry run (also for scenarios: see
+    :func:`scenario_overrides`)."""
+    options = [
+        click.option("--entry", required=entry_required, help="package.module:function to run."),
+        click.option("--strict", is_flag=True, help="Fail (exit 4) on wall clock/entropy/threads."),
+        click.option(
+            "--strategy",
+            type=click.Choice(["random", "pct"]),
+            default=None,
+            help="Scheduling strategy (default: random).",
+        ),
+        click.option(
+            "--fault", "faults", multiple=True, metavar="TYPE=PROB", help="Enable a fault type."
+        ),
+        click.option(
+            "--swarm/--no-swarm",
+            default=None,
+            help="Let the seed choose a fault profile too (or not).",
+        ),
+        click.option("--max-time", default=None, metavar="DURATION", help="Virtual time limit."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def entry_run_options(
+    strict: bool,
+    strategy: str | None,
+    faults: Sequence[str],
+    swarm: bool | None,
+    max_time: str | None,
+) -> dict[str, Any]:
+    """The :func:`kelpie_dst.run` keyword arguments the run options ask for."""
+    parsed = [Fault.parse(f) for f in faults]  # validates early, with a one-line error
+    return {
+        "guards": "strict" if strict else "redirect",
+        "strategy": strategy or "random",
+        "faults": [f"{f.type}={f.probability!r}" for f in parsed],
+        "swarm": bool(swarm),
+        "max_time": parse_duration(max_time) if max_time is not None else None,
+    }
+
+
+def scenario_overrides(
+    sets: Sequence[str],
+    strict: bool,
+    strategy: str | None,
+    faults: Sequence[str],
+    swarm: bool | None,
+) -> list[str]:
+    """The scenario overrides (``--set``) the run options stand for."""
+    overrides = list(sets)
+    if strict:
+        overrides.append("simulation.guards=strict")
+    if strategy is not None:
+        overrides.append(f"simulation.strategy={strategy}")
+    for fault in faults:
+        parsed = Fault.parse(fault)
+        overrides.append(f"faults.{parsed.type}.probability={parsed.probability!r}")
+    if swarm is not None:
+        overrides.append(f"swarm.enabled={str(swarm).lower()}")
+    return overrides
+
+
+def profile_option(f: Any) -> Any:
+    return click.option(
+        "--profile",
+        "profile_path",
+        default=None,
+        metavar="FILE",
+        help="Write a cProfile of the run to FILE (read it with python -m pstats FILE).",
+    )(f)
+
+
+@contextlib.contextmanager
+def profiled(path: str | None) -> Iterator[None]:
+    """Profile the block with cProfile into ``path`` (nothing without a path). The CLI
+    re-executes Python to pin the hash seed, so ``python -m cProfile kelpie-dst`` profiles
+    only the launcher; this profiles the run itself."""
+    if path is None:
+        yield
+        return
+    import cProfile
+
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        yield
+    finally:
+        profile.disable()
+        try:
+            profile.dump_stats(path)
+        except OSError as error:
+            raise UsageError(f"--profile {path}: cannot write it: {error.strerror}") from None
+        print(f"profile written to {path} (python -m pstats {path})", file=sys.stderr)
 
 
 def print_report(result: RunResult, replay: str, out: IO[str] | None = None) -> None:

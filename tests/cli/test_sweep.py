@@ -4,6 +4,7 @@ parse, fail-fast and time budgets stop early, the corpus passes; `kelpie-dst lis
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,11 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert kv.split()[1] == "200" and "linearizable" in kv
     canaries = cli(capsys, "list", "--path", str(QUALITY))
     assert canaries.out.count("canary_") == 4
+
+
+def test_a_sweep_whose_stderr_is_not_a_terminal_prints_plain_progress(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = cli(capsys, "sweep", "bank", "--seeds", "3", "--jobs", "1")
+    assert out.code == 0
+    assert re.search(r"^sweep: 3/3 seeds, 0 failed, \d+s, [\d,]+ seeds/min$", out.err, re.M)

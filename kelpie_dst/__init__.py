@@ -21,6 +21,7 @@ from ._determinism import assert_deterministic as assert_deterministic
 from ._determinism import check_determinism as check_determinism
 from ._errors import DstError as DstError
 from ._errors import FailureKind as FailureKind
+from ._errors import HostNetworkError as HostNetworkError
 from ._errors import InvariantViolation as InvariantViolation
 from ._errors import LivenessError as LivenessError
 from ._errors import NodeDownError as NodeDownError

@@ -25,7 +25,7 @@ __all__ = ["blocked_tasks_report"]
 
 _RUN: Any = trio._core._run
 # The simulator's core: tasks whose stacks hold nothing else are machinery.
-_SIMULATOR = ("/kelpie_dst/_", "/kelpie_dst/net/")
+_SIMULATOR = ("/kelpie_dst/_", "/kelpie_dst/net/", "/kelpie_dst/threads/")
 _MACHINERY = ("/trio/", "/outcome/", *_SIMULATOR)
 # Also skipped when looking for the user's await location (a shim is not the user's code).
 _NOT_USER = (*_MACHINERY, "/kelpie_dst/shims/")
@@ -89,6 +89,9 @@ def blocked_tasks_report(sim: Simulation) -> str:
         state = " (node paused)" if node is not None and node.paused else ""
         node_name = node.name if node is not None else "-"
         lines.append(f"  task {sanitize(task.name)!r} on node {node_name!r}{state}\n    at {where}")
-    if not lines:
+    threads = sim.threads.threads_report()
+    if not lines and not threads:
         return "  (no user tasks are alive)"
+    if threads:
+        lines += ["  simulated threads:", *threads]
     return "\n".join(lines)

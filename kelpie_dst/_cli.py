@@ -34,6 +34,7 @@ from ._entry import load_entry, replay_command
 from ._errors import UsageError
 from ._faults import Fault, FaultPlan, fault_types
 from ._run import run as run_simulation
+from .threads._watchdog import REPLAY_HINT
 
 __all__ = ["main"]
 
@@ -96,6 +97,7 @@ def run_command(
     faults: tuple[str, ...],
     swarm: bool | None,
     max_time: str | None,
+    watchdog: str | None,
     seed: int | None,
     sets: tuple[str, ...],
     trace_path: str | None,
@@ -108,14 +110,14 @@ def run_command(
     if scenario is not None:
         if max_time is not None:
             raise UsageError("--max-time is for --entry runs; use --set duration=... instead")
-        overrides = scenario_overrides(sets, strict, strategy, faults, swarm)
+        overrides = scenario_overrides(sets, strict, strategy, faults, swarm, watchdog)
         from ._cli_scenario import run_scenario_command
 
         run_scenario_command(scenario, seed, overrides, trace_path, profile_path)
     assert entry is not None
     if sets:
         raise UsageError("--set is for scenarios; --entry runs take --fault/--swarm/--max-time")
-    options = _options(strict, strategy, faults, swarm, max_time)
+    options = _options(strict, strategy, faults, swarm, max_time, watchdog)
     main_fn = load_entry(entry)
     if seed is None:
         seed = random.SystemRandom().randrange(2**32)
@@ -127,16 +129,24 @@ def run_command(
     chosen = profile.resolve(seed)
     if chosen:
         _console.print(f"faults: {', '.join(f.describe() for f in chosen)}", markup=False)
+    replay = replay_command(entry, seed, options)
+    REPLAY_HINT[0] = replay  # printed if the watchdog must end the process
     with interruptible(), profiled(profile_path):  # a .gz trace path is written compressed
         result = run_simulation(main_fn, seed=seed, trace_file=trace_path, **options)
-    print_report(result, "replay: " + replay_command(entry, seed, options))
+    print_report(result, "replay: " + replay)
     sys.exit(result.exit_code)
 
 
 @cli.command("check-determinism")
 @_run_options
 @click.option("--seed", type=int, required=True, help="The seed to check.")
-@click.option("--runs", type=click.IntRange(min=2), default=3, show_default=True)
+@click.option(
+    "--runs",
+    type=click.IntRange(min=2),
+    default=4,
+    show_default=True,
+    help="Runs in all: 2 in this process, the rest each in a fresh process.",
+)
 @click.option("--vary-hashseed", is_flag=True, help="Give each fresh process its own hash seed.")
 def check_determinism_command(
     entry: str,
@@ -145,6 +155,7 @@ def check_determinism_command(
     faults: tuple[str, ...],
     swarm: bool | None,
     max_time: str | None,
+    watchdog: str | None,
     seed: int,
     runs: int,
     vary_hashseed: bool,
@@ -152,7 +163,7 @@ def check_determinism_command(
     """Run one seed several times (same process and fresh ones) and compare trace hashes."""
     from ._determinism import check_determinism
 
-    options = _options(strict, strategy, faults, swarm, max_time)
+    options = _options(strict, strategy, faults, swarm, max_time, watchdog)
     report = check_determinism(
         entry, seed=seed, runs=runs, vary_hashseed=vary_hashseed, options=options
     )

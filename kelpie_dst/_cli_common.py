@@ -15,10 +15,11 @@ from typing import IO, Any
 
 import click
 
-from ._entry import parse_duration
+from ._entry import format_duration, parse_duration
 from ._errors import UsageError
 from ._faults import Fault
 from ._result import RunResult
+from .threads._watchdog import DEFAULT_WATCHDOG
 
 __all__ = [
     "REEXEC_ALLOWED",
@@ -32,6 +33,7 @@ __all__ = [
     "scenario_overrides",
     "set_option",
     "speed_ratio",
+    "watchdog_seconds",
 ]
 
 # Set by the console entry point: an in-process main(argv) (tests) must never re-execute.
@@ -84,6 +86,15 @@ def run_options(f: Any, *, entry_required: bool = True) -> Any:
             help="Let the seed choose a fault profile too (or not).",
         ),
         click.option("--max-time", default=None, metavar="DURATION", help="Virtual time limit."),
+        click.option(
+            "--watchdog",
+            default=None,
+            metavar="DURATION",
+            help=(
+                "Real time a call may block outside the simulation before the run fails "
+                f"(exit 2; default: {format_duration(DEFAULT_WATCHDOG)})."
+            ),
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -96,16 +107,30 @@ def entry_run_options(
     faults: Sequence[str],
     swarm: bool | None,
     max_time: str | None,
+    watchdog: str | None = None,
 ) -> dict[str, Any]:
     """The :func:`kelpie_dst.run` keyword arguments the run options ask for."""
     parsed = [Fault.parse(f) for f in faults]  # validates early, with a one-line error
-    return {
+    options = {
         "guards": "strict" if strict else "redirect",
         "strategy": strategy or "random",
         "faults": [f"{f.type}={f.probability!r}" for f in parsed],
         "swarm": bool(swarm),
         "max_time": parse_duration(max_time) if max_time is not None else None,
     }
+    if watchdog is not None:
+        options["watchdog"] = watchdog_seconds(watchdog)
+    return options
+
+
+def watchdog_seconds(text: str) -> float:
+    """``--watchdog``'s real-time duration in seconds (a one-line usage error if bad)."""
+    try:
+        return parse_duration(text)
+    except UsageError:
+        raise UsageError(
+            f"bad --watchdog {text!r}: use a positive real-time duration, like 5s or 500ms"
+        ) from None
 
 
 def scenario_overrides(
@@ -114,6 +139,7 @@ def scenario_overrides(
     strategy: str | None,
     faults: Sequence[str],
     swarm: bool | None,
+    watchdog: str | None = None,
 ) -> list[str]:
     """The scenario overrides (``--set``) the run options stand for."""
     overrides = list(sets)
@@ -126,6 +152,8 @@ def scenario_overrides(
         overrides.append(f"faults.{parsed.type}.probability={parsed.probability!r}")
     if swarm is not None:
         overrides.append(f"swarm.enabled={str(swarm).lower()}")
+    if watchdog is not None:
+        overrides.append(f"simulation.watchdog={watchdog_seconds(watchdog)!r}")
     return overrides
 
 

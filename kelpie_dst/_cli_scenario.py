@@ -36,6 +36,9 @@ def _announce(scenario: Scenario, seed: int, verb: str = "running") -> None:
     if scenario.overrides:
         console.print("overrides: " + " ".join(scenario.overrides), markup=False)
     console.print(scenario.describe_plan(), markup=False)
+    intensity = scenario.intensity(seed)
+    if intensity is not None:
+        console.print(f"swarm intensity: {intensity.describe()}", markup=False)
     explicit, swarm = scenario.resolve_faults(seed)
     console.print(describe_faults(explicit, swarm), markup=False)
     sys.stdout.flush()

@@ -97,6 +97,7 @@ def sweep_command(
     faults: tuple[str, ...],
     swarm: bool | None,
     max_time: str | None,
+    watchdog: str | None,
     seeds: int | None,
     start: int,
     jobs: int | None,
@@ -119,7 +120,7 @@ def sweep_command(
     if entry is not None:
         if scenarios or corpora or sets:
             raise UsageError("sweep takes SCENARIOs/--corpus or --entry, not both")
-        options = entry_run_options(strict, strategy, faults, swarm, max_time)
+        options = entry_run_options(strict, strategy, faults, swarm, max_time, watchdog)
         load_entry(entry)  # a one-line error now rather than in every worker
         count = seeds if seeds is not None else ENTRY_SEEDS
         items = plan_entry(entry, EntryOptions(**_entry_fields(options)), start, count)
@@ -129,7 +130,7 @@ def sweep_command(
             raise UsageError("sweep needs at least one SCENARIO or --corpus DIR, or an --entry")
         if max_time is not None:
             raise UsageError("--max-time is for --entry sweeps; use --set duration=... instead")
-        overrides = tuple(scenario_overrides(sets, strict, strategy, faults, swarm))
+        overrides = tuple(scenario_overrides(sets, strict, strategy, faults, swarm, watchdog))
         work, names = _work(scenarios, corpora, seeds, start, overrides)
         items = plan(work)
     if cluster is None and jobs is None:
@@ -140,8 +141,7 @@ def sweep_command(
     # starts its refresh thread: a fork is only safe while no other thread runs
     with interruptible(), executor:
         console.print(
-            f"kelpie-dst: sweeping {', '.join(names)}: {len(items)} seeds, "
-            f"{executor.describe()}",
+            f"kelpie-dst: sweeping {', '.join(names)}: {len(items)} seeds, {executor.describe()}",
             markup=False,
         )
         sys.stdout.flush()

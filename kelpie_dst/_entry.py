@@ -14,6 +14,7 @@ from typing import Any
 
 from ._errors import UsageError
 from ._hashseed import current_hashseed
+from .threads._watchdog import DEFAULT_WATCHDOG
 
 __all__ = ["entry_name", "format_duration", "load_entry", "parse_duration", "replay_command"]
 
@@ -120,6 +121,8 @@ def replay_command(
         parts.append("--swarm")
     if options.get("max_time") is not None:
         parts += ["--max-time", format_duration(options["max_time"])]
+    if options.get("watchdog", DEFAULT_WATCHDOG) != DEFAULT_WATCHDOG:
+        parts += ["--watchdog", format_duration(options["watchdog"])]
     if hashseed == "current":
         hashseed = current_hashseed()
     if hashseed is None:

@@ -31,6 +31,15 @@ class NondeterminismError(DstError):
     """A strict-mode guard tripped, or two runs of one seed diverged."""
 
 
+class HostNetworkError(NondeterminismError, PermissionError):
+    """Code in a simulation tried to reach the host's network (or to block on a socket where
+    nothing can wait). The run fails with exit 4 even if the program catches it.
+
+    It subclasses PermissionError (an OSError), so networking code handles it as it handles a
+    refused operation, and the message names the caller's file and line.
+    """
+
+
 class InvariantViolation(DstError, AssertionError):
     """A safety property of the system under test does not hold.
 

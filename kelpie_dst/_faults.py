@@ -85,6 +85,12 @@ def fault_types() -> dict[str, FaultSpec]:
     return dict(sorted(_REGISTRY.items()))
 
 
+def loaded_fault_types() -> frozenset[str]:
+    """The fault types registered so far, without loading the built-in shims (for modules
+    that register their own types while the package is still importing)."""
+    return frozenset(_REGISTRY)
+
+
 def _spec(name: str) -> FaultSpec | None:
     spec = _REGISTRY.get(name)
     if spec is None and not _BUILTIN_LOADED[0]:
@@ -193,14 +199,22 @@ class FaultInjector:
         for fault in faults:
             self.active.setdefault(fault.type, []).append(fault)
         self._streams: dict[str, RngStream] = {}
+        self._last_draw: dict[tuple[int, str | None], float] = {}
         self.fired: Counter[str] = Counter()
         self.healed = False
 
     def enabled(self, fault_type: str) -> bool:
         return not self.healed and fault_type in self.active
 
-    def fires(self, fault_type: str, node: str | None = None, **fields: Any) -> Fault | None:
-        """Draw once for ``fault_type``; return the fault that fired, or ``None``."""
+    def fires(
+        self, fault_type: str, node: str | None = None, *, periodic: bool = False, **fields: Any
+    ) -> Fault | None:
+        """Draw once for ``fault_type``; return the fault that fired, or ``None``.
+
+        ``periodic``: the caller is a nemesis ticking at the smallest ``interval`` of the type's
+        faults; each fault (and node) then draws only once its own ``interval`` has passed
+        since its last draw, so a storm's short interval does not make the scenario's mild
+        fault of the same type fire more often."""
         if self.healed:
             return None
         candidates = self.active.get(fault_type)
@@ -210,6 +224,12 @@ class FaultInjector:
         for fault in candidates:
             if not fault.applies(now, node):
                 continue
+            if periodic:
+                key = (id(fault), node)
+                last = self._last_draw.get(key, fault.start if fault.start > 0 else 0.0)
+                if now + 1e-9 < last + fault.param("interval") and key in self._last_draw:
+                    continue
+                self._last_draw[key] = now
             domain = fault_type.split(".", 1)[0]
             stream = self._streams.get(domain)
             if stream is None:

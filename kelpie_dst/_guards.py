@@ -1,8 +1,8 @@
-"""Nondeterminism guards: wall clock, entropy, unseeded RNGs and threads, while a simulation steps.
+"""Nondeterminism guards: wall clock, entropy and unseeded RNGs, while a simulation steps.
 
 Python code can leak nondeterminism through ``time.time``, ``datetime.now``, ``uuid4``,
-``os.urandom``, ``secrets``, ``random.SystemRandom``, an unseeded ``random.Random()``, and
-threads (design.md §1). While a simulation steps, each of these is replaced:
+``os.urandom``, ``secrets``, ``random.SystemRandom`` and an unseeded ``random.Random()``
+(design.md §1). While a simulation steps, each of these is replaced:
 
 * ``redirect`` (the default) serves a deterministic value from the simulation (virtual wall time,
   a seeded stream) and records the call site in a report;
@@ -12,8 +12,11 @@ threads (design.md §1). While a simulation steps, each of these is replaced:
 Replacement is by identity: every module attribute that *is* one of the originals is swapped (so
 ``from time import time`` is caught too, as freezegun does), and swapped back when the step ends.
 The replacements are module-level singletons that fall back to the original when no guard set is
-active, or when called from another thread (the host's progress bar, trio's I/O thread), so a
-reference captured by a module imported mid-run is harmless afterwards.
+active, or when called from a thread outside the simulation (the host's progress bar, trio's
+I/O thread), so a reference captured by a module imported mid-run is harmless afterwards.
+Simulated threads are participants, guarded like the trio loop. Threads themselves (start,
+join, locks, queues, sleeps, to_thread) are simulated, not guarded: ``kelpie_dst.threads``
+supplies those replacements, which install and uninstall with these.
 
 Also: simulated machines run in UTC (no value depends on the host's ``TZ``); calls made by an
 import inside the simulation are plumbing (served quietly from the importing module's stream);
@@ -28,7 +31,6 @@ import datetime as _dt
 import os
 import random
 import secrets
-import sys
 import threading
 import time
 import uuid
@@ -36,18 +38,20 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import outcome
-import trio
-
 from ._errors import NondeterminismError
 from ._guard_sites import (
     CallSite,
     References,
     call_site,
+    describe_call,
     import_stream,
     importing_module,
     real_time_caller,
 )
+from .threads._core import PARTICIPANTS
+from .threads._patches import CLASS_PATCHES as _THREAD_CLASS_PATCHES
+from .threads._patches import MODULES as _THREAD_MODULES
+from .threads._patches import PATCHES as _THREAD_PATCHES
 
 if TYPE_CHECKING:
     from ._sim import Simulation
@@ -92,8 +96,6 @@ _sysrandom = {
 }
 _secrets_randbits: Callable[[int], int] = secrets.randbits
 _secrets_choice: Callable[[Any], Any] = secrets.choice
-_thread_start = threading.Thread.start
-_to_thread = trio.to_thread.run_sync
 _localtime, _gmtime, _ctime, _asctime = time.localtime, time.gmtime, time.ctime, time.asctime
 _mktime, _strftime = time.mktime, time.strftime
 _monotonic, _monotonic_ns = time.monotonic, time.monotonic_ns
@@ -102,9 +104,13 @@ _perf_counter, _perf_counter_ns = time.perf_counter, time.perf_counter_ns
 
 # -- replacements ----------------------------------------------------------------------------
 def _active() -> Guards | None:
-    """The guards of the simulation stepping on this thread, if any."""
+    """The guards of the simulation stepping on this thread (the trio loop's, or a simulated
+    thread's), if any."""
     guards = _ACTIVE
-    return guards if guards is not None and guards.thread == _get_ident() else None
+    if guards is None:
+        return None
+    ident = _get_ident()
+    return guards if guards.thread == ident or ident in PARTICIPANTS else None
 
 
 def _guarded(
@@ -296,49 +302,6 @@ def _sim_secrets_choice(seq: Any) -> Any:
     return _guarded("secrets", lambda: _secrets_choice(seq), lambda g: g.rng.choice(seq))
 
 
-def _sim_thread_start(self: threading.Thread) -> None:
-    if sys._getframe(1).f_globals.get("__name__") == "trio._core._thread_cache":
-        # trio's own I/O worker (guest mode with a wait_all_tasks_blocked cushion): let it be.
-        _thread_start(self)
-        return
-
-    def inline(_: _Source) -> None:
-        # Run the thread's body now, on the simulation thread, and leave the Thread object
-        # looking finished, so join() and is_alive() behave.
-        self._started.set()  # type: ignore[attr-defined]
-        try:
-            self.run()
-        finally:
-            self._is_stopped = True  # type: ignore[attr-defined]
-            self._tstate_lock = None  # type: ignore[attr-defined]
-
-    _guarded("threading.Thread.start", lambda: _thread_start(self), inline, imports=False)
-
-
-async def _sim_to_thread(
-    sync_fn: Callable[..., T],
-    *args: Any,
-    thread_name: str | None = None,
-    abandon_on_cancel: bool = False,
-    limiter: Any = None,
-    cancellable: bool | None = None,
-) -> T:
-    guards = _active()
-    if guards is None:
-        return await _to_thread(
-            sync_fn,
-            *args,
-            thread_name=thread_name,
-            abandon_on_cancel=abandon_on_cancel,
-            limiter=limiter,
-        )
-    guards.hit("trio.to_thread.run_sync", call_site(2))
-    await trio.lowlevel.checkpoint_if_cancelled()
-    result = outcome.capture(sync_fn, *args)
-    await trio.lowlevel.cancel_shielded_checkpoint()
-    return result.unwrap()
-
-
 # original -> replacement, swapped wherever a module attribute *is* the original.
 _BY_IDENTITY: dict[int, tuple[object, object]] = {
     id(o): (o, r)
@@ -350,7 +313,6 @@ _BY_IDENTITY: dict[int, tuple[object, object]] = {
         (_uuid1, _sim_uuid1),
         (_uuid4, _sim_uuid4),
         (_urandom, _sim_urandom),
-        (_to_thread, _sim_to_thread),
         (_secrets_randbits, _sim_secrets_randbits),
         (_secrets_choice, _sim_secrets_choice),
         (_localtime, _sim_localtime),
@@ -363,15 +325,32 @@ _BY_IDENTITY: dict[int, tuple[object, object]] = {
         (_monotonic_ns, _sim_monotonic_ns),
         (_perf_counter, _sim_perf_counter),
         (_perf_counter_ns, _sim_perf_counter_ns),
+        *_THREAD_PATCHES,
     ]
 }
 # class attributes patched directly (inherited by subclasses)
 _CLASS_PATCHES: list[tuple[type, str, object, object]] = [
     (random.Random, "seed", _random_seed, _sim_seed),
-    (threading.Thread, "start", _thread_start, _sim_thread_start),
     *[(random.SystemRandom, n, _sysrandom[n], _sysrandom_method(n)) for n in _sysrandom],
+    *_THREAD_CLASS_PATCHES,
 ]
-_SKIP_MODULES = frozenset({__name__, "_datetime"})
+_SKIP_MODULES = frozenset(
+    {
+        __name__,
+        "_datetime",
+        "kelpie_dst._guards_sources",
+        "kelpie_dst.net._stdlib",
+        *_THREAD_MODULES,
+    }
+)
+
+# The sources added by issue #14 (clocks by id, entropy devices, the C RNG, datetime on
+# instances, real processes) live in their own module; it needs the helpers above.
+from . import _guards_sources  # noqa: E402
+
+for _original, _replacement in _guards_sources.IDENTITY:
+    _BY_IDENTITY[id(_original)] = (_original, _replacement)
+_CLASS_PATCHES += _guards_sources.CLASS_PATCHES
 
 
 _REFERENCES = References(_BY_IDENTITY, _SKIP_MODULES)
@@ -392,11 +371,10 @@ class Guards:
         self.thread: int | None = None  # the thread that steps the simulation
 
     def hit(self, what: str, site: CallSite) -> None:
-        if self.policy == "strict" and not any(
-            site.module == p or site.module.startswith(p + ".") for p in self.allow
-        ):
+        if self.policy == "strict" and not site.within(self.allow):
             message = (
-                f"{what} called at {site.file}:{site.line} (in {site.function}); "
+                f"{describe_call(what, site)} called at {site.file}:{site.line} "
+                f"(in {site.function}); "
                 "in a simulation, use the simulator's clock, streams and trio instead"
             )
             self.violations.append(message)
@@ -418,6 +396,7 @@ class Guards:
             namespace[attr] = replacement
         for cls, attr, _original, replacement in _CLASS_PATCHES:
             setattr(cls, attr, replacement)
+        _guards_sources.install()
         self.thread = _get_ident()
         _ACTIVE = self
 
@@ -430,6 +409,7 @@ class Guards:
             namespace[attr] = original
         for cls, attr, original, _replacement in _CLASS_PATCHES:
             setattr(cls, attr, original)
+        _guards_sources.uninstall()
         _REFERENCES.scan_and_restore_strays()
 
     def redirected(self) -> list[tuple[str, str, int]]:

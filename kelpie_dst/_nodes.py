@@ -127,6 +127,7 @@ class Node:
                     self._start_pending()
                     if self.main is not None:
                         await self.main(self)
+                        await self.sim.threads.process_exit(self)  # non-daemon threads
                         if self.alive:
                             self.state = NodeState.STOPPED
                             self.sim.trace_event("node.stop", node=self)

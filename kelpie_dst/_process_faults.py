@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 import trio
 
 from ._faults import FaultSpec, register_fault
+from ._storms import StormSpec, register_storm
 
 if TYPE_CHECKING:
     from ._sim import Simulation
 
-__all__ = ["nemesis"]
+__all__ = ["CRASH", "CRASH_AT", "PAUSE", "nemesis"]
 
 CRASH = register_fault(
     FaultSpec(
@@ -36,6 +37,30 @@ PAUSE = register_fault(
         observed="the node's timers and I/O stall, then everything it missed arrives at once",
     )
 )
+CRASH_AT = register_fault(
+    FaultSpec(
+        "process.crash_at",
+        "a node crashes at a risky point of the code under test (a Hazards.point site: between "
+        "a commit and its acknowledgement, between a tool's effect and its result's commit, "
+        "...), not at a random moment; it restarts later",
+        params={"restart_after": 2.0},
+        swarm_range=(0.0, 0.05),
+        observed="the same as process.crash, but exactly where the code marked a hazard; the "
+        "trace's fault event names the site",
+    )
+)
+STORM = register_storm(
+    StormSpec(
+        "process",
+        "pauses longer than a lease, crashes anywhere and at risky points",
+        (
+            ("process.pause", 0.5, (("interval", 1.0), ("duration", 10.0))),
+            ("process.crash", 0.3, (("interval", 1.0), ("restart_after", 3.0))),
+            ("process.crash_at", 0.3, ()),
+        ),
+        length=(1.0, 3.0),
+    )
+)
 
 
 async def nemesis(sim: Simulation) -> None:
@@ -53,12 +78,12 @@ async def nemesis(sim: Simulation) -> None:
         for node in sim.nodes:
             if node.name == sim.main_node_name or not node.alive or node.paused:
                 continue
-            crash = faults.fires(CRASH.name, node=node.name)
+            crash = faults.fires(CRASH.name, node=node.name, periodic=True)
             if crash is not None:
                 sim.crash(node)
                 sim.restart(node, after=crash.param("restart_after"))
                 continue
-            pause = faults.fires(PAUSE.name, node=node.name)
+            pause = faults.fires(PAUSE.name, node=node.name, periodic=True)
             if pause is not None:
                 sim.pause(node)
                 sim.resume(node, after=pause.param("duration"))

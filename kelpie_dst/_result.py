@@ -49,6 +49,8 @@ class RunResult:
     guards: str = attrs.field(default="redirect", eq=False)
     value: object = attrs.field(default=None, eq=False, hash=False)
     wall_seconds: float = attrs.field(default=0.0, eq=False)
+    # task steps the scheduler ran (the sum of trio's batch sizes)
+    steps: int = attrs.field(default=0, eq=False)
 
     @property
     def ok(self) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-__all__ = ["RngStream", "derive_seed"]
+__all__ = ["RngStream", "derive_seed", "state_digest"]
 
 
 def derive_seed(root: int, name: str) -> int:
@@ -32,7 +32,12 @@ class RngStream(random.Random):
 
     def digest(self) -> str:
         """A short digest of the stream's state: equal digests mean equal draw histories."""
-        return hashlib.blake2b(repr(self.getstate()).encode(), digest_size=6).hexdigest()
+        return state_digest(self)
 
     def __repr__(self) -> str:
         return f"RngStream(root={self.root}, name={self.name!r})"
+
+
+def state_digest(rng: random.Random) -> str:
+    """A short digest of any ``random.Random``'s state (equal for equal draw histories)."""
+    return hashlib.blake2b(repr(rng.getstate()).encode(), digest_size=6).hexdigest()

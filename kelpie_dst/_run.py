@@ -6,16 +6,20 @@ import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import IO, Any
 
+import attrs
 import outcome
 import trio
 
 from ._errors import FailureKind, NondeterminismError
 from ._faults import Fault
+from ._nodes import Node
+from ._pct import horizon_for
 from ._reports import classify, format_exception
 from ._result import Failure, RunResult
-from ._runner import Session, check_main_signature
+from ._runner import Session, check_main_signature, stream_digests
 from ._sim import DEFAULT_EPOCH, SimConfig, Simulation, make_config
 from ._trace import Trace, open_trace_file
+from .threads._watchdog import DEFAULT_WATCHDOG
 
 __all__ = ["run"]
 
@@ -35,6 +39,9 @@ def run(
     buggify: bool = True,
     record: bool = False,
     trace_file: IO[bytes] | str | os.PathLike[str] | None = None,
+    pct_horizon: int | None = None,
+    watchdog: float = DEFAULT_WATCHDOG,
+    preemption: bool = True,
 ) -> RunResult:
     """Run ``async def main()`` (or ``main(sim)``) in a fresh simulation; never raises for a
     failure of the program, which is reported in :attr:`RunResult.failure`.
@@ -42,7 +49,9 @@ def run(
     * ``seed`` decides everything: scheduling, fault decisions, the streams, the global
       ``random`` module, and guarded values.
     * ``strategy``: ``"random"`` (a uniform shuffle of each batch) or ``"pct"`` (priorities
-      with ``pct_depth - 1`` change points).
+      with ``pct_depth - 1`` change points, spread over ``pct_horizon`` task steps; by default
+      the length of a calibration run of ``main`` with seed 0, when ``main`` has an importable
+      name, see ``_pct.py``).
     * ``guards``: ``"redirect"``, ``"strict"`` or ``"off"`` (see :mod:`kelpie_dst._guards`);
       ``guard_allow`` lists module prefixes exempt from ``strict``.
     * ``faults``: :class:`Fault` objects or ``"TYPE=PROBABILITY"`` strings; ``swarm=True``
@@ -51,6 +60,11 @@ def run(
     * ``record=True`` keeps every event in memory; ``trace_file`` streams them to a binary
       file object, or to a path (gzip-compressed if it ends in ``.gz``), which
       :func:`kelpie_dst.load_trace` reads back with the same hash.
+    * ``watchdog``: seconds of real time a call may block outside the simulation (C code,
+      real I/O, a lock created before the run) before the run fails as a liveness violation
+      naming the thread or task and its line (docs/threads.md).
+    * ``preemption``: seeded preemption points inside simulated threads (on by default), so
+      races between threads on plain data are found.
     """
     config = make_config(
         seed=seed,
@@ -64,8 +78,14 @@ def run(
         epoch=epoch,
         buggify=buggify,
         record=record,
+        watchdog=watchdog,
+        preemption=preemption,
     )
     takes_sim = check_main_signature(main)
+    if config.strategy == "pct" and pct_horizon is None:
+        # the program's length, from a seed-independent calibration run (_pct.py)
+        pct_horizon = horizon_for(main, config, lambda c: _run(c, main, takes_sim, None).steps)
+    config = attrs.evolve(config, pct_horizon=pct_horizon)
     if not isinstance(trace_file, str | os.PathLike):
         return _run(config, main, takes_sim, trace_file)
     with open_trace_file(trace_file) as sink:
@@ -91,7 +111,7 @@ def _run(
         sim.trace_event(
             "run.end",
             outcome="ok" if failure is None else failure.kind.name.lower(),
-            rng={name: s.digest() for name, s in sorted(sim._streams.items())},
+            rng=stream_digests(sim),
         )
         return RunResult(
             seed=seed,
@@ -106,6 +126,7 @@ def _run(
             guards=sim.guards.policy,
             value=box[0] if box else None,
             wall_seconds=session.wall_seconds(),
+            steps=sim.strategy.steps,
         )
 
 
@@ -120,9 +141,11 @@ async def _root(
             sim._start_background()
             finished = trio.Event()
 
-            async def main_node(_node: object) -> None:
+            async def main_node(node: Node) -> None:
                 try:
                     box.append(await (main(sim) if takes_sim else main()))
+                    # as the interpreter does at exit: wait for non-daemon threads
+                    await sim.threads.process_exit(node)
                 finally:
                     finished.set()
 

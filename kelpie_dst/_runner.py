@@ -12,10 +12,10 @@ from __future__ import annotations
 import collections
 import gc
 import random
-import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable
+from queue import Empty as _Empty
 from typing import Any, TypeVar
 
 import outcome
@@ -25,11 +25,13 @@ from . import _buggify
 from ._blocked import blocked_tasks_report
 from ._clock import Interrupt
 from ._errors import DstError, LivenessError, SimulationCrashed, UsageError
+from ._guards_state import ModuleRandomState
 from ._nodes import NODE
-from ._rng import derive_seed
-from ._sched import installed_scheduler
+from ._rng import derive_seed, state_digest
+from ._sched import installed_scheduler, trace_timers
 from ._sim import Simulation
-from ._trace import sanitize
+from ._trace import Trace, sanitize
+from .threads._core import Real
 
 __all__ = ["Session"]
 
@@ -44,17 +46,18 @@ class _Instrument(trio.abc.Instrument):
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
 
-    def _emit(self, kind: str, task: trio.lowlevel.Task) -> None:
+    def _emit(self, kind: str, task: trio.lowlevel.Task, **fields: object) -> None:
         node = task.context.get(NODE, None)
         self.sim.trace.emit(
             self.sim.clock.current_time(),
             node.name if node is not None else "-",
             kind,
-            {"task": sanitize(task.name)},
+            {"task": sanitize(task.name), **fields},
         )
 
     def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        self._emit("task.spawn", task)
+        # n: the task's number in the trace's scheduling decisions (sched events)
+        self._emit("task.spawn", task, n=self.sim.strategy.register(task))
 
     def task_exited(self, task: trio.lowlevel.Task) -> None:
         self._emit("task.exit", task)
@@ -70,15 +73,16 @@ class _Host:
         self.outcome: outcome.Outcome[Any] | None = None
         self.gc_every = gc_every
         self.callbacks = 0
-        self._wakeup = threading.Condition()
+        self.waiting_real = False  # in _wait_for_thread: the watchdog leaves the loop alone
+        # Real (never simulated) primitives: trio's I/O thread rings the bell from outside.
+        self._bell = Real.simple_queue()
 
     def schedule(self, fn: Callable[[], object]) -> None:
         self.queue.append(fn)
 
     def schedule_threadsafe(self, fn: Callable[[], object]) -> None:
-        with self._wakeup:
-            self.queue.append(fn)
-            self._wakeup.notify()
+        self.queue.append(fn)
+        self._bell.put(None)
 
     def done(self, result: outcome.Outcome[Any]) -> None:
         self.outcome = result
@@ -109,9 +113,19 @@ class _Host:
     def _wait_for_thread(self) -> None:
         # Only reachable when trio waits for real I/O in its worker thread, which the virtual
         # clock avoids except for wait_all_tasks_blocked(cushion > 0).
-        with self._wakeup:
-            if not self.queue and not self._wakeup.wait(timeout=60.0):
-                raise DstError("trio is waiting for real I/O; simulations cannot do real I/O")
+        deadline = Real.monotonic() + 60.0
+        self.waiting_real = True
+        try:
+            while not self.queue:
+                remaining = deadline - Real.monotonic()
+                if remaining <= 0:
+                    raise DstError("trio is waiting for real I/O; simulations cannot do real I/O")
+                try:
+                    self._bell.get(timeout=remaining)
+                except _Empty:
+                    pass
+        finally:
+            self.waiting_real = False
 
 
 class Session:
@@ -139,6 +153,8 @@ class Session:
         self.wall_start = time.perf_counter()
         self._saved_random = random.getstate()
         random.seed(derive_seed(self.sim.seed, "global-random"))
+        self._module_random = ModuleRandomState(self.sim.seed)  # tempfile's names, numpy
+        self._module_random.enter()
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
         self._scheduler_cm = installed_scheduler(self.sim.strategy)
@@ -148,9 +164,11 @@ class Session:
 
     def __exit__(self, *exc_info: object) -> None:
         self.sim.guards.uninstall()
+        self.sim.threads.close()
         _buggify._CURRENT[0] = None
         self._scheduler_cm.__exit__(None, None, None)
         random.setstate(self._saved_random)  # type: ignore[arg-type]
+        self._module_random.exit()
         if self._gc_was_enabled:
             gc.enable()
 
@@ -159,11 +177,13 @@ class Session:
         sim = self.sim
         sim.clock.on_interrupt = self.host.stop
         sim.clock.host = self.host
+        horizon = {"horizon": sim.config.pct_horizon} if sim.strategy.name == "pct" else {}
         sim.trace_event(
             "run.start",
             seed=sim.seed,
             strategy=sim.strategy.name,
             faults=[f.describe() for f in sim.fault_list],
+            **horizon,
         )
         trio.lowlevel.start_guest_run(
             root,
@@ -178,24 +198,38 @@ class Session:
         # start_guest_run's last act is to queue its first tick: keep the guest state, so a
         # run whose tasks refuse to die can still be abandoned cleanly.
         self._guest_state = self.host.queue[-1].__self__  # type: ignore[attr-defined]
+        if Trace.SCHEDULE:  # every scheduling decision goes into the trace (_trace.py)
+            sim.strategy.ran = sim.trace.ran
+            trace_timers(self._guest_state.runner, sim.trace.timers)
 
     def drive(self) -> None:
         """Drive until the current goal stops the host, the run ends, or the clock interrupts.
 
-        The guards are on only while this runs (the host may use the real clock between steps).
+        The guards are on only while this runs (the host may use the real clock between steps),
+        and so are the simulated threads and the watchdog.
         """
         self.sim.guards.install()
+        self.sim.threads.activate(exempt=lambda: self.host.waiting_real, tasks=self._tasks)
         try:
             self.host.drive()
         finally:
+            self.sim.threads.deactivate()
             self.sim.guards.uninstall()
+
+    def _tasks(self) -> Any:
+        state = self._guest_state
+        return state.runner.tasks if state is not None else ()
 
     @property
     def finished(self) -> bool:
         return self.host.outcome is not None or self.abandoned
 
     def interrupt_error(self) -> LivenessError | None:
-        """The liveness failure the clock reported, if any, with the blocked tasks."""
+        """The liveness failure the clock or the threads (a deadlock while the trio loop was
+        blocked, the watchdog) reported, if any, with the blocked tasks and threads."""
+        failure = self.sim.threads.failure
+        if failure is not None:
+            return LivenessError(*failure)
         why = self.sim.clock.interrupt
         if why is None:
             return None
@@ -243,6 +277,16 @@ class Session:
 
     def wall_seconds(self) -> float:
         return time.perf_counter() - self.wall_start
+
+
+def stream_digests(sim: Simulation) -> dict[str, str]:
+    """The state digest of every random stream of the run: the named ones, the global
+    ``random`` module (``<random>``) and the scheduler (``<scheduler>``), so a run that draws
+    a different number of times from any of them has a different ``run.end`` event."""
+    digests = {name: s.digest() for name, s in sorted(sim._streams.items())}
+    digests["<random>"] = state_digest(random._inst)
+    digests["<scheduler>"] = state_digest(sim.strategy)
+    return digests
 
 
 def unwrap_crash(result: outcome.Outcome[Any]) -> BaseException | None:

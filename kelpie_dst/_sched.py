@@ -9,15 +9,20 @@ object of our own as ``_r`` therefore decides the order of every batch:
 * :class:`PCTStrategy` is a PCT-style priority scheduler (Burckhardt et al., 2010): every task
   gets a random priority when first seen, batches run in priority order, and at ``depth - 1``
   random change points the running task drops below all others. Bugs that need one task to win
-  consistently are found far more often than under a uniform shuffle.
+  consistently are found far more often than under a uniform shuffle. The change points are
+  spread over the program's estimated length (``_pct.py``), so they land inside short programs.
 
 Both also hold back the tasks of paused nodes, which is how :meth:`Simulation.pause` freezes a
-node exactly (its tasks stay scheduled but do not run until it resumes).
+node exactly (its tasks stay scheduled but do not run until it resumes), and both record every
+decision for the trace: the number of each task in the order it runs (:attr:`ran`), and, through
+:func:`trace_timers`, every timer armed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
+import math
 import random
 from collections.abc import Iterator, MutableSequence
 from typing import TYPE_CHECKING, Any
@@ -29,10 +34,19 @@ from ._errors import DstError
 if TYPE_CHECKING:
     from ._nodes import Node
 
-__all__ = ["STRATEGIES", "PCTStrategy", "RandomStrategy", "installed_scheduler"]
+__all__ = [
+    "MAX_HORIZON",
+    "STRATEGIES",
+    "PCTStrategy",
+    "RandomStrategy",
+    "installed_scheduler",
+    "trace_timers",
+]
+
+MAX_HORIZON = 1 << 16  # task steps: where PCT's scale-free change points stop
 
 _RUN_MODULE: Any = trio._core._run
-_REQUIRED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT")
+_REQUIRED = ("_r", "_ALLOW_DETERMINISTIC_SCHEDULING", "GLOBAL_RUN_CONTEXT", "Deadlines")
 
 
 def check_trio_internals() -> None:
@@ -55,12 +69,26 @@ class RandomStrategy(random.Random):
         self.steps = 0
         self._parked: dict[Node, list[trio.lowlevel.Task]] = {}
         self.pausing = False
+        # Task numbers in spawn order (stable across processes, unlike trio's _counter), and
+        # the trace's list that receives them as tasks run (None: not traced).
+        self.numbers: dict[trio.lowlevel.Task, int] = {}
+        self._next_number = 0
+        self.ran: list[int] | None = None
 
     def shuffle(self, x: MutableSequence[Any]) -> None:
         if self.pausing:
             self._park(x)
         self.steps += len(x)
         self._order(x)
+        if self.ran is not None:
+            # trio pops tasks from the end of the batch: the last one runs first.
+            self.ran.extend(map(self.numbers.__getitem__, reversed(x)))
+
+    def register(self, task: trio.lowlevel.Task) -> int:
+        """Number a new task (called when it is spawned); the number is traced."""
+        number = self.numbers[task] = self._next_number
+        self._next_number += 1
+        return number
 
     def _order(self, batch: MutableSequence[Any]) -> None:
         # Fisher-Yates with the C-level random() (batches are small, so the float's bias is
@@ -72,6 +100,7 @@ class RandomStrategy(random.Random):
 
     def forget(self, task: trio.lowlevel.Task) -> None:
         """Called when a task exits."""
+        self.numbers.pop(task, None)
 
     # -- pausing -----------------------------------------------------------------------------
     def _park(self, batch: MutableSequence[Any]) -> None:
@@ -98,16 +127,31 @@ class RandomStrategy(random.Random):
 
 
 class PCTStrategy(RandomStrategy):
-    """Random task priorities with ``depth - 1`` change points over ``horizon`` task steps."""
+    """Random task priorities with ``depth - 1`` change points over the program's length.
+
+    With ``horizon`` (an estimate of the program's length in task steps, from a calibration
+    run: see :func:`kelpie_dst._pct.horizon_for`), the change points are uniform in
+    ``[1, horizon]``, as in Burckhardt et al.: a bug of depth ``d`` in a program of at most
+    ``horizon`` steps with ``k`` tasks is found with probability at least
+    ``1 / (k * horizon**(d - 1))`` per seed. Without an estimate they are drawn log-uniformly
+    over ``[1, MAX_HORIZON]`` (scale-free: each doubling of the length gets the same share), so
+    that they land inside short programs as well as long ones.
+    """
 
     name = "pct"
 
-    def __init__(self, seed: int, *, depth: int = 3, horizon: int = 2_000) -> None:
+    def __init__(self, seed: int, *, depth: int = 3, horizon: int | None = None) -> None:
         super().__init__(seed)
         self.depth = depth
+        self.horizon = horizon
         self._priority: dict[trio.lowlevel.Task, float] = {}
-        points = sorted(self.randrange(1, max(2, horizon)) for _ in range(max(0, depth - 1)))
-        self._change_points = points
+        count = max(0, depth - 1)
+        if horizon is not None:
+            points = [self.randint(1, max(1, horizon)) for _ in range(count)]
+        else:
+            log_max = math.log(MAX_HORIZON)
+            points = [int(math.exp(self.random() * log_max)) for _ in range(count)]
+        self._change_points = sorted(points)
         self._changes = 0
 
     def _order(self, batch: MutableSequence[Any]) -> None:
@@ -125,7 +169,29 @@ class PCTStrategy(RandomStrategy):
             priority[top] = self.depth - self._changes + self.random() * 0.5
 
     def forget(self, task: trio.lowlevel.Task) -> None:
+        super().forget(task)
         self._priority.pop(task, None)
+
+
+class _TracedDeadlines(_RUN_MODULE.Deadlines):  # type: ignore[misc]
+    """trio's table of deadlines, also recording every deadline armed (in virtual seconds)."""
+
+    __slots__ = ("timers",)
+
+    def add(self, deadline: float, cancel_scope: Any) -> None:
+        # Deadlines.add, inlined (one Python call per timer instead of two)
+        self.timers.append(deadline)
+        heapq.heappush(self._heap, (deadline, id(cancel_scope), cancel_scope))
+        self._active += 1
+
+
+def trace_timers(runner: Any, timers: list[float]) -> None:
+    """Make ``runner`` (trio's, just created) append every timer it arms to ``timers``."""
+    traced = object.__new__(_TracedDeadlines)
+    traced._heap = runner.deadlines._heap
+    traced._active = runner.deadlines._active
+    traced.timers = timers
+    runner.deadlines = traced
 
 
 STRATEGIES: dict[str, type[RandomStrategy]] = {"random": RandomStrategy, "pct": PCTStrategy}

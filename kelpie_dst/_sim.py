@@ -24,6 +24,8 @@ from ._sched import STRATEGIES
 from ._trace import Trace
 from ._wallclock import JUMP, NodeClock, clock_nemesis
 from .net import SimNetwork
+from .threads._runtime import ThreadRuntime
+from .threads._watchdog import DEFAULT_WATCHDOG
 
 __all__ = ["DEFAULT_EPOCH", "SimConfig", "Simulation", "make_config"]
 
@@ -49,6 +51,8 @@ class SimConfig:
     seed: int = 0
     strategy: str = attrs.field(default="random", validator=_check_strategy)
     pct_depth: int = 3
+    # PCT: the program's length in task steps (None: no estimate; see _pct.py)
+    pct_horizon: int | None = None
     guards: str = attrs.field(default="redirect", validator=_check_guards)
     guard_allow: tuple[str, ...] = ()
     faults: FaultPlan = attrs.field(factory=FaultPlan)
@@ -57,6 +61,9 @@ class SimConfig:
     buggify: bool = True
     record: bool = False
     gc_every: int = 4096
+    # seconds of real time a call may block outside the model before the run fails (exit 2)
+    watchdog: float = DEFAULT_WATCHDOG
+    preemption: bool = True  # seeded preemption points inside simulated threads
 
 
 def make_config(
@@ -72,6 +79,9 @@ def make_config(
     epoch: float = DEFAULT_EPOCH,
     buggify: bool = True,
     record: bool = False,
+    pct_horizon: int | None = None,
+    watchdog: float = DEFAULT_WATCHDOG,
+    preemption: bool = True,
 ) -> SimConfig:
     """A :class:`SimConfig` from the keyword options shared by ``run`` and ``open_simulation``."""
     plan = FaultPlan(
@@ -79,6 +89,8 @@ def make_config(
     )
     if max_time is not None and not max_time > 0:
         raise UsageError(f"max_time must be a positive number of seconds, got {max_time!r}")
+    if isinstance(watchdog, bool) or not isinstance(watchdog, int | float) or not watchdog > 0:
+        raise UsageError(f"watchdog must be a positive number of seconds, got {watchdog!r}")
     return SimConfig(
         seed=seed,
         strategy=strategy,
@@ -90,6 +102,9 @@ def make_config(
         epoch=epoch,
         buggify=buggify,
         record=record,
+        pct_horizon=pct_horizon,
+        watchdog=float(watchdog),
+        preemption=bool(preemption),
     )
 
 
@@ -113,10 +128,15 @@ class Simulation:
         strategy_cls = STRATEGIES[config.strategy]
         sched_seed = derive_seed(config.seed, "scheduler")
         if config.strategy == "pct":
-            self.strategy = strategy_cls(sched_seed, depth=config.pct_depth)  # type: ignore[call-arg]
+            self.strategy = strategy_cls(
+                sched_seed,
+                depth=config.pct_depth,  # type: ignore[call-arg]
+                horizon=config.pct_horizon,
+            )
         else:
             self.strategy = strategy_cls(sched_seed)
         self.network = SimNetwork(self)
+        self.threads = ThreadRuntime(self)
         self._nursery: trio.Nursery | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._root_scope: trio.CancelScope | None = None
@@ -298,6 +318,7 @@ class Simulation:
             self.strategy.release(node)
         if self._root_scope is not None:
             self._root_scope.cancel()
+            self.threads.recheck()  # parked threads learn that the run is ending
 
     def heal(self) -> None:
         """Start a liveness phase: switch every fault off, heal network partitions and clogs,

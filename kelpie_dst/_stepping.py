@@ -24,6 +24,7 @@ from ._faults import Fault
 from ._runner import Session, simulation_crashed
 from ._sim import DEFAULT_EPOCH, Simulation, make_config
 from ._trace import Trace, open_trace_file
+from .threads._watchdog import DEFAULT_WATCHDOG
 
 __all__ = ["SimulationHandle", "open_simulation"]
 
@@ -104,7 +105,8 @@ class SimulationHandle:
 
     @property
     def trace_hash(self) -> str:
-        return self.sim.trace.hexdigest()
+        # includes the scheduling decisions since the last event, without emitting them
+        return self.sim.trace.hexdigest(self.sim.now())
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -115,6 +117,7 @@ class SimulationHandle:
         try:
             if self.sim._token is not None and not self._session.finished:
                 self._session.cancel_everything()
+            self.sim.trace.finish(self.sim.now())
         finally:
             self._session.__exit__(None, None, None)
             if self._owned_file is not None:
@@ -178,9 +181,13 @@ def open_simulation(
     buggify: bool = True,
     record: bool = False,
     trace_file: IO[bytes] | str | os.PathLike[str] | None = None,
+    pct_horizon: int | None = None,
+    watchdog: float = DEFAULT_WATCHDOG,
+    preemption: bool = True,
 ) -> SimulationHandle:
     """Open a persistent simulation; the options are those of :func:`kelpie_dst.run`. A trace
-    file given by path is complete once the handle is closed."""
+    file given by path is complete once the handle is closed. There is no program to calibrate
+    PCT's horizon on: without ``pct_horizon``, its change points are drawn log-uniformly."""
     config = make_config(
         seed=seed,
         strategy=strategy,
@@ -193,6 +200,9 @@ def open_simulation(
         epoch=epoch,
         buggify=buggify,
         record=record,
+        pct_horizon=pct_horizon,
+        watchdog=watchdog,
+        preemption=preemption,
     )
     if not isinstance(trace_file, str | os.PathLike):
         return SimulationHandle(Simulation(config, Trace(record=record, file=trace_file)))

@@ -6,6 +6,14 @@ over the concatenated encodings, updated incrementally. Two runs of one seed are
 exactly when their hashes match; when they do not, :func:`first_divergence` names the first event
 that differs (design.md §1.4).
 
+Besides the events that code emits, the trace covers every scheduling decision: the scheduler
+appends the number of each task it runs to :attr:`Trace.ran`, and trio's deadline table appends
+every timer armed to :attr:`Trace.timers`. Both are folded into the stream as one ``sched`` event
+just before the next ordinary event (``ran``: task numbers in the order they ran, as given by the
+``n`` field of ``task.spawn``; ``timers``: deadlines in virtual seconds). They cost a list
+extend per batch of tasks and an append per timer, build no :class:`Event` and stay out of the
+in-memory tail unless the trace is recorded.
+
 A trace file is the plain concatenation of the encodings, optionally gzip-compressed (a path
 ending in ``.gz``), so blake2b over its (decompressed) bytes *is* the run's trace hash.
 """
@@ -41,6 +49,8 @@ __all__ = [
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _TAIL = 200
+SCHED = "sched"  # the kind of the events that carry scheduling decisions
+_SCHED_SHOWN = 8  # task numbers shown per sched event by Event.describe
 
 
 @attrs.frozen
@@ -58,8 +68,22 @@ class Event:
         return self.time_ns / 1e9
 
     def describe(self) -> str:
-        fields = " ".join(f"{k}={v!r}" for k, v in self.fields.items())
+        if self.kind == SCHED:
+            fields = _describe_sched(self.fields)
+        else:
+            fields = " ".join(f"{k}={v!r}" for k, v in self.fields.items())
         return f"#{self.index} t={self.time:.9f}s node={self.node} {self.kind} {fields}".rstrip()
+
+
+def _describe_sched(fields: Mapping[str, Any]) -> str:
+    """``ran=<count> [first numbers...] timers=<count>``: the lists can hold thousands."""
+    parts = []
+    for key in ("ran", "timers"):
+        values = fields.get(key) or []
+        shown = " ".join(str(v) for v in values[:_SCHED_SHOWN])
+        more = " ..." if len(values) > _SCHED_SHOWN else ""
+        parts.append(f"{key}={len(values)} [{shown}{more}]")
+    return " ".join(parts)
 
 
 def _canon(value: Any) -> Any:
@@ -85,6 +109,9 @@ def sanitize(text: str) -> str:
 class Trace:
     """Appends events, hashes them incrementally, and optionally records or streams them."""
 
+    # Off only in bench/bench_trace_cost.py, to measure what the scheduling events cost.
+    SCHEDULE = True
+
     def __init__(self, *, record: bool = False, file: IO[bytes] | None = None) -> None:
         self._hash = hashlib.blake2b(digest_size=16)
         self._packer = msgpack.Packer(use_bin_type=True)
@@ -94,9 +121,15 @@ class Trace:
         self.tail: collections.deque[Event] = collections.deque(maxlen=_TAIL)
         self._file = file
         self.kinds: collections.Counter[str] = collections.Counter()
+        # Scheduling decisions since the last event (see the module docstring). The scheduler
+        # and the deadline hook append to these very lists, so they are emptied in place.
+        self.ran: list[int] = []
+        self.timers: list[float] = []
 
     def emit(self, time: float, node: str, kind: str, fields: Mapping[str, Any]) -> None:
         time_ns = round(time * 1e9)
+        if self.ran or self.timers:
+            self._emit_sched(time_ns)
         canon = _canon(fields)
         data = self._packer.pack([time_ns, node, kind, canon])
         self._hash.update(data)
@@ -109,8 +142,34 @@ class Trace:
         self.count += 1
         self.kinds[kind] += 1
 
-    def hexdigest(self) -> str:
-        return self._hash.hexdigest()
+    def _sched_data(self, time_ns: int) -> bytes:
+        event = [time_ns, "-", SCHED, {"ran": self.ran, "timers": self.timers}]
+        return self._packer.pack(event)  # type: ignore[no-any-return]
+
+    def _emit_sched(self, time_ns: int) -> None:
+        """Fold the pending scheduling decisions into the stream as one ``sched`` event."""
+        self._hash.update(data := self._sched_data(time_ns))
+        if self._file is not None:
+            self._file.write(data)
+        if self.record:
+            fields = {"ran": self.ran[:], "timers": self.timers[:]}
+            self.events.append(Event(self.count, time_ns, "-", SCHED, fields))
+        self.count += 1
+        del self.ran[:], self.timers[:]
+
+    def finish(self, time: float) -> None:
+        """Fold in the decisions made since the last event (a stepped simulation's close)."""
+        if self.ran or self.timers:
+            self._emit_sched(round(time * 1e9))
+
+    def hexdigest(self, time: float | None = None) -> str:
+        """The hash so far. With ``time``, pending scheduling decisions are included as
+        :meth:`finish` at that time would include them, without changing the stream."""
+        if time is None or not (self.ran or self.timers):
+            return self._hash.hexdigest()
+        folded = self._hash.copy()
+        folded.update(self._sched_data(round(time * 1e9)))
+        return folded.hexdigest()
 
 
 def open_trace_file(path: str | os.PathLike[str]) -> IO[bytes]:
@@ -215,6 +274,8 @@ class Divergence:
     left: Event | None
     right: Event | None
     before: tuple[Event, ...] = ()
+    # for two ``sched`` events: where their decisions first differ, with task names
+    detail: str = ""
 
     def describe(self, left_name: str = "run A", right_name: str = "run B") -> str:
         def side(event: Event | None) -> str:
@@ -225,6 +286,8 @@ class Divergence:
             lines.append(f"  the {len(self.before)} equal events before it:")
             lines += [f"    {event.describe()}" for event in self.before]
         lines += [f"  {left_name}: {side(self.left)}", f"  {right_name}: {side(self.right)}"]
+        if self.detail:
+            lines.append(f"  {self.detail}")
         return "\n".join(lines)
 
     def changed_fields(self) -> list[str]:
@@ -248,6 +311,7 @@ def first_divergence(
     ``context`` equal events before it are kept in :attr:`Divergence.before`."""
     li, ri = iter(left), iter(right)
     recent: collections.deque[Event] = collections.deque(maxlen=max(context, 0) or None)
+    names: dict[int, str] = {}  # task number -> name, from the task.spawn events so far
     index = 0
     while True:
         a = next(li, None)
@@ -259,7 +323,33 @@ def first_divergence(
             or b is None
             or (a.time_ns, a.node, a.kind, a.fields) != (b.time_ns, b.node, b.kind, b.fields)
         ):
-            return Divergence(index, a, b, tuple(recent) if context > 0 else ())
+            detail = _sched_detail(a, b, names)
+            return Divergence(index, a, b, tuple(recent) if context > 0 else (), detail)
+        if a.kind == "task.spawn" and isinstance(a.fields.get("n"), int):
+            names[a.fields["n"]] = str(a.fields.get("task"))
         if context > 0:
             recent.append(a)
         index += 1
+
+
+def _sched_detail(a: Event | None, b: Event | None, names: Mapping[int, str]) -> str:
+    """Where two ``sched`` events' decisions first differ, naming the tasks."""
+    if a is None or b is None or a.kind != SCHED or b.kind != SCHED:
+        return ""
+
+    def task(n: object) -> str:
+        return f"task {n} ({names.get(n, '?')})" if isinstance(n, int) else "no task (it ended)"
+
+    for key in ("ran", "timers"):
+        left, right = list(a.fields.get(key) or []), list(b.fields.get(key) or [])
+        if left == right:
+            continue
+        at = next((i for i, (x, y) in enumerate(zip(left, right, strict=False)) if x != y), None)
+        if at is None:
+            at = min(len(left), len(right))
+        x = left[at] if at < len(left) else None
+        y = right[at] if at < len(right) else None
+        if key == "ran":
+            return f"step {at} of this stretch ran {task(x)} in one run, {task(y)} in the other"
+        return f"timer {at} of this stretch was armed for t={x} in one run, t={y} in the other"
+    return ""

@@ -174,7 +174,7 @@ const PRIO = { fault: 9, guard: 8, node: 7, run: 6, net: 5, clock: 5, storage: 4
 const KPRIO = KCAT.map((c) => PRIO[c] || 4);
 const KCOUNT = new Int32Array(D.kinds.length);
 for (let i = 0; i < N; i++) KCOUNT[KIND[i]]++;
-const kindOn = D.kinds.map((k) => !k.startsWith("task."));
+const kindOn = D.kinds.map((k) => !k.startsWith("task.") && k !== "sched");
 let showLinks = true;
 let search = "", searchHit = null;  // Uint8Array when a search is active
 
@@ -872,7 +872,7 @@ $("kinds").addEventListener("click", (e) => {
   const all = e.target.dataset.all;
   if (all === undefined) return;
   D.kinds.forEach((k, i) => {
-    kindOn[i] = all === "1" || (all === "2" && !k.startsWith("task."));
+    kindOn[i] = all === "1" || (all === "2" && !k.startsWith("task.") && k !== "sched");
   });
   buildKinds(); refilter();
 });

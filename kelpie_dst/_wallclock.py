@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ._faults import FaultSpec, register_fault
+from ._storms import StormSpec, register_storm
 
 if TYPE_CHECKING:
     from ._nodes import Node
@@ -41,6 +42,14 @@ JUMP = register_fault(
         params={"interval": 10.0, "max_jump": 30.0},
         swarm_range=(0.0, 0.2),
         observed="successive time.time() readings on that node can go backwards or leap ahead",
+    )
+)
+STORM = register_storm(
+    StormSpec(
+        "clock",
+        "wall clocks jump by up to 12 s, across lease deadlines",
+        (("clock.jump", 1.0, (("interval", 1.0), ("max_jump", 12.0))),),
+        length=(1.0, 3.0),
     )
 )
 
@@ -74,6 +83,6 @@ async def clock_nemesis(sim: Simulation) -> None:
     while not faults.healed:
         await trio.sleep(interval)
         for node in sim.nodes:
-            jump = faults.fires(JUMP.name, node=node.name)
+            jump = faults.fires(JUMP.name, node=node.name, periodic=True)
             if jump is not None:
                 node.clock.jump((2 * rng.random() - 1) * jump.param("max_jump"))

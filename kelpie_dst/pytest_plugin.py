@@ -27,7 +27,10 @@ from ._stepping import SimulationHandle, open_simulation
 
 DEFAULT_SEEDS = 5
 _RUN_OPTIONS = frozenset(
-    {"strategy", "pct_depth", "guards", "guard_allow", "faults", "swarm", "max_time", "buggify"}
+    {
+        *("strategy", "pct_depth", "guards", "guard_allow", "faults", "swarm", "max_time"),
+        *("buggify", "watchdog", "preemption"),
+    }
 )
 
 

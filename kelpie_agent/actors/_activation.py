@@ -275,6 +275,7 @@ class Activation:
         next_at = trio.current_time() + opts.renew_every
         while self._lost is None:
             await trio.sleep_until(min(next_at, held.valid_until))
+            await host.ports.hazards.point("actors.renew")  # a late renewal lets the lease lapse
             before = held.valid_until
             with trio.move_on_at(held.valid_until):
                 try:
@@ -331,6 +332,7 @@ class Activation:
                         "actor.deactivate_failed", actor=str(self.actor_id), error=repr(error)
                     )
             if self.held is not None:
+                await host.ports.hazards.point("actors.release")  # deactivated, still held
                 try:
                     await host.leases.release(self.actor_id, self.held)
                 except Exception as error:  # it expires on its own

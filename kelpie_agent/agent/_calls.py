@@ -174,6 +174,7 @@ async def run_call(rt: AgentRuntime, tools: ToolSet, call: PendingCall) -> CallR
         result: Any = ToolOutcome(False, checked.message)
     else:
         result = await run_tool(rt, checked)
+        await rt.hazard("agent.tool_effect")  # the effect happened; its result is not stored
     return_id, return_seq = rt.new_id("message"), rt.alloc_seq()
     reserved: list[tuple[str, int]] = []
     last = len(cp.undone) == 1

@@ -197,6 +197,7 @@ class Loop:
         except LlmFailure as failure:
             await self._close(cp, "llm_api_error", str(failure))
             return
+        await rt.hazard("agent.llm_answered")
         response = outcome.response
         usage = cp.usage.plus(response.usage.input_tokens, response.usage.output_tokens, 1)
         common = {"run_id": cp.session_id, "step_id": step_id}
@@ -249,6 +250,7 @@ class Loop:
             reason = "max_tokens_exceeded" if response.stop_reason == "max_tokens" else "end_turn"
             cp = finish(rt, attrs.evolve(cp, iteration=cp.iteration + 1), reason)
         await self._commit(messages, cp, "the step's messages")
+        await rt.hazard("agent.step_committed")
         if stream is None:
             shown = [m for m in messages if not isinstance(m, UserMessage)]
             for event in render_messages(

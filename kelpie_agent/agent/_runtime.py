@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import trio
 
 from kelpie_agent.sandbox import Sandbox, SandboxState
-from kelpie_agent.storage import StorageError, Transaction
+from kelpie_agent.storage import ConflictError, StorageError, Transaction
 
 from ._checkpoint import SessionCheckpoint
 from ._codec import Keys, pack, unpack
@@ -49,6 +49,41 @@ def format_time(epoch: float, timezone: str = "UTC") -> str:
     return moment.strftime("%Y-%m-%d %I:%M:%S %p %Z%z")
 
 
+class WriteLog:
+    """A transaction that remembers what it wrote, to tell whether an ambiguous commit
+    landed."""
+
+    def __init__(self, txn: Transaction) -> None:
+        self._txn = txn
+        self.writes: dict[bytes, bytes | None] = {}
+
+    async def get(self, key: bytes) -> bytes | None:
+        return await self._txn.get(key)
+
+    async def set(self, key: bytes, value: bytes) -> None:
+        await self._txn.set(key, value)
+        self.writes[key] = value
+
+    async def delete(self, key: bytes) -> None:
+        await self._txn.delete(key)
+        self.writes[key] = None
+
+    async def scan(
+        self,
+        start: bytes = b"",
+        end: bytes | None = None,
+        *,
+        limit: int | None = None,
+        reverse: bool = False,
+    ) -> list[tuple[bytes, bytes]]:
+        return await self._txn.scan(start, end, limit=limit, reverse=reverse)
+
+    async def scan_prefix(
+        self, prefix: bytes, *, limit: int | None = None, reverse: bool = False
+    ) -> list[tuple[bytes, bytes]]:
+        return await self._txn.scan_prefix(prefix, limit=limit, reverse=reverse)
+
+
 class AgentRuntime:
     """The live state of one agent actor."""
 
@@ -73,6 +108,10 @@ class AgentRuntime:
 
     def new_id(self, prefix: str) -> str:
         return self.ctx.ports.ids.new(prefix)
+
+    async def hazard(self, site: str) -> None:
+        """A risky point (``Hazards.point``): a simulation may delay or crash this node here."""
+        await self.ctx.ports.hazards.point(site)
 
     def time_text(self) -> str:
         return format_time(self.now(), self.agent.timezone if self.agent else "UTC")
@@ -125,21 +164,45 @@ class AgentRuntime:
 
     async def commit(self, build: Callable[[Transaction], Awaitable[T]], what: str) -> T:
         """Run ``build`` in a fenced transaction until it commits; ``build`` must only compute
-        and write (it may run several times)."""
+        and write (it may run several times).
+
+        A commit can fail *after* it was applied (the connection drops before the answer:
+        ``StorageUnavailableError``, FoundationDB's ``commit_unknown_result``). Running
+        ``build`` again would then apply a non-idempotent change twice (a memory edit reads
+        the block it edits), so before retrying, the runtime reads back what the failed
+        commit wrote: if it is all there, the commit landed and its result stands."""
         attempts = self.config.storage_attempts
         for attempt in range(attempts):
+            written: WriteLog | None = None
             try:
                 async with self.ctx.transaction() as txn:
-                    result = await build(txn)
+                    log = WriteLog(txn)
+                    result = await build(log)
+                    written = log  # build is done: an error from here on is the commit's
                 return result
+            except ConflictError as error:  # rolled back: nothing was applied
+                failure: StorageError = error
             except StorageError as error:
-                if attempt + 1 == attempts:
-                    self.stale = True
-                    raise AgentStorageError(
-                        f"agent {self.agent_id}: writing {what} failed {attempts} times: {error}"
-                    ) from error
+                failure = error
+                if written is not None and await self._landed(written, what):
+                    return result
+            if attempt + 1 == attempts:
+                self.stale = True
+                raise AgentStorageError(
+                    f"agent {self.agent_id}: writing {what} failed {attempts} times: {failure}"
+                ) from failure
             await self._backoff(attempt)
         raise AssertionError("unreachable")
+
+    async def _landed(self, written: WriteLog, what: str) -> bool:
+        """Did a commit whose outcome is unknown apply ``written``? Its keys hold exactly the
+        values it wrote (transactions apply whole or not at all)."""
+        kv = self.ctx.kv
+        for key, value in written.writes.items():
+            stored = await self.read(lambda key=key: kv.get(key), f"what {what} wrote")  # type: ignore[misc]
+            if stored != value:
+                return False
+        return bool(written.writes)
 
     async def write(self, writes: list[tuple[bytes, bytes]], what: str) -> None:
         async def build(txn: Transaction) -> None:

@@ -121,9 +121,11 @@ async def send(rt: AgentRuntime, request: SendMessage) -> TurnResult:
             paused_until=paused,
         )
         await _commit(rt, inputs, cp, "the input messages")
+        await rt.hazard("agent.input_committed")
         sink = EventSink(request.stream, rt.config.sink_timeout)
         options = TurnOptions(request.stream_tokens, request.use_assistant_message, request.cancel)
         cp = await Loop(rt, sink, options).run()
+        await rt.hazard("agent.turn_committed")  # between the last commit and the answer
         return await _finish_turn(rt, cp, sink, request.use_assistant_message)
     finally:
         await _close(request.stream)  # type: ignore[arg-type]

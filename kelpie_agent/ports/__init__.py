@@ -11,6 +11,9 @@ Monotonic time, sleeps and timeouts are trio's and need no port.
 from ._clock import Clock as Clock
 from ._clock import SystemClock as SystemClock
 from ._clock import utc_datetime as utc_datetime
+from ._hazards import NO_HAZARDS as NO_HAZARDS
+from ._hazards import Hazards as Hazards
+from ._hazards import NoHazards as NoHazards
 from ._ids import Ids as Ids
 from ._ids import SeededIds as SeededIds
 from ._ids import SystemIds as SystemIds
@@ -18,8 +21,11 @@ from ._ports import Ports as Ports
 from ._ports import system_ports as system_ports
 
 __all__ = [
+    "NO_HAZARDS",
     "Clock",
+    "Hazards",
     "Ids",
+    "NoHazards",
     "Ports",
     "SeededIds",
     "SystemClock",

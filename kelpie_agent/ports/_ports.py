@@ -7,6 +7,7 @@ import random  # determinism-ok: the Random type only; never the module function
 import attrs
 
 from ._clock import Clock, SystemClock
+from ._hazards import NO_HAZARDS, Hazards
 from ._ids import Ids, SystemIds
 
 __all__ = ["Ports", "system_ports"]
@@ -19,6 +20,7 @@ class Ports:
     clock: Clock
     ids: Ids
     rng: random.Random  # jitter, sampling; never the global ``random`` module
+    hazards: Hazards = NO_HAZARDS  # BUGGIFY sites and risky points (a no-op in production)
 
 
 def system_ports() -> Ports:

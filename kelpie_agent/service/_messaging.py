@@ -121,6 +121,7 @@ class Messaging(Catalog):
         )
         with self._registered(agent_id, request):
             result: TurnResult = await self._request(agent_id, request, idempotent=idempotent)
+        await self.ports.hazards.point("service.reply")  # the run is durable; the reply is not out
         return result
 
     @asynccontextmanager

@@ -8,6 +8,8 @@
 * :mod:`.race`: a bug that needs one task to win every round (PCT finds it, uniform rarely).
 * :mod:`.deadlock`: two tasks taking two locks in opposite orders.
 * :mod:`.leaky`: programs that read the wall clock, make a uuid4, or start a thread.
+* :mod:`.threads`: a data race between two plain threads, found by seeded preemption (the
+  threads canary), and its fix.
 * :mod:`.setorder`: behaviour that depends on iterating a set of objects.
 * :mod:`.replication`: a 4-node replicated log that emits send/recv events (the trace-timeline
   example in docs/traces.md).

@@ -26,6 +26,7 @@ import trio
 
 from .._faults import FaultSpec, register_fault
 from .._nodes import Node
+from .._storms import StormSpec, register_storm
 from ._pipe import DATA, Segment
 from ._socket import DEFAULT_WINDOW, Address, SimSocket
 
@@ -99,6 +100,19 @@ REORDER = _F(
         params={"max_extra": 0.05},
         swarm_range=(0.0, 0.1),
         observed="datagrams arrive out of order",
+    )
+)
+STORM = register_storm(
+    StormSpec(
+        "network",
+        "partitions and clogs longer than a lease, long delays, packet loss",
+        (
+            ("network.partition", 1.0, (("interval", 1.0), ("duration", 8.0))),
+            ("network.clog", 0.5, (("interval", 1.0), ("duration", 8.0))),
+            ("network.delay", 0.3, (("max_extra", 8.0),)),
+            ("network.packet_loss", 0.2, ()),
+        ),
+        length=(1.0, 3.0),
     )
 )
 
@@ -204,6 +218,21 @@ class SimNetwork:
         self.names[node.name] = node.address
         node.crash_hooks.append(lambda n: self._crashed(host))
         return host
+
+    def socket(
+        self, family: int | None = None, type: int | None = None, proto: int | None = None
+    ) -> SimSocket:
+        """A new socket of the calling task's node (trio's socket factory, and the
+        standard library's ``socket.socket`` in a simulation)."""
+        family = stdlib_socket.AF_INET if family is None else family
+        type = stdlib_socket.SOCK_STREAM if type is None else type
+        if family not in (stdlib_socket.AF_INET, stdlib_socket.AF_INET6):
+            raise OSError(errno.EAFNOSUPPORT, "the simulated network supports AF_INET/AF_INET6")
+        if type not in (stdlib_socket.SOCK_STREAM, stdlib_socket.SOCK_DGRAM):
+            raise OSError(errno.ESOCKTNOSUPPORT, "the simulated network supports TCP and UDP")
+        host = self.host_of(self.sim.current_node())
+        host.node.check_alive()
+        return SimSocket(self, host, family, type, proto or 0)
 
     def host_of(self, node: Node | None) -> Host:
         if node is None:
@@ -478,7 +507,7 @@ class SimNetwork:
             names = sorted(n.name for n in self.sim.nodes)
             if len(names) < 2 or faults.healed:
                 continue
-            partition = faults.fires(PARTITION.name)
+            partition = faults.fires(PARTITION.name, periodic=True)
             if partition is not None and not self.blocked:
                 shuffled = names[:]
                 rng.shuffle(shuffled)
@@ -488,7 +517,7 @@ class SimNetwork:
                 self.sim._spawn(
                     self._heal_after, partition.param("duration"), name="kelpie_dst.net.heal"
                 )
-            clog = faults.fires(CLOG.name)
+            clog = faults.fires(CLOG.name, periodic=True)
             if clog is not None:
                 src, dst = rng.sample(names, 2)
                 self.clog(src, dst, clog.param("duration"))
@@ -518,15 +547,7 @@ class _Factory(trio.abc.SocketFactory):
         type: int | None = None,
         proto: int | None = None,
     ) -> SimSocket:
-        family = stdlib_socket.AF_INET if family is None else family
-        type = stdlib_socket.SOCK_STREAM if type is None else type
-        if family not in (stdlib_socket.AF_INET, stdlib_socket.AF_INET6):
-            raise OSError(errno.EAFNOSUPPORT, "the simulated network supports AF_INET/AF_INET6")
-        if type not in (stdlib_socket.SOCK_STREAM, stdlib_socket.SOCK_DGRAM):
-            raise OSError(errno.ESOCKTNOSUPPORT, "the simulated network supports TCP and UDP")
-        host = self.network.host_of(self.network.sim.current_node())
-        host.node.check_alive()
-        return SimSocket(self.network, host, family, type, proto or 0)
+        return self.network.socket(family, type, proto)
 
 
 _SERVICES = {"http": 80, "https": 443}

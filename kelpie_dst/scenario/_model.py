@@ -12,6 +12,8 @@ import attrs
 from .._entry import format_duration
 from .._faults import Fault, fault_types
 from .._rng import RngStream
+from .._storms import SwarmIntensity, storm_specs
+from ..threads._watchdog import DEFAULT_WATCHDOG
 from ._workload import WorkloadInfo
 
 __all__ = [
@@ -51,6 +53,8 @@ class Swarm:
     exclude: tuple[str, ...] = ()
     p_enabled: float = 0.5
     ranges: tuple[tuple[str, float, float], ...] = ()
+    intensity: bool = False  # per seed, each domain off, mild or in storms (kelpie_dst._storms)
+    keep_on: tuple[str, ...] = ()  # domains intensity never switches off
 
     def selects(self, fault_type: str) -> bool:
         domain = fault_type.split(".", 1)[0]
@@ -119,6 +123,10 @@ class SimOptions:
     """Module prefixes exempt from ``strict``: their calls are served deterministically
     (``redirect``) instead of failing, e.g. a test driver's HTTP client library."""
     buggify: bool = True
+    watchdog: float = DEFAULT_WATCHDOG
+    """Seconds of real time a call may block outside the simulation before the run fails."""
+    preemption: bool = True
+    """Seeded preemption points inside simulated threads."""
 
 
 @attrs.frozen
@@ -171,10 +179,31 @@ class Scenario:
         assert heal_at is not None
         return heal_at + self.liveness.within
 
+    def intensity(self, seed: int) -> SwarmIntensity | None:
+        """The seed's fault intensity profile (None unless swarm ``intensity`` is on)."""
+        swarm = self.swarm
+        if not (swarm.enabled and swarm.intensity):
+            return None
+        domains = tuple(d for d in storm_specs() if swarm.selects(f"{d}.*"))
+        horizon = self.heal_at if self.heal_at is not None else self.duration
+        return SwarmIntensity.draw(seed, domains, horizon, swarm.keep_on)
+
     def resolve_faults(self, seed: int) -> tuple[tuple[Fault, ...], tuple[Fault, ...]]:
-        """The explicit faults and the swarm-chosen ones for ``seed`` (explicit types win)."""
+        """The explicit faults and the swarm-chosen ones for ``seed`` (explicit types win).
+        With swarm ``intensity``, a domain the seed switched off loses its faults (explicit
+        ones too), and a stormy domain gains its storm windows (among the swarm's faults)."""
         explicit = tuple(e.to_fault() for e in self.faults if e.probability > 0)
         swarm = self.swarm.profile(seed, frozenset(f.type for f in explicit))
+        intensity = self.intensity(seed)
+        if intensity is not None:
+            # A storm hits the nodes the scenario aims its own faults of that domain at.
+            targets: dict[str, set[str]] = {}
+            for f in explicit:
+                if f.nodes:
+                    targets.setdefault(f.type.split(".", 1)[0], set()).update(f.nodes)
+            aimed = {d: tuple(sorted(nodes)) for d, nodes in targets.items()}
+            explicit = tuple(f for f in explicit if intensity.keeps(f.type))
+            swarm = tuple(f for f in swarm if intensity.keeps(f.type)) + intensity.faults(aimed)
         return explicit, swarm
 
     def faults_for(self, seed: int) -> tuple[Fault, ...]:

@@ -108,6 +108,8 @@ def run_scenario(
         guards=options.guards,
         guard_allow=options.guard_allow,
         buggify=options.buggify,
+        watchdog=options.watchdog,
+        preemption=options.preemption,
         faults=scenario.faults_for(seed),
         swarm=False,
         max_time=scenario.deadline,

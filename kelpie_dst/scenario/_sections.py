@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._faults import fault_types
+from ..threads._watchdog import DEFAULT_WATCHDOG
 from ._model import FaultEntry, LlmTopology, McpServer, SimOptions, Swarm, Topology
 from ._schema import Doc, describe_value
 
@@ -103,13 +104,23 @@ def _read_script(doc: Doc, file: Path) -> dict[str, Any]:
 
 
 def simulation(doc: Doc) -> SimOptions:
-    doc.only(("strategy", "pct_depth", "guards", "guard_allow", "buggify"))
+    doc.only(
+        ("strategy", "pct_depth", "guards", "guard_allow", "buggify", "watchdog", "preemption")
+    )
+    watchdog = doc.raw("watchdog", DEFAULT_WATCHDOG)
+    if isinstance(watchdog, bool) or not isinstance(watchdog, int | float) or not watchdog > 0:
+        doc.fail(
+            "watchdog",
+            f"expected a positive number of seconds (real time), got {describe_value(watchdog)}",
+        )
     return SimOptions(
         strategy=doc.text("strategy", "random", choices=("random", "pct")),
         pct_depth=doc.integer("pct_depth", 3, minimum=1),
         guards=doc.text("guards", "redirect", choices=("redirect", "strict", "off")),
         guard_allow=doc.str_list("guard_allow", ()),
         buggify=doc.flag("buggify", True),
+        watchdog=float(watchdog),
+        preemption=doc.flag("preemption", True),
     )
 
 
@@ -178,11 +189,11 @@ def _fault_entry(doc: Doc, full: str, value: Any) -> FaultEntry:
 
 
 def swarm(doc: Doc) -> Swarm:
-    doc.only(("enabled", "include", "exclude", "p_enabled", "ranges"))
+    doc.only(("enabled", "include", "exclude", "p_enabled", "ranges", "intensity", "keep_on"))
     types = fault_types()
     choices = sorted({t.split(".", 1)[0] for t in types}) + list(types)
     selections = {}
-    for key in ("include", "exclude"):
+    for key in ("include", "exclude", "keep_on"):
         values = doc.str_list(key, [])
         for index, value in enumerate(values):
             if value not in choices:
@@ -212,4 +223,6 @@ def swarm(doc: Doc) -> Swarm:
         exclude=selections["exclude"],
         p_enabled=doc.probability("p_enabled", 0.5),
         ranges=tuple(sorted(ranges)),
+        intensity=doc.flag("intensity", False),
+        keep_on=tuple(sorted({v.split(".", 1)[0] for v in selections["keep_on"]})),
     )

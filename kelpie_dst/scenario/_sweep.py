@@ -23,6 +23,7 @@ import attrs
 from .._entry import replay_command
 from .._errors import UsageError
 from .._result import RunResult
+from ..threads._watchdog import DEFAULT_WATCHDOG
 from ._runtime import ScenarioRun, describe_faults
 from ._token import ReplayToken
 
@@ -52,6 +53,7 @@ class EntryOptions:
     faults: tuple[str, ...] = ()
     swarm: bool = False
     max_time: float | None = None
+    watchdog: float = DEFAULT_WATCHDOG
 
     def as_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`kelpie_dst.run`."""
@@ -61,6 +63,7 @@ class EntryOptions:
             "faults": list(self.faults),
             "swarm": self.swarm,
             "max_time": self.max_time,
+            "watchdog": self.watchdog,
         }
 
 

@@ -69,9 +69,7 @@ def _run_entry(item: SweepItem, options: EntryOptions) -> SeedResult:
     return SeedResult.from_entry(item, result, describe_faults(explicit, swarm), current_hashseed())
 
 
-def run_checked(
-    item: SweepItem, recheck: bool = True, hashseed: str | None = None
-) -> SeedResult:
+def run_checked(item: SweepItem, recheck: bool = True, hashseed: str | None = None) -> SeedResult:
     """Run ``item`` here; re-run a failure in a fresh process and report whether it depended
     on this process's earlier seeds. No re-run under a random hash seed (nothing replays).
     ``hashseed``: the hash seed this process really runs under, when its environment may say

@@ -17,9 +17,10 @@ The specs are registered when this module is imported (it imports nothing heavy,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._faults import FaultSpec, register_fault
+from .._storms import StormSpec, register_storm
 
 if TYPE_CHECKING:
     from .._sim import Simulation
@@ -60,6 +61,18 @@ TOOL_TIMEOUT = register_fault(
         ),
     )
 )
+STORM = register_storm(
+    StormSpec(
+        "mcp",
+        "MCP servers crash, hang on tool calls and start slowly",
+        (
+            ("mcp.server_crash", 0.5, ()),
+            ("mcp.tool_timeout", 0.5, ()),
+            ("mcp.slow_start", 0.5, (("delay", 8.0),)),
+        ),
+        length=(2.0, 6.0),
+    )
+)
 
 
 class McpFaults:
@@ -86,7 +99,7 @@ class McpFaults:
         """Does the process die on receiving this request (``mcp.server_crash``)?"""
         if self.sim is None:
             return False
-        fields = {"server": self.server, "method": method}
+        fields: dict[str, Any] = {"server": self.server, "method": method}
         if tool is not None:
             fields["tool"] = tool
         return self.sim.faults.fires(SERVER_CRASH.name, node=self._node(), **fields) is not None

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from kelpie_agent.ports import Ports, SeededIds
 
 from .._public import current_simulation
+from ._hazards import SimHazards
 
 if TYPE_CHECKING:
     from .._nodes import Node
@@ -20,7 +21,8 @@ def sim_ports(node: Node | None = None, *, sim: Simulation | None = None) -> Por
 
     The clock is the node's wall clock (epoch + virtual time + the node's ``clock.*`` skew);
     ids and randomness come from streams named after the node and its incarnation, so a
-    restarted node never repeats the ids of its previous life.
+    restarted node never repeats the ids of its previous life. Its hazards are the run's
+    BUGGIFY sites and ``process.crash_at`` points (:class:`~._hazards.SimHazards`).
     """
     sim = sim or current_simulation()
     if sim is None:
@@ -33,4 +35,5 @@ def sim_ports(node: Node | None = None, *, sim: Simulation | None = None) -> Por
         clock=node.clock,
         ids=SeededIds(sim.rng(f"ids/{life}")),
         rng=sim.rng(f"agent-rng/{life}"),
+        hazards=SimHazards(sim, node),
     )

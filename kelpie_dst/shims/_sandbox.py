@@ -28,6 +28,7 @@ import posixpath
 import sys
 import traceback
 import weakref
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -129,10 +130,17 @@ class SimSandbox:
     """An in-process sandbox in virtual time; implements ``kelpie_agent.sandbox.Sandbox``."""
 
     def __init__(
-        self, limits: SandboxLimits | None = None, *, timings: SimTimings | None = None
+        self,
+        limits: SandboxLimits | None = None,
+        *,
+        timings: SimTimings | None = None,
+        services: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         self._limits = limits if limits is not None else SandboxLimits()
         self.timings = timings if timings is not None else SimTimings()
+        # Simulated external services the Python code can call, as builtins of these names
+        # (a test's stand-in for the network APIs a real tool would reach).
+        self.services = dict(services or {})
         self._life = Lifecycle("SimSandbox")
         self.fs = MemFS(max_file_size=self._limits.file_size_bytes)
 
@@ -307,6 +315,7 @@ class SimSandbox:
 
         names = dict(vars(builtins))
         names["open"] = sandbox_open
+        names.update(self.services)
         return names
 
     # -- snapshots -------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ Faults (all probabilities default to zero; see docs/sandbox.md):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -37,6 +38,7 @@ from kelpie_agent.sandbox._port import SandboxLimits, SandboxState
 from .._errors import UsageError
 from .._faults import FaultSpec, register_fault
 from .._public import current_simulation
+from .._storms import StormSpec, register_storm
 from ._sandbox import SimSandbox, SimTimings
 
 if TYPE_CHECKING:
@@ -105,6 +107,21 @@ RESTORE_FAIL = _R(
         observed="restore raises RestoreError; the working area is unchanged",
     )
 )
+STORM = register_storm(
+    StormSpec(
+        "sandbox",
+        "sandboxes crash, hang, fail to boot, pause, snapshot and restore",
+        (
+            ("sandbox.crash", 0.5, ()),
+            ("sandbox.exec_timeout", 0.3, ()),
+            ("sandbox.boot_fail", 0.4, ()),
+            ("sandbox.pause_fail", 0.3, ()),
+            ("sandbox.snapshot_fail", 0.3, ()),
+            ("sandbox.restore_fail", 0.3, ()),
+        ),
+        length=(2.0, 6.0),
+    )
+)
 _RAISES = {
     "boot": (BOOT_FAIL, SandboxBootError),
     "pause": (PAUSE_FAIL, PauseError),
@@ -123,8 +140,9 @@ class FaultySandbox(SimSandbox):
         name: str = "sandbox",
         limits: SandboxLimits | None = None,
         timings: SimTimings | None = None,
+        services: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
-        super().__init__(limits, timings=timings)
+        super().__init__(limits, timings=timings, services=services)
         self.sim = sim
         self.node = node
         self.name = name
@@ -189,11 +207,13 @@ def open_sandbox(
     name: str = "sandbox",
     limits: SandboxLimits | None = None,
     timings: SimTimings | None = None,
+    services: Mapping[str, Callable[..., Any]] | None = None,
 ) -> FaultySandbox:
-    """A simulated sandbox (not yet booted) for ``node`` (default: the calling task's node)."""
+    """A simulated sandbox (not yet booted) for ``node`` (default: the calling task's node);
+    ``services`` are simulated external services its Python code can call (as builtins)."""
     sim = node.sim if node is not None else current_simulation()
     if sim is None:
         raise UsageError("open_sandbox() needs a running simulation; use SimSandbox() outside one")
     return FaultySandbox(
-        sim, node if node is not None else sim.current_node(), name, limits, timings
+        sim, node if node is not None else sim.current_node(), name, limits, timings, services
     )

@@ -19,6 +19,7 @@ Faults (all probabilities default to zero; see docs/faults.md):
                           learns it
 ``storage.conflict``      a commit fails with a spurious ``ConflictError`` (retryable)
 ``storage.unavailable``   an operation fails with ``StorageUnavailableError``
+``storage.commit_unknown`` a commit applies, then fails with ``StorageUnavailableError``
 ======================== ==================================================================
 
 Crash faults apply to writes only, and never to the run's main node.
@@ -35,6 +36,7 @@ from kelpie_agent.storage._errors import ConflictError, StorageError, StorageUna
 from kelpie_agent.storage._txn import Write
 
 from .._faults import FaultSpec, register_fault
+from .._storms import StormSpec, register_storm
 from ._storage import SimKV, SimKVStore
 
 if TYPE_CHECKING:
@@ -106,7 +108,34 @@ UNAVAILABLE = _R(
         "storage.unavailable",
         "the database cannot be reached for one operation",
         swarm_range=(0.0, 0.05),
-        observed="the operation raises StorageUnavailableError; a commit may or may not apply",
+        observed="the operation raises StorageUnavailableError before it reaches the store "
+        "(see storage.commit_unknown for a commit that applied)",
+    )
+)
+COMMIT_UNKNOWN = _R(
+    FaultSpec(
+        "storage.commit_unknown",
+        "a commit is applied, but the connection drops before the caller learns it (FDB's "
+        "commit_unknown_result)",
+        swarm_range=(0.0, 0.05),
+        observed="the commit raises StorageUnavailableError although it is durable; retrying it "
+        "blindly applies it twice unless the writes are idempotent",
+    )
+)
+STORM = register_storm(
+    StormSpec(
+        "storage",
+        "the database fails half the time, commits land without an answer, latency spikes "
+        "longer than a lease",
+        (
+            ("storage.write_fail", 0.5, ()),
+            ("storage.read_fail", 0.3, ()),
+            ("storage.unavailable", 0.3, ()),
+            ("storage.commit_unknown", 0.2, ()),
+            ("storage.conflict", 0.3, ()),
+            ("storage.latency", 0.3, (("min", 1.0), ("max", 8.0))),
+        ),
+        length=(1.5, 4.0),
     )
 )
 RESTART_AFTER = 1.0  # seconds until a node crashed by a storage fault boots again
@@ -150,6 +179,8 @@ class FaultyKV(SimKV):
                 self.store.corrupt(key)
         await self._maybe_crash(CRASH_AFTER.name, op)
         await trio.lowlevel.checkpoint()
+        if op == "commit" and self._faults.fires(COMMIT_UNKNOWN.name, node=self.node.name):
+            raise StorageUnavailableError("injected storage.commit_unknown: the commit applied")
 
     async def _reach(self, op: str) -> None:
         """Node alive, database host reachable, injected unavailability and latency."""

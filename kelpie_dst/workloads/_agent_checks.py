@@ -31,6 +31,7 @@ import attrs
 __all__ = [
     "TAG",
     "Ack",
+    "BlockPlan",
     "BlockState",
     "Commit",
     "Execution",
@@ -45,15 +46,19 @@ __all__ = [
     "check_completed",
     "check_exactly_once",
     "check_no_mixing",
+    "check_read_only",
     "check_single_activation",
+    "check_step_budgets",
     "check_streams",
+    "check_turns",
     "tag",
 ]
 
 TAG = re.compile(r"tag-a(\d+)-m(\d+)", re.IGNORECASE)
 """Every input carries ``tag-a<agent>-m<message>``; the scripted tools echo it."""
-NOTE = re.compile(r"tag-a\d+-m\d+ step \d+")
-"""What a tool step writes: ``tag-a<agent>-m<message> step <n>``."""
+NOTE = re.compile(r"tag-a\d+-m\d+ step \d+(?:\.\d+)?")
+"""What a tool step writes: ``tag-a<agent>-m<message> step <n>`` (``<n>.<j>`` for the j-th
+call of a step with several)."""
 
 
 def tag(agent: int, message: int) -> str:
@@ -74,6 +79,7 @@ class Msg:
     kind: str = ""  # user messages: input, heartbeat or alert
     tool: str | None = None  # tool calls and returns: the tool's name
     status: str | None = None  # tool returns: success or error
+    step_id: str | None = None  # what the model wrote: the step (one LLM call) it belongs to
 
 
 @attrs.frozen
@@ -88,6 +94,19 @@ class Ack:
     run_id: str
     message_ids: tuple[str, ...]
     stop_reason: str
+    reply: str | None = None  # the last assistant text the client was shown
+    max_steps: int | None = None  # the step budget the send asked for
+    steps: int | None = None  # the step count the run's usage reported
+
+
+@attrs.frozen
+class BlockPlan:
+    """A memory block the workload gives an agent when it creates it."""
+
+    label: str
+    value: str
+    limit: int
+    read_only: bool = False
 
 
 @attrs.frozen
@@ -161,6 +180,8 @@ class Commit:
     owners: tuple[tuple[str, Owner | None], ...] = ()
     fences: tuple[Fence, ...] = ()
     results: tuple[str, ...] = ()
+    incarnation: int = 0  # of the committing node: which life of it wrote
+    writer: str | None = None  # the activation that committed (None: not inside one)
 
 
 @attrs.frozen
@@ -230,6 +251,8 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
     order: dict[str, list[str]] = {}  # actor -> tokens in the order of their first write
     acquired: dict[tuple[str, str, int], int] = {}  # (actor, node, epoch) -> entry position
     latest: dict[str, tuple[int, str, int]] = {}  # actor -> (position, node, epoch) acquired
+    lives: dict[str, tuple[str, int]] = {}  # owner token -> (node, incarnation) that took it
+    takers: dict[str, str] = {}  # owner token -> the activation that acquired it
     for position, entry in enumerate(entries):
         if isinstance(entry, Observed):
             if entry.kind == "actor.acquired" and entry.epoch is not None:
@@ -253,6 +276,18 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
                     f"the lease was {current}"
                 )
                 continue
+            taker = takers.get(read.token)
+            if taker is not None and entry.writer is not None and taker != entry.writer:
+                problems.append(
+                    f"t={entry.time:.3f} {actor}: {entry.writer} committed under the lease "
+                    f"that {taker} acquired"
+                )
+            life = lives.get(read.token)
+            if life is not None and life != (entry.node, entry.incarnation):
+                problems.append(
+                    f"t={entry.time:.3f} {actor}: life {entry.incarnation} of {entry.node} "
+                    f"committed under the lease that life {life[1]} of {life[0]} acquired"
+                )
             if (actor, entry.node, read.epoch) not in acquired:
                 problems.append(
                     f"t={entry.time:.3f} {actor}: {entry.node} committed as epoch {read.epoch} "
@@ -274,6 +309,10 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
                 tokens.append(read.token)
         for actor, record in entry.owners:
             owner[actor] = record
+            if record is not None and record.token is not None:
+                lives.setdefault(record.token, (entry.node, entry.incarnation))
+                if entry.writer is not None:
+                    takers.setdefault(record.token, entry.writer)
     return problems
 
 
@@ -362,4 +401,73 @@ def check_exactly_once(
                 f"{run.tool}({run.note!r}) was sent again (entry {run.at}) after its result was "
                 f"committed (entry {first})"
             )
+    return problems
+
+
+def check_turns(acks: Iterable[Ack], markers: Mapping[str, str]) -> list[str]:
+    """Every acknowledged turn that ended normally (``end_turn``) gave the client a reply to
+    *that* message (it carries the message's tag); a ``recall`` reply quotes the agent's own
+    memory (``markers[agent]``). Other stop reasons are explicit, and need no reply."""
+    problems = []
+    for ack in acks:
+        if ack.stop_reason != "end_turn":
+            continue
+        where = f"{ack.agent} message #{ack.index} ({ack.otid})"
+        found = TAG.search(ack.text)
+        if ack.reply is None:
+            problems.append(f"{where}: the turn ended (end_turn) without a reply")
+        elif found is not None and found.group(0) not in ack.reply:
+            problems.append(f"{where}: the reply {ack.reply[:80]!r} answers another message")
+        elif " recall x" in ack.text and markers.get(ack.agent, "") not in ack.reply:
+            problems.append(
+                f"{where}: the reply {ack.reply[:80]!r} does not quote the agent's own memory "
+                f"({markers.get(ack.agent)})"
+            )
+    return problems
+
+
+def check_read_only(
+    blocks: Iterable[BlockState], expected: Mapping[tuple[str, str], str]
+) -> list[str]:
+    """``expected[(agent, label)]``: the value of a read-only block, which nothing changes."""
+    listed = list(blocks)
+    seen = {(b.agent, b.label): b.value for b in listed}
+    agents = {b.agent for b in listed}
+    problems = []
+    for (agent, label), value in sorted(expected.items()):
+        if agent in agents and seen.get((agent, label)) != value:
+            got = seen.get((agent, label))
+            problems.append(
+                f"{agent}: read-only block {label} is {got[:60] if got else got!r}, "
+                f"not {value[:60]!r}"
+            )
+    return problems
+
+
+def check_step_budgets(acks: Iterable[Ack], histories: Mapping[str, Sequence[Msg]]) -> list[str]:
+    """A run stopped by ``max_steps`` made exactly that many LLM calls (steps that wrote a
+    message); one that ended normally made no more than its budget; the usage the client was
+    given counts the same steps."""
+    problems = []
+    for ack in acks:
+        if ack.max_steps is None or not ack.run_id:
+            continue
+        steps = {
+            m.step_id
+            for m in histories.get(ack.agent, ())
+            if m.run_id == ack.run_id
+            and m.step_id
+            and m.type in ("assistant_message", "reasoning_message", "tool_call_message")
+        }
+        where = f"{ack.agent} message #{ack.index} ({ack.otid})"
+        if ack.steps is not None and ack.steps != len(steps):
+            problems.append(
+                f"{where}: usage reports {ack.steps} steps, the run stored {len(steps)}"
+            )
+        if ack.stop_reason == "max_steps" and len(steps) != ack.max_steps:
+            problems.append(
+                f"{where}: stopped by max_steps={ack.max_steps} after {len(steps)} steps"
+            )
+        elif ack.stop_reason == "end_turn" and len(steps) > ack.max_steps:
+            problems.append(f"{where}: {len(steps)} steps ran under max_steps={ack.max_steps}")
     return problems

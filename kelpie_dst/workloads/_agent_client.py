@@ -19,7 +19,8 @@ import attrs
 import trio
 
 from ..scenario import WorkloadContext
-from ._agent_checks import Ack, BlockState, Msg, RequestRecord, StreamRecord
+from ._agent_checks import Ack, BlockPlan, BlockState, Msg, RequestRecord, StreamRecord
+from ._agent_durable import check_durable
 from ._agent_world import World
 
 __all__ = ["AgentPlan", "Clients", "Link", "Planned", "RunRecord", "Sent", "join_pieces"]
@@ -33,6 +34,7 @@ class Planned:
     text: str
     otid: str
     stream: bool
+    max_steps: int | None = None  # None: the workload's max_steps
 
 
 @attrs.frozen
@@ -42,6 +44,8 @@ class AgentPlan:
     agent_type: str
     tool_ids: tuple[str, ...]
     messages: tuple[Planned, ...]
+    blocks: tuple[BlockPlan, ...] = ()
+    marker: str = ""  # in the persona block: what this agent's memory says in every prompt
 
 
 @attrs.frozen
@@ -55,6 +59,8 @@ class Sent:
     pieces: tuple[tuple[str, str], ...] | None = None
     events: int = 0
     unclosed: bool = False  # the stream stayed open after the turn ended
+    reply: str | None = None  # the last assistant text the client was shown
+    steps: int | None = None  # the step count the run's usage reported
 
 
 class Link(Protocol):
@@ -63,6 +69,9 @@ class Link(Protocol):
 
     def retryable(self, error: BaseException) -> bool: ...
 
+    def server_id(self, plan: AgentPlan) -> str | None:
+        """The server's id of ``plan``'s agent (None until it is created)."""
+
     async def create(self, node: str, plan: AgentPlan, block_limit: int, retry: bool) -> None: ...
 
     async def send(
@@ -70,14 +79,16 @@ class Link(Protocol):
     ) -> Sent: ...
 
     async def history(
-        self, node: str, plan: AgentPlan, after: str | None, assistant: bool
+        self, node: str, plan: AgentPlan, after: str | None, assistant: bool, limit: int
     ) -> list[Msg]:
-        """One page (``PAGE``) of stored messages, oldest first; ``assistant`` renders
+        """One page (at most ``limit``) of stored messages, oldest first; ``assistant`` renders
         ``send_message`` calls as assistant messages, as streams do."""
 
     async def blocks(self, node: str, plan: AgentPlan) -> list[BlockState]: ...
 
-    async def passages(self, node: str, plan: AgentPlan, after: str | None) -> list[Any]:
+    async def passages(
+        self, node: str, plan: AgentPlan, after: str | None, limit: int
+    ) -> list[Any]:
         """One page of archival passages (objects with ``id`` and ``text``), oldest first."""
 
 
@@ -95,6 +106,13 @@ class RunRecord:
         self.unclosed: list[str] = []  # streamed sends whose stream outlived their turn
         self.stop_reasons: dict[str, int] = {}
         self.pieces: dict[str, list[tuple[int, tuple[tuple[str, str], ...]]]] = {}
+        self.durable: list[str] = []  # the database, checked at each ack and restart
+        self.durable_checks = 0
+
+
+def _page_size(rng: Any) -> int:
+    """Reads page through the lists in pages of a random size, so every cursor is used."""
+    return int(rng.choice((3, 7, 16, 50, PAGE)))
 
 
 def join_pieces(pieces: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -116,6 +134,22 @@ class Clients:
         self.max_steps = int(ctx.params["max_steps"])
         self.block_limit = int(ctx.params["block_limit"])
         self.otids = bool(ctx.params["otids"])  # False: a planted bug (retries not idempotent)
+        world.boot_hooks.append(lambda node: self.check_durable(f"{node.name} restarted"))
+
+    def check_durable(self, when: str, only: AgentPlan | None = None) -> None:
+        """Check every acknowledged message of ``only`` (default: all agents) in the
+        database itself."""
+        record = self.record
+        store = self.world.store()
+        for plan in [only] if only is not None else record.plans:
+            server_id = self.link.server_id(plan)
+            acks = [a for a in record.acks if a.agent == plan.agent_id]
+            if server_id is None or not acks:
+                continue
+            record.durable_checks += 1
+            for problem in check_durable(store, server_id, acks, when):
+                if len(record.durable) < 50:
+                    record.durable.append(problem)
 
     async def client(self, number: int, plans: Sequence[AgentPlan]) -> None:
         """Create this client's agents, then send round-robin: message k of every agent
@@ -187,9 +221,10 @@ class Clients:
         self, plan: AgentPlan, message: Planned, rng: Any, state: dict[str, str]
     ) -> bool:
         otid = message.otid if self.otids else None
+        budget = message.max_steps if message.max_steps is not None else self.max_steps
 
         async def attempt(node: str, _: int) -> Sent:
-            return await self.link.send(node, plan, message, otid, self.max_steps)
+            return await self.link.send(node, plan, message, otid, budget)
 
         key = f"a{plan.number} #{message.index}"
         try:
@@ -206,8 +241,12 @@ class Clients:
                 sent.run_id,
                 sent.message_ids,
                 sent.stop_reason,
+                sent.reply,
+                budget,
+                sent.steps,
             )
         )
+        self.check_durable(f"t={trio.current_time():.3f} ack of #{message.index}", plan)
         record.stop_reasons[sent.stop_reason] = record.stop_reasons.get(sent.stop_reason, 0) + 1
         if sent.pieces is not None:
             record.pieces.setdefault(plan.agent_id, []).append((message.index, sent.pieces))
@@ -229,15 +268,16 @@ class Clients:
 
         got_blocks = await self._call(key, plan.agent_id, blocks, rng, state)
         passages: list[Any] = []
+        size = _page_size(rng)
         while True:
             after = passages[-1].id if passages else None
 
             async def page(node: str, _: int, after: str | None = after) -> list[Any]:
-                return await self.link.passages(node, plan, after)
+                return await self.link.passages(node, plan, after, size)
 
             got = await self._call(f"a{plan.number} passages", plan.agent_id, page, rng, state)
             passages.extend(got)
-            if len(got) < PAGE:
+            if len(got) < size:
                 break
         self.record.passages[plan.agent_id] = [p.text for p in passages]
         self.record.histories[plan.agent_id] = messages
@@ -254,13 +294,14 @@ class Clients:
     ) -> list[Msg]:
         messages: list[Msg] = []
         key = f"a{plan.number} read" + (" rendered" if assistant else "")
+        size = _page_size(rng)
         while True:
             after = messages[-1].id if messages else None
 
             async def page(node: str, _: int, after: str | None = after) -> list[Msg]:
-                return await self.link.history(node, plan, after, assistant)
+                return await self.link.history(node, plan, after, assistant, size)
 
             got = await self._call(key, plan.agent_id, page, rng, state)
             messages.extend(got)
-            if len(got) < PAGE:
+            if len(got) < size:
                 return messages

@@ -37,7 +37,7 @@ from kelpie_agent.storage import StorageError
 
 from .._errors import NodeDownError
 from ._agent_checks import BlockState, Msg
-from ._agent_client import PAGE, AgentPlan, Planned, Sent, join_pieces
+from ._agent_client import AgentPlan, Planned, Sent, join_pieces
 from ._agent_world import World
 
 __all__ = ["DirectLink", "message_text", "to_msg"]
@@ -70,6 +70,7 @@ def to_msg(m: AgentMessage) -> Msg:
         kind=m.kind if isinstance(m, UserMessage) else "",
         tool=tool,
         status=m.status if isinstance(m, ToolReturnMessage) else None,
+        step_id=m.step_id,
     )
 
 
@@ -88,13 +89,16 @@ class DirectLink:
             raise NodeDownError(f"node {node} has no dispatcher yet")
         return await dispatcher.request(ActorId("agent", plan.agent_id), message)
 
+    def server_id(self, plan: AgentPlan) -> str | None:
+        return plan.agent_id
+
     async def create(self, node: str, plan: AgentPlan, block_limit: int, retry: bool) -> None:
         request = CreateAgent(
             name=f"agent-{plan.number}",
             agent_type=plan.agent_type,
-            memory_blocks=(
-                BlockCreate("persona", f"I am agent {plan.number}.", limit=block_limit),
-                BlockCreate("human", "", limit=block_limit),
+            memory_blocks=tuple(
+                BlockCreate(b.label, b.value, limit=b.limit, read_only=b.read_only)
+                for b in plan.blocks
             ),
             tool_ids=plan.tool_ids,
         )
@@ -142,14 +146,20 @@ class DirectLink:
             for e in events
             if isinstance(e, AssistantMessage | ReasoningMessage | ToolCallMessage)
         ]
+        joined = join_pieces(pieces)
+        texts = [text for key, text in joined if key.endswith("/assistant_message")]
         return attrs.evolve(
-            _sent(result), pieces=join_pieces(pieces), events=len(events), unclosed=unclosed
+            _sent(result),
+            pieces=joined,
+            events=len(events),
+            unclosed=unclosed,
+            reply=texts[-1] if texts else _sent(result).reply,
         )
 
     async def history(
-        self, node: str, plan: AgentPlan, after: str | None, assistant: bool
+        self, node: str, plan: AgentPlan, after: str | None, assistant: bool, limit: int
     ) -> list[Msg]:
-        page = ListMessages(after=after, limit=PAGE, order="asc", use_assistant_message=assistant)
+        page = ListMessages(after=after, limit=limit, order="asc", use_assistant_message=assistant)
         got: Sequence[AgentMessage] = await self._ask(node, plan, page)
         return [to_msg(m) for m in got]
 
@@ -157,12 +167,21 @@ class DirectLink:
         got = await self._ask(node, plan, ListBlocks())
         return [BlockState(plan.agent_id, b.label, b.value, b.limit) for b in got]
 
-    async def passages(self, node: str, plan: AgentPlan, after: str | None) -> list[Any]:
-        return list(await self._ask(node, plan, ListPassages(after=after, limit=PAGE)))
+    async def passages(
+        self, node: str, plan: AgentPlan, after: str | None, limit: int
+    ) -> list[Any]:
+        return list(await self._ask(node, plan, ListPassages(after=after, limit=limit)))
 
 
 def _sent(result: TurnResult) -> Sent:
-    return Sent(result.run_id, tuple(m.id for m in result.messages), result.stop_reason)
+    texts = [m.content for m in result.messages if isinstance(m, AssistantMessage)]
+    return Sent(
+        result.run_id,
+        tuple(m.id for m in result.messages),
+        result.stop_reason,
+        reply=texts[-1] if texts else None,
+        steps=result.usage.step_count,
+    )
 
 
 async def _drain(

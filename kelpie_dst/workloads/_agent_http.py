@@ -20,9 +20,10 @@ from typing import Any
 import httpx
 import letta_client
 from letta_client import AsyncLetta
+from letta_client._base_client import get_platform
 
 from ._agent_checks import BlockState, Msg
-from ._agent_client import PAGE, AgentPlan, Planned, Sent, join_pieces
+from ._agent_client import AgentPlan, Planned, Sent, join_pieces
 from ._agent_world import PORT
 
 __all__ = ["HttpLink", "IncompleteStreamError", "open_http_link"]
@@ -30,6 +31,12 @@ __all__ = ["HttpLink", "IncompleteStreamError", "open_http_link"]
 RETRY_STATUS = frozenset({408, 429, 502, 503, 504})
 """Statuses after which the same request may succeed (a 500 is a bug: never retried)."""
 HIDDEN = {"heartbeat": "heartbeat", "system_alert": "alert"}
+
+# Each SDK client asks ``get_platform()`` for its headers once; ``distro`` answers the first
+# question in a process by running ``lsb_release`` and caches it. Asked here, outside any
+# simulation, so the first seed run in a process traces the same events as every later one
+# (it used to record one extra redirected ``subprocess.Popen``).
+get_platform()
 
 
 class IncompleteStreamError(Exception):
@@ -81,6 +88,7 @@ def to_msg(m: Any, seq: int) -> Msg:
         kind=_kind(text) if kind == "user_message" else "",
         tool=tool,
         status=m.status if kind == "tool_return_message" else None,
+        step_id=getattr(m, "step_id", None),
     )
 
 
@@ -112,6 +120,9 @@ class HttpLink:
     def _id(self, plan: AgentPlan) -> str:
         return self.ids[plan.agent_id]
 
+    def server_id(self, plan: AgentPlan) -> str | None:
+        return self.ids.get(plan.agent_id)
+
     async def create(self, node: str, plan: AgentPlan, block_limit: int, retry: bool) -> None:
         client = self._client(node)
         name = f"agent-{plan.number}"
@@ -124,8 +135,8 @@ class HttpLink:
             name=name,
             agent_type=plan.agent_type,  # type: ignore[arg-type]
             memory_blocks=[
-                {"label": "persona", "value": f"I am agent {plan.number}.", "limit": block_limit},
-                {"label": "human", "value": "", "limit": block_limit},
+                {"label": b.label, "value": b.value, "limit": b.limit, "read_only": b.read_only}
+                for b in plan.blocks
             ],
             tool_ids=list(plan.tool_ids),
             include_base_tools=False,
@@ -145,7 +156,14 @@ class HttpLink:
             )
             runs = [m.run_id for m in reply.messages if m.run_id]
             replied = tuple(m.id for m in reply.messages)
-            return Sent(runs[0] if runs else "", replied, reply.stop_reason.stop_reason)
+            texts = [_text(m) for m in reply.messages if m.message_type == "assistant_message"]
+            return Sent(
+                runs[0] if runs else "",
+                replied,
+                reply.stop_reason.stop_reason,
+                reply=texts[-1] if texts else None,
+                steps=reply.usage.step_count if reply.usage is not None else None,
+            )
         stream: Any = await client.agents.messages.create(
             self._id(plan),
             messages=[body],
@@ -156,13 +174,15 @@ class HttpLink:
         pieces: list[tuple[str, str]] = []
         returns: list[str] = []  # tool returns: each is streamed after its commit
         last = ""
-        run_id, stop, events = "", None, 0
+        run_id, stop, events, steps = "", None, 0, None
         chunk: Any
         async for chunk in stream:
             events += 1
             kind = chunk.message_type
             if kind == "stop_reason":
                 stop = chunk.stop_reason
+            elif kind == "usage_statistics":
+                steps = chunk.step_count
             elif kind not in ("usage_statistics", "ping"):
                 last = chunk.id
                 if kind == "tool_return_message":
@@ -176,15 +196,25 @@ class HttpLink:
         # leaves deltas under an id that is never stored. What the client can hold the server
         # to: every tool return, and, when the turn ended normally, its last message.
         ids = [*returns, last] if stop == "end_turn" and last and last not in returns else returns
-        return Sent(run_id, tuple(ids), str(stop), join_pieces(pieces), events)
+        joined = join_pieces(pieces)
+        texts = [text for key, text in joined if key.endswith("/assistant_message")]
+        return Sent(
+            run_id,
+            tuple(ids),
+            str(stop),
+            joined,
+            events,
+            reply=texts[-1] if texts else None,
+            steps=steps,
+        )
 
     async def history(
-        self, node: str, plan: AgentPlan, after: str | None, assistant: bool
+        self, node: str, plan: AgentPlan, after: str | None, assistant: bool, limit: int
     ) -> list[Msg]:
         page = await self._client(node).agents.messages.list(
             self._id(plan),
             after=after,
-            limit=PAGE,
+            limit=limit,
             order="asc",
             use_assistant_message=assistant,
         )
@@ -194,9 +224,11 @@ class HttpLink:
         page = await self._client(node).agents.blocks.list(self._id(plan))
         return [BlockState(plan.agent_id, b.label or "", b.value, b.limit or 0) for b in page.items]
 
-    async def passages(self, node: str, plan: AgentPlan, after: str | None) -> list[Any]:
+    async def passages(
+        self, node: str, plan: AgentPlan, after: str | None, limit: int
+    ) -> list[Any]:
         got = await self._client(node).agents.passages.list(
-            self._id(plan), after=after, limit=PAGE, ascending=True
+            self._id(plan), after=after, limit=limit, ascending=True
         )
         return list(got)
 

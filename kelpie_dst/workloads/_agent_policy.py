@@ -14,16 +14,17 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from kelpie_agent.llm import LlmRequest, TextBlock, Tool, ToolCall, ToolResult
+from kelpie_agent.llm import LlmRequest, TextBlock, ToolCall, ToolResult
 
 from ..shims import HelpfulPolicy, policy_from_dict
 from ..shims.llm import Call, Policy, Reply
 from ._agent_checks import tag
+from ._agent_moves import CUSTOM_TOOL, CUSTOM_TOOL_SOURCE, Expect, Moves
 
 __all__ = [
     "CUSTOM_TOOL",
@@ -38,24 +39,28 @@ __all__ = [
     "workload_policy",
 ]
 
-KINDS = ("chat", "memory", "archival", "conversation", "python", "shell", "custom", "mcp")
-"""The tool kinds a workload's ``tools`` parameter may list."""
+KINDS = (
+    "chat",
+    "memory",
+    "archival",
+    "conversation",
+    "python",
+    "shell",
+    "custom",
+    "mcp",
+    "parallel",
+    "edge",
+    "junk",
+    "recall",
+)
+"""The tool kinds a workload's ``tools`` parameter may list (``_agent_moves`` has the last four)."""
 
-CUSTOM_TOOL = "tally"
-CUSTOM_TOOL_SOURCE = '''
-def tally(text: str, times: int = 2) -> str:
-    """Repeat a text and count its words.
-
-    Args:
-        text: The text to repeat.
-        times: How many times.
-    """
-    words = text.split()
-    return " ".join([text] * times) + " (" + str(len(words) * times) + " words)"
-'''
 MCP_SCHEMA = {
     "type": "object",
-    "properties": {"text": {"type": "string", "description": "The text to look up."}},
+    "properties": {
+        "text": {"type": "string", "description": "The text to look up."},
+        "request_id": {"type": "string", "description": "The idempotency key of this call."},
+    },
     "required": ["text"],
 }
 _DIRECTIVE = re.compile(
@@ -125,32 +130,6 @@ def tool_kind(name: str | None, mcp_tools: Sequence[str] = ()) -> str:
     return _KIND_OF_TOOL.get(name or "", "other")
 
 
-@attrs.frozen
-class ToolMixPolicy:
-    """Follows the workload's directives; everything else goes to ``fallback``."""
-
-    fallback: Policy = attrs.field(factory=HelpfulPolicy)
-
-    def respond(self, request: LlmRequest, rng: random.Random) -> Reply:
-        found = _last_directive(request.messages)
-        if found is None:
-            return self.fallback.respond(request, rng)
-        position, directive = found
-        later = request.messages[position + 1 :]
-        steps = sum(
-            1
-            for m in later
-            if m.role == "assistant"
-            and any(isinstance(b, ToolCall) and b.name != "send_message" for b in m.content)
-        )
-        offered = {t.name: t for t in request.tools}
-        if steps < directive.steps:
-            call = _call(directive, steps + 1, offered)
-            if call is not None:
-                return (call,)
-        return _reply(directive, steps, _last_result(later), offered)
-
-
 def _last_directive(messages: Sequence[Any]) -> tuple[int, Directive] | None:
     for position in range(len(messages) - 1, -1, -1):
         message = messages[position]
@@ -177,56 +156,111 @@ def _last_result(messages: Sequence[Any]) -> str:
     return ""
 
 
-def _with_heartbeat(tool: Tool, args: dict[str, Any]) -> Call:
-    if "request_heartbeat" in tool.input_schema.get("properties", {}):
-        args["request_heartbeat"] = True
-    return Call(tool.name, args)
-
-
-def _call(d: Directive, step: int, offered: Mapping[str, Tool]) -> Call | None:
-    """The tool call of ``step`` (1-based), or None if the agent lacks the tool."""
-    note = f"{d.tag} step {step}"
-    options: list[tuple[str, dict[str, Any]]] = []
-    if d.kind == "memory":
-        options = [
-            ("core_memory_append", {"label": "human", "content": f"{note}."}),
-            ("memory_insert", {"label": "human", "new_string": f"{note}."}),
-        ]
-    elif d.kind == "archival":
-        if step % 2:
-            options = [("archival_memory_insert", {"content": f"{note}: {d.words}"})]
-        else:
-            options = [("archival_memory_search", {"query": d.tag, "top_k": 3})]
-    elif d.kind == "conversation":
-        previous = tag(d.agent, max(1, d.message - step))
-        options = [("conversation_search", {"query": previous, "limit": 3})]
-    elif d.kind == "python":
-        code = f"print({note!r}, {step} * 7)"
-        options = [("run_code", {"code": code, "language": "python"})]
-    elif d.kind == "shell":
-        code = f"echo {note} && echo {d.words} | wc -w"
-        options = [("run_code", {"code": code, "language": "shell"})]
-    elif d.kind == "custom":
-        options = [(CUSTOM_TOOL, {"text": note, "times": 2})]
-    elif d.kind == "mcp" and d.tool:
-        options = [(d.tool, {"text": note})]
-    for name, args in options:
-        if name in offered:
-            return _with_heartbeat(offered[name], args)
+def _ignore_expect(expect: Expect) -> None:
     return None
 
 
-def _reply(d: Directive, steps: int, result: str, offered: Mapping[str, Tool]) -> Reply:
+def _ignore_effect(call_id: str, note: str, forbidden: bool) -> None:
+    return None
+
+
+@attrs.frozen
+class ToolMixPolicy:
+    """Follows the workload's directives; everything else goes to ``fallback``.
+
+    ``expect`` receives the outcome a correct agent must give each boundary or junk call, and
+    ``effect`` each call with a side effect (its id, its note, and whether it must never run):
+    the oracles in ``_agent_oracles`` check both."""
+
+    fallback: Policy = attrs.field(factory=HelpfulPolicy)
+    expect: Callable[[Expect], None] = attrs.field(default=_ignore_expect, eq=False)
+    effect: Callable[[str, str, bool], None] = attrs.field(default=_ignore_effect, eq=False)
+
+    def respond(self, request: LlmRequest, rng: random.Random) -> Reply:
+        found = _last_directive(request.messages)
+        if found is None:
+            return self.fallback.respond(request, rng)
+        position, directive = found
+        later = request.messages[position + 1 :]
+        steps = sum(
+            1
+            for m in later
+            if m.role == "assistant"
+            and any(isinstance(b, ToolCall) and b.name != "send_message" for b in m.content)
+        )
+        moves = Moves(request, rng, self.expect, self.effect)
+        if steps < directive.steps:
+            calls = _calls(directive, steps + 1, moves)
+            if calls:
+                return tuple(calls)
+        return _reply(directive, steps, _last_result(later), moves)
+
+
+def _calls(d: Directive, step: int, moves: Moves) -> list[Call]:
+    """The tool calls of ``step`` (1-based); empty if the agent lacks the tools."""
+    note = f"{d.tag} step {step}"
+    offered = moves.offered
+    if d.kind == "parallel":
+        return moves.parallel(d.tag, step, d.words, (d.tool,) if d.tool else ())
+    if d.kind == "edge":
+        edit = moves.edge(d.agent, d.tag)
+        return [edit] if edit is not None else []
+    if d.kind == "junk":
+        return [moves.junk(d.agent, d.tag, step)]
+    if d.kind == "python":
+        return [moves.python(note, step)] if "run_code" in offered else []
+    options: list[tuple[str, dict[str, Any], bool]] = []
+    if d.kind == "memory":
+        options = [
+            ("core_memory_append", {"label": "human", "content": f"{note}."}, False),
+            ("memory_insert", {"label": "human", "new_string": f"{note}."}, False),
+        ]
+    elif d.kind == "archival":
+        if step % 2:
+            insert: dict[str, Any] = {"content": f"{note}: {d.words}", "tags": [d.tag]}
+            options = [("archival_memory_insert", insert, False)]
+        elif "archival_memory_search" in offered:  # must find what this run inserted
+            inserted = f"{d.tag} step {step - 1}"
+            found = inserted if moves.stored(inserted, "archival_memory_insert") else ""
+            query: dict[str, Any] = {"query": d.tag, "tags": [d.tag], "top_k": 3}
+            return [moves.search(d.agent, "archival_memory_search", query, found)]
+    elif d.kind == "conversation" and "conversation_search" in offered:
+        previous = tag(d.agent, max(1, d.message - step))
+        found = previous if d.message - step >= 1 and moves.stored(previous) else ""
+        search: dict[str, Any] = {"query": previous, "limit": 3}
+        return [moves.search(d.agent, "conversation_search", search, found)]
+    elif d.kind == "shell":
+        code = f"echo {note} && echo {d.words} | wc -w"
+        options = [("run_code", {"code": code, "language": "shell"}, False)]
+    elif d.kind == "custom":
+        options = [(CUSTOM_TOOL, {"text": note, "times": 2}, True)]
+    elif d.kind == "mcp" and d.tool:
+        options = [(d.tool, {"text": note}, True)]
+    for name, args, effect in options:
+        if name in offered:
+            return [moves.call(name, args, key=effect)]
+    return []
+
+
+def _reply(d: Directive, steps: int, result: str, moves: Moves) -> Reply:
     text = f"{d.tag} done after {steps} steps" + (f": {result}" if result else ".")
-    if "send_message" in offered:
+    if d.kind == "recall":
+        text = f"{d.tag} done: {moves.recall()}"
+    if "send_message" in moves.offered:
         return (Call("send_message", {"message": text}),)
     return (text,)
 
 
-def workload_policy(policy: Mapping[str, Any]) -> Policy:
+def workload_policy(
+    policy: Mapping[str, Any],
+    *,
+    expect: Callable[[Expect], None] = _ignore_expect,
+    effect: Callable[[str, str, bool], None] = _ignore_effect,
+) -> Policy:
     """The model for a scenario's ``topology.llm``: ``helpful`` (also ``none``) is
-    :class:`ToolMixPolicy`; ``scripted`` and ``adversarial`` are the scenario's policy."""
+    :class:`ToolMixPolicy` (reporting to the oracles through ``expect`` and ``effect``);
+    ``scripted`` and ``adversarial`` are the scenario's policy."""
     mode = policy.get("mode", "none")
     if mode in ("none", "helpful"):
-        return ToolMixPolicy()
+        return ToolMixPolicy(expect=expect, effect=effect)
     return policy_from_dict(policy)

@@ -36,10 +36,11 @@ from .._nodes import Node
 from .._sim import Simulation
 from ..shims import FaultyKV, LlmTiming, SimKV, SimLlmClient, open_kv, open_sandbox, sim_ports
 from ..shims._mcp import SimMcpServer, sim_mcp_transport
-from ..shims._storage import SimTransaction
-from ..shims.llm import Policy
+from ..shims._storage import SimKVStore, SimTransaction
 from ._agent_checks import Commit, Execution, Fence, Observed, Owner, agent_of_key
-from ._agent_policy import CUSTOM_TOOL_SOURCE, MCP_SCHEMA
+from ._agent_moves import EFFECT_SERVICE
+from ._agent_oracles import Ledger, PromptAuditor
+from ._agent_policy import CUSTOM_TOOL_SOURCE, MCP_SCHEMA, workload_policy
 
 __all__ = ["LOOP", "OPTIONS", "PORT", "Journal", "RecordingKV", "World"]
 
@@ -69,6 +70,14 @@ SERVICE = ServiceOptions(request_timeout=20.0)
 SERVER = ServerOptions(header_timeout=10.0, body_timeout=10.0, keep_alive_timeout=5.0)
 
 
+def _record(raw: bytes) -> dict[str, Any]:
+    try:
+        value = msgpack.unpackb(raw, raw=False)
+    except Exception:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _owner(raw: bytes | None) -> Owner | None:
     if raw is None:
         return None
@@ -89,16 +98,39 @@ class Journal:
         self.entries: list[Commit | Observed] = []
         self.executions: list[Execution] = []
         self.counts: dict[str, int] = {}
+        self.returns: dict[str, tuple[int, str]] = {}  # tool call id -> (entry, status), first
+        self._activations: dict[int, str] = {}
+        self._tasks: list[trio.lowlevel.Task] = []
         names = b"|".join(re.escape(t.encode()) for t in mcp_tools)
-        self._results = re.compile(b"(?:" + names + rb"): tag-a\d+-m\d+ step \d+")
+        self._results = re.compile(b"(?:" + names + rb"): tag-a\d+-m\d+ step \d+(?:\.\d+)?")
         self._any = bool(mcp_tools)
+
+    def activation(self) -> str | None:
+        """Which activation is committing: the nearest enclosing actor task (the dispatcher
+        names each ``kelpie_agent.actor[<kind>/<id>]``), or None outside one."""
+        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+        while task is not None:
+            if task.name.startswith("kelpie_agent.actor["):
+                key = id(task)
+                if key not in self._activations:
+                    self._activations[key] = f"{task.name}#{len(self._activations) + 1}"
+                    self._tasks.append(task)  # kept alive, so the id is never reused
+                return self._activations[key]
+            nursery = task.parent_nursery
+            task = nursery.parent_task if nursery is not None else None
+        return None
 
     def executed(self, tool: str, note: str) -> None:
         """An agent sent an MCP call for ``note`` (a tool step)."""
         self.executions.append(Execution(len(self.entries), tool, note))
 
     def commit(
-        self, node: str, fences: Mapping[bytes, bytes | None], writes: Sequence[Write]
+        self,
+        node: str,
+        fences: Mapping[bytes, bytes | None],
+        writes: Sequence[Write],
+        incarnation: int = 0,
+        writer: str | None = None,
     ) -> None:
         agent_writes = tuple(
             k for k in (key.decode("utf-8", "replace") for key, _ in writes) if agent_of_key(k)
@@ -119,8 +151,23 @@ class Journal:
             for _, value in writes:
                 if value is not None:
                     results += (r.decode() for r in self._results.findall(value))
+        for key, value in writes:
+            if value is not None and key.startswith(b"msg/") and b"tool_return_message" in value:
+                record = _record(value)
+                call_id = record.get("tool_call_id")
+                if record.get("_t") == "tool_return_message" and isinstance(call_id, str):
+                    self.returns.setdefault(call_id, (len(self.entries), str(record.get("status"))))
         self.entries.append(
-            Commit(trio.current_time(), node, agent_writes, owners, fenced, tuple(results))
+            Commit(
+                trio.current_time(),
+                node,
+                agent_writes,
+                owners,
+                fenced,
+                tuple(results),
+                incarnation,
+                writer,
+            )
         )
 
     def observer(self, node: str) -> Callable[..., None]:
@@ -156,7 +203,9 @@ class RecordingTransaction(SimTransaction):
     def _validate(self, writes: list[Write]) -> None:
         super()._validate(writes)
         # SimTransaction applies the writes right after this returns, with no await between.
-        self._recorder.journal.commit(self._recorder.node.name, self._fences, writes)
+        node = self._recorder.node
+        journal = self._recorder.journal
+        journal.commit(node.name, self._fences, writes, node.incarnation, journal.activation())
 
 
 class RecordingKV(FaultyKV):
@@ -173,7 +222,7 @@ class RecordingKV(FaultyKV):
     async def _before_op(self, op: str, key: bytes | None) -> None:
         await super()._before_op(op, key)
         if op in ("set", "delete") and key is not None:  # applied right after, unfenced
-            self.journal.commit(self.node.name, {}, [(key, None)])
+            self.journal.commit(self.node.name, {}, [(key, None)], self.node.incarnation)
 
 
 class RecordingMcp:
@@ -211,7 +260,7 @@ class World:
         *,
         nodes: Sequence[str],
         database: str,
-        policy: Policy,
+        llm_policy: Mapping[str, Any],
         sandbox: bool,
         mcp: Sequence[tuple[str, Sequence[str]]],
         tools: Sequence[str],
@@ -219,8 +268,14 @@ class World:
     ) -> None:
         self.sim = sim
         self.via = via
+        # The oracles at the model's and the external service's boundaries (_agent_oracles).
+        self.auditor = PromptAuditor()
+        self.ledger = Ledger(lambda: len(self.journal.entries))
+        self.boot_hooks: list[Callable[[Node], None]] = []  # called when a node boots again
         self.node_names = tuple(nodes)
-        self.policy = policy
+        self.policy = workload_policy(
+            llm_policy, expect=self.auditor.expect, effect=self.ledger.register
+        )
         self.sandbox = sandbox
         self.wants = tuple(tools)
         self.mcp_tools = tuple(t for _, names in mcp for t in names)
@@ -236,7 +291,7 @@ class World:
                         "name": t,
                         "description": f"Look {t} up.",
                         "input_schema": MCP_SCHEMA,
-                        "response": _echo(t),
+                        "response": _echo(t, self.ledger),
                     }
                     for t in names
                 ],
@@ -275,7 +330,18 @@ class World:
             status = str(record.status)
         self.http_statuses[status] = self.http_statuses.get(status, 0) + 1
 
+    def store(self) -> SimKVStore:
+        """The database host's store, read directly by the oracles (no faults, no node)."""
+        return open_kv(self.db).store
+
+    def _ledger(self, key: str, note: str) -> str:
+        """The external service, as the sandbox's Python code sees it."""
+        return self.ledger.apply(str(key), str(note), "sandbox")
+
     async def _server(self, node: Node) -> None:
+        if node.incarnation > 1:
+            for hook in self.boot_hooks:
+                hook(node)
         kv = RecordingKV(self.sim, node, self.db, self.journal)
         async with contextlib.AsyncExitStack() as stack:
             mcp = None
@@ -286,8 +352,13 @@ class World:
                 ]
                 client = McpClient(configs, transport=sim_mcp_transport(*self.mcp_servers))
                 mcp = RecordingMcp(await stack.enter_async_context(client), self.journal)
-            factory = (lambda: open_sandbox(node, name="agent-tools")) if self.sandbox else None
-            llm = SimLlmClient(self.policy, timing=LlmTiming())
+            services = {EFFECT_SERVICE: self._ledger}
+            factory = (
+                (lambda: open_sandbox(node, name="agent-tools", services=services))
+                if self.sandbox
+                else None
+            )
+            llm = SimLlmClient(self.policy, timing=LlmTiming(), observer=self.auditor)
             observer = self.journal.observer(node.name)
             if self.via == "http":
                 service = await stack.enter_async_context(
@@ -321,8 +392,14 @@ class World:
             await dispatcher.run()
 
 
-def _echo(tool: str) -> Callable[[Mapping[str, Any]], str]:
+def _echo(tool: str, ledger: Ledger) -> Callable[[Mapping[str, Any]], str]:
+    """An MCP tool of the workload: it records its text with the external service (keyed by
+    the call's ``request_id``) and echoes it."""
+
     def respond(args: Mapping[str, Any]) -> str:
+        key = args.get("request_id")
+        if isinstance(key, str) and key:
+            ledger.apply(key, str(args.get("text", "")), f"mcp:{tool}")
         return f"{tool}: {args.get('text', '')}"
 
     return respond

@@ -39,6 +39,7 @@ from ..scenario import WorkloadContext, invariant, workload
 from ..shims import sim_ports
 from ._agent_checks import (
     Ack,
+    BlockPlan,
     BlockState,
     Commit,
     Execution,
@@ -53,13 +54,17 @@ from ._agent_checks import (
     check_completed,
     check_exactly_once,
     check_no_mixing,
+    check_read_only,
     check_single_activation,
+    check_step_budgets,
     check_streams,
+    check_turns,
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_direct import DirectLink
 from ._agent_http import open_http_link
-from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind, workload_policy
+from ._agent_oracles import check_effects, check_model_said
+from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_world import World
 
 __all__ = [
@@ -73,6 +78,7 @@ __all__ = [
     "Owner",
     "RequestRecord",
     "StreamRecord",
+    "acknowledged_is_durable",
     "agents",
     "check_acknowledged",
     "check_blocks",
@@ -82,12 +88,15 @@ __all__ = [
     "check_single_activation",
     "check_streams",
     "every_request_completed",
+    "llm_sees_one_agent",
     "memory_blocks_within_limits",
     "no_acknowledged_message_lost",
     "no_mixing_across_agents",
     "single_activation",
     "streams_match_results",
     "tool_effects_exactly_once",
+    "tool_outcomes_correct",
+    "turns_complete",
 ]
 
 AGENT_TYPES = ("memgpt_agent", "letta_v1_agent", "react_agent")
@@ -152,7 +161,7 @@ async def agents(ctx: WorkloadContext) -> None:
         ctx.sim,
         nodes=topology.nodes or ("node-1", "node-2", "node-3"),
         database=topology.database or "db",
-        policy=workload_policy(topology.llm.policy),
+        llm_policy=topology.llm.policy,
         sandbox=sandbox,
         mcp=[(s.name, s.tools) for s in topology.mcp],
         tools=kinds,
@@ -191,25 +200,47 @@ def _plan(
     assert main is not None
     ids = sim_ports(main).ids
     steps, fraction = int(ctx.params["max_tool_steps"]), float(ctx.params["stream_fraction"])
+    block_limit = int(ctx.params["block_limit"])
     plans = []
     for number in range(1, int(ctx.params["agents"]) + 1):
         agent_type = types[(number - 1) % len(types)]
         names = list(default_tool_names(agent_type))
         tool_ids = [builtin_id(n) for n in names]
-        if {"python", "shell"} & set(kinds):
+        if {"python", "shell", "parallel"} & set(kinds):
             tool_ids.append(builtin_id("run_code"))
         tool_ids += list(world.tool_ids.values())  # the custom tool and the MCP tools
         messages = []
         for index in range(1, int(ctx.params["messages"]) + 1):
             kind = rng.choice(kinds)
-            tool = rng.choice(world.mcp_tools) if kind == "mcp" else None
-            n = 0 if kind == "chat" else rng.randint(1, max(1, steps))
+            mcp = kind in ("mcp", "parallel") and world.mcp_tools
+            tool = rng.choice(world.mcp_tools) if mcp else None
+            n = 0 if kind in ("chat", "recall") else rng.randint(1, max(1, steps))
             text = directive_text(number, index, kind, n, rng, tool)
             stream = rng.random() < fraction
-            messages.append(Planned(index, text, f"otid-a{number}-m{index}", stream))
-        plans.append(
-            AgentPlan(number, ids.new("agent"), agent_type, tuple(tool_ids), tuple(messages))
+            # Now and then a step budget at the boundary: the directive needs n + 1 calls.
+            budget = max(1, n + rng.choice((0, 1, 2))) if rng.random() < 0.2 else None
+            messages.append(Planned(index, text, f"otid-a{number}-m{index}", stream, budget))
+        marker = f"mark-a{number}-" + "".join(
+            rng.choice("abcdefghjkmnpqrstuvwxyz") for _ in range(6)
         )
+        blocks = (
+            BlockPlan("persona", f"I am agent {number}. My marker is {marker}.", block_limit),
+            BlockPlan("human", "", block_limit),
+            BlockPlan("rules", f"mark-a{number} rules: answer every directive.", 200, True),
+            BlockPlan("scratch", "", rng.randint(48, 160)),
+        )
+        plan = AgentPlan(
+            number,
+            ids.new("agent"),
+            agent_type,
+            tuple(tool_ids),
+            tuple(messages),
+            blocks,
+            marker,
+        )
+        plans.append(plan)
+        world.auditor.markers[number] = marker
+        world.auditor.read_only[number] = {b.label: b.value for b in blocks if b.read_only}
     return plans
 
 
@@ -229,6 +260,16 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
         ctx.metric(f"http.{status}", n)
     for kind in ("actor.acquired", "actor.handoff", "actor.lease_lost"):
         ctx.metric(kind, world.journal.counts.get(kind, 0))
+    ctx.metric("oracle.prompts", world.auditor.requests)
+    ctx.metric("oracle.outcomes", world.auditor.checked_outcomes)
+    ctx.metric("oracle.effects", len(world.ledger.applied))
+    ctx.metric("oracle.durable_checks", record.durable_checks)
+
+
+def _world(ctx: WorkloadContext) -> World:
+    world = ctx.state.get("world")
+    assert isinstance(world, World), "the agents workload did not run"
+    return world
 
 
 def _record(ctx: WorkloadContext) -> RunRecord:
@@ -285,8 +326,55 @@ def every_request_completed(ctx: WorkloadContext) -> None:
 
 @invariant
 def memory_blocks_within_limits(ctx: WorkloadContext) -> None:
-    """Every memory block's value fits its limit."""
-    _holds(check_blocks(_record(ctx).blocks), "memory block over its limit")
+    """Every memory block's value fits its limit, and read-only blocks never change."""
+    record = _record(ctx)
+    read_only = {
+        (plan.agent_id, b.label): b.value
+        for plan in record.plans
+        for b in plan.blocks
+        if b.read_only
+    }
+    problems = check_blocks(record.blocks) + check_read_only(record.blocks, read_only)
+    _holds(problems, "memory blocks broken")
+
+
+@invariant
+def llm_sees_one_agent(ctx: WorkloadContext) -> None:
+    """Every request the model got shows exactly one agent's data, that agent's memory (its
+    marker, values within their limits, read-only blocks unchanged), and is one the real API
+    accepts."""
+    auditor = _world(ctx).auditor
+    problems = [
+        p for kind in ("isolation", "memory", "api") for p in auditor.problems.get(kind, [])
+    ]
+    _holds(problems, "what the model was shown is wrong")
+
+
+@invariant
+def tool_outcomes_correct(ctx: WorkloadContext) -> None:
+    """Boundary edits (at, below and above a block's limit; read-only blocks; missing text) and
+    junk calls (unknown tools, bad arguments, broken JSON) got the outcome any correct agent
+    gives."""
+    _holds(_world(ctx).auditor.problems.get("outcome", []), "a tool call got the wrong outcome")
+
+
+@invariant
+def turns_complete(ctx: WorkloadContext) -> None:
+    """Every acknowledged turn ended with a reply to its message or an explicit stop reason,
+    and every stored message the model wrote is part of an answer it completed (a cut stream
+    never becomes an answer)."""
+    record, auditor = _record(ctx), _world(ctx).auditor
+    markers = {p.agent_id: p.marker for p in record.plans}
+    problems = check_turns(record.acks, markers) + check_step_budgets(record.acks, record.histories)
+    problems += check_model_said(record.histories, auditor.texts, auditor.calls)
+    _holds(problems, "a turn did not complete properly")
+
+
+@invariant
+def acknowledged_is_durable(ctx: WorkloadContext) -> None:
+    """At every acknowledgement and every node restart, the database itself holds each
+    acknowledged input exactly once, in order, with the answer the client was given."""
+    _holds(_record(ctx).durable, "an acknowledged message was not durable")
 
 
 @invariant
@@ -300,11 +388,15 @@ def streams_match_results(ctx: WorkloadContext) -> None:
 
 @invariant
 def tool_effects_exactly_once(ctx: WorkloadContext) -> None:
-    """Memory edits and archival inserts are stored once; no MCP call ran again after its
-    result was committed."""
-    record, world = _record(ctx), ctx.state["world"]
-    assert isinstance(world, World)
+    """Memory edits and archival inserts are stored once; every completed call of a tool with
+    a side effect (custom, sandbox Python, MCP) took effect in the external service exactly
+    once, under its own id, and never again once its result was committed; refused calls
+    never took effect."""
+    record, world = _record(ctx), _world(ctx)
     problems = check_exactly_once(
         record.blocks, record.passages, world.journal.entries, world.journal.executions
     )
-    _holds(problems, "a tool's effect was repeated")
+    ledger, made = world.ledger, world.auditor.call_ids
+    calls = {key: call for key, call in ledger.calls.items() if key in made}
+    problems += check_effects(ledger.applied, calls, world.journal.returns, ledger.calls)
+    _holds(problems, "a tool's effect was not exactly once")

@@ -65,7 +65,9 @@ async def test_the_owner_finishes_its_message_before_handing_over(dst: Simulatio
     assert check_spans_disjoint(cluster.journal.spans) == []
 
 
-@dst
+# Without buggify: the hazard point at each renewal may delay one past the lease (4-12 s), and
+# then n1 rightly loses the actor mid-message; this test is about the holder that keeps it.
+@pytest.mark.dst(seeds=3, guards="strict", buggify=False)
 async def test_a_holder_that_does_not_hand_over_makes_requests_unavailable_in_time(
     dst: Simulation,
 ) -> None:

@@ -126,6 +126,21 @@ async def test_memory_tools_under_faults_apply_exactly_the_edits_they_report(
     failures, the human block is its initial value plus exactly the notes whose edit is stored
     as a success, in stored order, never twice (memgpt core_memory_append, letta_v1
     memory_insert)."""
+    await _edits_exactly_as_reported(dst)
+
+
+@pytest.mark.dst(seeds=5, guards="strict", faults=["storage.commit_unknown=0.4"])
+async def test_a_memory_edit_whose_commit_outcome_is_unknown_is_applied_once(
+    dst: kelpie_dst.Simulation,
+) -> None:
+    """A commit can apply and still fail (the connection drops before the answer). Retrying the
+    edit's transaction would append the note twice (it reads the block it edits): the runtime
+    reads back what the failed commit wrote first. Found by agent_chaos with the
+    storage.commit_unknown fault (seeds 13 and 29 of the first sweep)."""
+    await _edits_exactly_as_reported(dst)
+
+
+async def _edits_exactly_as_reported(dst: kelpie_dst.Simulation) -> None:
     kv = node_kv()
     config = LoopConfig(storage_attempts=2, llm_retries=1)
     for agent_type, tool, script in (

@@ -48,7 +48,8 @@ def test_gzip_files_are_smaller_and_byte_for_byte_reproducible(tmp_path: Path) -
         kelpie_dst.run(bank.main, seed=2, faults=FAULTS, trace_file=path)
     kelpie_dst.run(bank.main, seed=2, faults=FAULTS, trace_file=again)
     assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
-    assert packed.stat().st_size * 4 < plain.stat().st_size
+    # (3x, not more: the scheduling decisions, task numbers, compress less than text)
+    assert packed.stat().st_size * 3 < plain.stat().st_size
     assert gzip.decompress(again.read_bytes()) == plain.read_bytes()
     assert packed.read_bytes()[4:8] == b"\0\0\0\0"  # no time stamp in the header
 

@@ -46,3 +46,17 @@ def test_installed_scheduler_restores_trio_state() -> None:
 def test_trio_version_is_in_the_tested_range() -> None:
     major, minor = (int(x) for x in trio.__version__.split(".")[:2])
     assert (0, 27) <= (major, minor) < (0, 36), trio.__version__
+
+
+def test_the_deadline_table_the_trace_hooks_is_unchanged() -> None:
+    # _sched._TracedDeadlines inlines Deadlines.add and swaps the runner's table at start:
+    # if trio changes either, timers silently leave the trace (issue #14).
+    import inspect
+
+    from kelpie_dst._sched import _TracedDeadlines
+
+    source = inspect.getsource(trio._core._run.Deadlines.add)
+    assert "heappush(self._heap, (deadline, id(cancel_scope), cancel_scope))" in source
+    assert "self._active += 1" in source
+    assert {"_heap", "_active"} <= set(trio._core._run.Deadlines.__slots__)
+    assert issubclass(_TracedDeadlines, trio._core._run.Deadlines)

@@ -25,6 +25,7 @@ import letta_client
 from letta_client import AsyncLetta
 
 from kelpie_dst.hypothesis import Outcome
+from kelpie_dst.workloads import _agent_http  # noqa: F401  (warms the SDK's platform cache)
 
 from .agent_drivers import AGENT_TYPE, BLOCKS, EXPECTED, PAGE, Listed, Reply, Sent
 from .agent_world import PORT

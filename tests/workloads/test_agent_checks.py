@@ -119,6 +119,28 @@ def test_interleaved_activations_are_caught() -> None:
     assert any("committed after epoch 2 was acquired on n2" in p for p in problems)
 
 
+def test_a_write_by_another_activation_or_life_of_the_same_node_is_caught() -> None:
+    """A fence that compares the node, not the activation's token, lets a stale activation on
+    the same node write under its successor's lease: the committing activation (and the
+    node's life) must be the one that acquired it."""
+    second = Owner("n1", 2, "t2")
+    acquired = [
+        Commit(1.0, "n1", owners=(("agent/a", second),), incarnation=1, writer="act#2"),
+        Observed(1.0, "n1", "actor.acquired", "agent/a", 2),
+    ]
+    fenced = (Fence("agent/a", second),)
+    own = Commit(2.0, "n1", ("msg/a/1",), fences=fenced, incarnation=1, writer="act#2")
+    assert check_single_activation([*acquired, own]) == []
+    stale = Commit(2.0, "n1", ("msg/a/1",), fences=fenced, incarnation=1, writer="act#1")
+    assert check_single_activation([*acquired, stale]) == [
+        "t=2.000 agent/a: act#1 committed under the lease that act#2 acquired"
+    ]
+    earlier_life = Commit(2.0, "n1", ("msg/a/1",), fences=fenced, incarnation=0, writer=None)
+    assert check_single_activation([*acquired, earlier_life]) == [
+        "t=2.000 agent/a: life 0 of n1 committed under the lease that life 1 of n1 acquired"
+    ]
+
+
 def test_unfenced_writes_and_unannounced_epochs_are_caught() -> None:
     log: list[Commit | Observed] = [Commit(1.0, "n1", agent_writes=("agent/a",))]
     assert check_single_activation(log) == ["t=1.000 n1: unfenced write of agent/a"]

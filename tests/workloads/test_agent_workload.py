@@ -169,7 +169,8 @@ def test_retries_without_an_otid_are_caught_as_duplicated_messages() -> None:
             break
     assert run.result.exit_code == 1
     message = run.result.failure.message
-    assert "no_acknowledged_message_lost" in message and "the input is stored 2 times" in message
+    assert "no_acknowledged_message_lost" in message
+    assert re.search(r"the input is stored [2-9] times", message), message
 
 
 def test_a_tampered_journal_of_a_real_run_fails_the_checks() -> None:

@@ -12,10 +12,13 @@ Latency is virtual (:class:`LlmTiming`). See docs/llm.md.
 from ._api_host import AnthropicApiHost as AnthropicApiHost
 from ._api_host import start_anthropic_host as start_anthropic_host
 from ._client import SimLlmClient as SimLlmClient
+from ._engine import LlmObserver as LlmObserver
 from ._engine import LlmTiming as LlmTiming
+from ._engine import Plan as Plan
 from ._engine import check_api_rules as check_api_rules
 from ._engine import count_tokens as count_tokens
 from ._faults import ALL as FAULTS
+from ._faults import Failure as Failure
 from ._policies import AdversarialPolicy as AdversarialPolicy
 from ._policies import HelpfulPolicy as HelpfulPolicy
 from ._policies import policy_from_dict as policy_from_dict
@@ -32,8 +35,11 @@ __all__ = [
     "AdversarialPolicy",
     "AnthropicApiHost",
     "Call",
+    "Failure",
     "HelpfulPolicy",
+    "LlmObserver",
     "LlmTiming",
+    "Plan",
     "Policy",
     "Reply",
     "Rule",

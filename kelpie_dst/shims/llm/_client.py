@@ -16,7 +16,7 @@ from kelpie_agent.llm import ChunkStream, LlmRequest, LlmResponse, LlmStreamCutE
 from ..._nodes import Node
 from ..._public import current_simulation
 from ..._sim import Simulation
-from ._engine import LlmTiming, Plan, SimLlmEngine
+from ._engine import LlmObserver, LlmTiming, Plan, SimLlmEngine
 from ._faults import Failure
 from ._turns import Policy
 
@@ -33,8 +33,15 @@ async def _sleep(seconds: float) -> None:
 class SimLlmClient:
     """A deterministic model behind the LLM port: ``policy`` decides what it says."""
 
-    def __init__(self, policy: Policy, *, timing: LlmTiming | None = None, seed: int = 0) -> None:
-        self.engine = SimLlmEngine(policy, timing, seed)
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        timing: LlmTiming | None = None,
+        seed: int = 0,
+        observer: LlmObserver | None = None,
+    ) -> None:
+        self.engine = SimLlmEngine(policy, timing, seed, observer)
 
     @property
     def policy(self) -> Policy:

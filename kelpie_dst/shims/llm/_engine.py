@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 import string
+from typing import Protocol
 
 import attrs
 
@@ -44,7 +45,14 @@ from ._faults import (
 )
 from ._turns import Call, Policy, Reply
 
-__all__ = ["LlmTiming", "Plan", "SimLlmEngine", "check_api_rules", "count_tokens"]
+__all__ = [
+    "LlmObserver",
+    "LlmTiming",
+    "Plan",
+    "SimLlmEngine",
+    "check_api_rules",
+    "count_tokens",
+]
 
 _PIECE = re.compile(r"\s*\S+|\s+")
 _ALPHABET = string.ascii_letters + string.digits
@@ -154,14 +162,28 @@ def check_api_rules(request: LlmRequest) -> str | None:
     return None
 
 
+class LlmObserver(Protocol):
+    """Sees every request the model gets and what the engine decided (a plan, or a failure):
+    the place where an oracle checks what the LLM was shown (kelpie_dst.workloads)."""
+
+    def observe(self, request: LlmRequest, outcome: Plan | Failure, node: str | None) -> None: ...
+
+
 class SimLlmEngine:
     """Turns requests into plans (or failures) for one policy. Outside a simulation it draws
     from its own streams seeded by ``seed`` and injects no faults."""
 
-    def __init__(self, policy: Policy, timing: LlmTiming | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        timing: LlmTiming | None = None,
+        seed: int = 0,
+        observer: LlmObserver | None = None,
+    ) -> None:
         self.policy = policy
         self.timing = timing or LlmTiming()
         self.seed = seed
+        self.observer = observer
         self._own: dict[str, RngStream] = {}
 
     def rng(self, sim: Simulation | None, name: str) -> RngStream:
@@ -177,6 +199,14 @@ class SimLlmEngine:
         return prefix + "".join(rng.choice(_ALPHABET) for _ in range(length))
 
     def plan(
+        self, request: LlmRequest, *, streaming: bool, sim: Simulation | None, node: str | None
+    ) -> Plan | Failure:
+        outcome = self._plan(request, streaming=streaming, sim=sim, node=node)
+        if self.observer is not None:
+            self.observer.observe(request, outcome, node)
+        return outcome
+
+    def _plan(
         self, request: LlmRequest, *, streaming: bool, sim: Simulation | None, node: str | None
     ) -> Plan | Failure:
         if sim is not None:
@@ -239,7 +269,11 @@ class SimLlmEngine:
                 if item.strip():
                     blocks.append(TextBlock(item))
             else:
-                blocks.append(ToolCall.of(self.new_id(sim, "toolu_01"), item.name, item.input))
+                call_id = item.id or self.new_id(sim, "toolu_01")
+                if item.raw is not None:
+                    blocks.append(ToolCall(call_id, item.name, item.raw))
+                else:
+                    blocks.append(ToolCall.of(call_id, item.name, item.input))
         return blocks
 
     def _steps(

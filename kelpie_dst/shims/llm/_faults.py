@@ -35,6 +35,7 @@ from kelpie_agent.llm import (
 )
 
 from ..._faults import FaultInjector, FaultSpec, register_fault
+from ..._storms import StormSpec, register_storm
 from ._turns import Call, Reply
 
 __all__ = ["ALL", "Failure", "decide_failure", "malform", "unknown_tool"]
@@ -108,6 +109,23 @@ MAX_TOKENS = _R(
         swarm_range=(0.0, 0.05),
         observed="stop_reason 'max_tokens'; the last block is a ToolCall with truncated "
         "arguments (input None), or cut-off text when there is no tool call",
+    )
+)
+STORM = register_storm(
+    StormSpec(
+        "llm",
+        "the model API rate-limits, overloads, errors, times out and cuts streams",
+        (
+            ("llm.rate_limited", 0.5, (("retry_after", 4.0),)),
+            ("llm.overloaded", 0.4, ()),
+            ("llm.server_error", 0.3, ()),
+            ("llm.stream_cut", 0.5, ()),
+            ("llm.timeout", 0.2, (("after", 10.0),)),
+            ("llm.max_tokens", 0.2, ()),
+            ("llm.malformed_tool_call", 0.3, ()),
+            ("llm.unknown_tool", 0.3, ()),
+        ),
+        length=(2.0, 6.0),
     )
 )
 ALL: tuple[FaultSpec, ...] = (

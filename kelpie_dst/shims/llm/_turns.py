@@ -15,10 +15,15 @@ __all__ = ["Call", "Policy", "Reply", "Turn", "latest_turn", "tool_name_of"]
 
 @attrs.frozen
 class Call:
-    """A tool call in a policy's reply: the tool's name and its JSON arguments."""
+    """A tool call in a policy's reply: the tool's name and its JSON arguments.
+
+    ``id``: the call's id (the engine makes one when None); ``raw``: the exact argument text
+    to send instead of ``input`` encoded as JSON (a policy that answers with broken JSON)."""
 
     name: str
     input: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
+    id: str | None = None
+    raw: str | None = None
 
 
 Reply: TypeAlias = tuple[str | Call, ...]

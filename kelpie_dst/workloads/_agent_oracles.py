@@ -1,0 +1,264 @@
+"""Oracles at the agent workload's boundaries (design.md section 4).
+
+They look where every bug must show, whichever line it is on, never inside the code under test:
+
+* :class:`PromptAuditor` sees **every request the model gets** (an ``LlmObserver`` of the
+  simulated LLM): each must name exactly one agent (every agent's memory carries its marker
+  ``mark-aN-...``, every input its tag ``tag-aN-...``), show that agent's memory with values
+  within their limits and its read-only blocks unchanged, and be one the real API accepts. It
+  also keeps what the model really said, complete (not cut off mid-stream), so that stored
+  messages can be checked against it, and checks the outcome of each boundary edit and junk
+  call the model made against what any correct agent must answer.
+* :class:`Ledger` is the **external service** the workload's tools with side effects call (the
+  custom tool and Python code in the sandbox, the MCP tools), keyed by tool-call id (the call's
+  ``request_id``), as a payments API is keyed by idempotency key. With the database journal it
+  checks that every completed tool call took effect exactly once, across crashes, retries,
+  recovery and handoffs.
+
+The functions ``check_*`` here are pure, over what those objects recorded, so tests can plant
+violations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+
+import attrs
+import trio
+
+from kelpie_agent.llm import LlmRequest, TextBlock, ToolCall, ToolResult
+
+from ..shims.llm import Failure, Plan
+from ._agent_checks import Msg
+from ._agent_moves import Expect
+from ._agent_prompt import agents_named, prompt_blocks
+
+__all__ = [
+    "Applied",
+    "Ledger",
+    "PromptAuditor",
+    "check_effects",
+    "check_model_said",
+]
+
+_MAX_PROBLEMS = 50
+
+
+class PromptAuditor:
+    """Checks each LLM request as it is made; ``problems`` collects what was wrong."""
+
+    def __init__(self) -> None:
+        self.problems: dict[str, list[str]] = {}  # by kind: isolation, memory, outcome, api
+        self.requests = 0
+        self.checked_outcomes = 0
+        self.texts: set[str] = set()  # text blocks of complete answers
+        self.calls: set[tuple[str, str]] = set()  # (name, arguments) of complete answers
+        self.call_ids: set[str] = set()
+        self.markers: dict[int, str] = {}  # agent -> its persona marker
+        self.read_only: dict[int, dict[str, str]] = {}  # agent -> label -> value
+        self.expected: dict[str, Expect] = {}
+
+    def _problem(self, text: str, kind: str = "memory") -> None:
+        found = self.problems.setdefault(kind, [])
+        if len(found) < _MAX_PROBLEMS:
+            found.append(text)
+
+    def expect(self, expect: Expect) -> None:
+        self.expected[expect.call_id] = expect
+
+    # -- the LlmObserver hook ------------------------------------------------------------------
+    def observe(self, request: LlmRequest, outcome: Plan | Failure, node: str | None) -> None:
+        self.requests += 1
+        where = f"t={trio.current_time():.3f} {node}"
+        agents = agents_named(request.system)
+        for message in request.messages:
+            for block in message.content:
+                if isinstance(block, TextBlock):
+                    agents |= agents_named(block.text)
+                elif isinstance(block, ToolCall):
+                    agents |= agents_named(block.arguments)
+                else:
+                    agents |= agents_named(block.content)
+                    self._check_result(block, where)
+        if len(agents) > 1:
+            names = ", ".join(f"a{n}" for n in sorted(agents))
+            self._problem(f"{where}: one LLM request shows the data of agents {names}", "isolation")
+        elif not agents:
+            self._problem(
+                f"{where}: an LLM request shows no agent's memory or messages", "isolation"
+            )
+        else:
+            self._check_memory(request.system, agents.pop(), where)
+        if isinstance(outcome, Failure):
+            if outcome.kind == "bad_request":
+                self._problem(
+                    f"{where}: the agent sent a request the API refuses: {outcome.message}", "api"
+                )
+            return
+        self._said(outcome)
+
+    def _check_memory(self, system: str, agent: int, where: str) -> None:
+        blocks = prompt_blocks(system)
+        if blocks is None:
+            self._problem(f"{where}: a{agent}'s prompt has no memory section")
+            return
+        for block in blocks.values():
+            if len(block.value) != block.chars_current or block.chars_current > block.chars_limit:
+                self._problem(
+                    f"{where}: a{agent}'s prompt shows block {block.label} with "
+                    f"{len(block.value)} characters as chars_current={block.chars_current}, "
+                    f"chars_limit={block.chars_limit}"
+                )
+        marker = self.markers.get(agent)
+        if marker is not None and marker not in system:
+            self._problem(f"{where}: a{agent}'s prompt lacks its own memory (marker {marker})")
+        for label, value in sorted(self.read_only.get(agent, {}).items()):
+            shown = blocks.get(label)
+            if shown is None or shown.value != value or not shown.read_only:
+                got = "missing" if shown is None else f"{shown.value[:60]!r}"
+                self._problem(
+                    f"{where}: a{agent}'s read-only block {label} should be {value[:60]!r}, "
+                    f"the prompt shows {got}"
+                )
+
+    def _check_result(self, result: ToolResult, where: str) -> None:
+        expect = self.expected.pop(result.tool_call_id, None)
+        if expect is None:
+            return
+        self.checked_outcomes += 1
+        failed = result.is_error or '"status": "Failed"' in result.content
+        if expect.contains and not failed and expect.contains not in result.content:
+            self._problem(
+                f"{where}: a{expect.agent}'s {expect.name} call {expect.call_id} did not find "
+                f"{expect.contains!r}, stored before it ran: {result.content[:160]}",
+                "outcome",
+            )
+        elif expect.contains and failed:
+            return  # a search may fail under faults; what it must find is for a success
+        if failed == expect.ok:
+            outcome = "failed" if failed else "succeeded"
+            self._problem(
+                f"{where}: a{expect.agent}'s {expect.name} call {expect.call_id} ({expect.why}) "
+                f"{outcome}: {result.content[:160]}",
+                "outcome",
+            )
+
+    def _said(self, plan: Plan) -> None:
+        for block in plan.response.content:
+            if isinstance(block, ToolCall):
+                expect = self.expected.get(block.id)
+                if expect is not None and (block.name, block.arguments) != (
+                    expect.name,
+                    expect.arguments,
+                ):
+                    del self.expected[block.id]  # a fault changed the call: no expectation
+        if plan.cut_after is not None:
+            return  # a stream that breaks never delivers a complete answer
+        for block in plan.response.content:
+            if isinstance(block, TextBlock):
+                self.texts.add(block.text)
+            else:
+                self.calls.add((block.name, block.arguments))
+                self.call_ids.add(block.id)
+
+
+def check_model_said(
+    histories: Mapping[str, Sequence[Msg]], texts: set[str], calls: set[tuple[str, str]]
+) -> list[str]:
+    """Every stored message the model wrote is part of an answer the model completed (a stream
+    cut off midway must never be stored as if it were the answer)."""
+    problems = []
+    for agent, history in histories.items():
+        for m in history:
+            if m.type in ("assistant_message", "reasoning_message"):
+                if m.text not in texts:
+                    problems.append(
+                        f"{agent}: stored {m.type} {m.id} {m.text[:80]!r} is not what the model "
+                        "said in any complete answer"
+                    )
+            elif m.type == "tool_call_message" and (m.tool or "", m.text) not in calls:
+                problems.append(
+                    f"{agent}: stored tool call {m.id} {m.tool}({m.text[:80]}) is not a call the "
+                    "model made in any complete answer"
+                )
+    return problems
+
+
+# -- the external service ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class Applied:
+    """One call to the external service: at journal position ``at``."""
+
+    at: int
+    time: float
+    key: str
+    note: str
+    via: str
+
+
+class Ledger:
+    """The simulated external service: applies each key's effect once (it dedups, as any
+    idempotent API does), and records every call it got."""
+
+    def __init__(self, position: Callable[[], int]) -> None:
+        self._position = position
+        self.applied: list[Applied] = []
+        self.effects: dict[str, str] = {}  # key -> note, the first time it was applied
+        self.calls: dict[str, tuple[str, bool]] = {}  # effect calls the model made: note, forbidden
+
+    def register(self, key: str, note: str, forbidden: bool) -> None:
+        self.calls[key] = (note, forbidden)
+
+    def apply(self, key: str, note: str, via: str) -> str:
+        self.applied.append(Applied(self._position(), trio.current_time(), key, note, via))
+        if key in self.effects:
+            return "already applied"
+        self.effects[key] = note
+        return "applied"
+
+
+def check_effects(
+    applied: Iterable[Applied],
+    calls: Mapping[str, tuple[str, bool]],
+    returns: Mapping[str, tuple[int, str]],
+    planned: Collection[str] = (),
+) -> list[str]:
+    """``calls``: the effect calls the model made in complete answers (key -> note,
+    forbidden); ``returns``: the tool results committed to the database (call id -> first
+    journal position, status); ``planned``: every key the model chose, complete answer or
+    not (default: those of ``calls``). An effect under a key no workload move chose (another
+    policy's arguments) is not the workload's to judge."""
+    problems: list[str] = []
+    keys_of: dict[str, set[str]] = {}
+    done: set[str] = set()
+    planned = set(planned) | set(calls)
+    for a in applied:
+        if a.key not in planned:
+            continue
+        keys_of.setdefault(a.note, set()).add(a.key)
+        done.add(a.key)
+        made = calls.get(a.key)
+        if made is None:
+            problems.append(
+                f"{a.via}: {a.note!r} took effect under {a.key}, a call the model never completed"
+            )
+        elif made[1]:
+            problems.append(f"{a.via}: {a.note!r} ran although the call {a.key} must be refused")
+        stored = returns.get(a.key)
+        if stored is not None and stored[0] < a.at:
+            problems.append(
+                f"{a.via}: {a.note!r} ({a.key}) ran again at t={a.time:.3f} after its result was "
+                f"committed (journal entry {stored[0]} < {a.at})"
+            )
+    for note, keys in sorted(keys_of.items()):
+        if len(keys) > 1:
+            problems.append(
+                f"{note!r} took effect {len(keys)} times, under {', '.join(sorted(keys))}"
+            )
+    for key, (note, forbidden) in sorted(calls.items()):
+        stored = returns.get(key)
+        if stored is not None and stored[1] == "success" and not forbidden and key not in done:
+            problems.append(f"{note!r} ({key}) reported success but never took effect")
+    return problems

@@ -1,0 +1,55 @@
+"""Reading an agent's memory back out of the system prompt it sent to the LLM.
+
+The agent renders its blocks in Letta's ``<memory_blocks>`` format (``kelpie_agent.agent``'s
+``render_memory``): for each block, ``<label>``, a description, ``chars_current``,
+``chars_limit`` and ``read_only`` metadata, and the value between ``<value>`` lines. The
+simulated model reads its memory this way (so what the prompt holds changes what it does), and
+the prompt oracle checks what the model was shown against the limits and the read-only
+values the workload set.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+__all__ = ["PromptBlock", "agents_named", "prompt_blocks"]
+
+_BLOCK = re.compile(
+    r"<(?P<label>[A-Za-z0-9_-]+)>\n<description>\n(?P<description>.*?)\n</description>\n"
+    r"<metadata>\n- chars_current=(?P<current>-?\d+)\n- chars_limit=(?P<limit>-?\d+)\n"
+    r"- read_only=(?P<read_only>true|false)\n</metadata>\n<value>\n(?P<value>.*?)\n</value>\n"
+    r"</(?P=label)>\n",
+    re.DOTALL,
+)
+_SECTION = re.compile(r"<memory_blocks>\n(.*?)</memory_blocks>", re.DOTALL)
+AGENT_MARK = re.compile(r"\b(?:tag|mark)-a(\d+)\b")
+"""Every workload text that belongs to agent N says ``tag-aN-...`` or ``mark-aN-...``."""
+
+
+@attrs.frozen
+class PromptBlock:
+    label: str
+    value: str
+    chars_current: int
+    chars_limit: int
+    read_only: bool
+
+
+def prompt_blocks(system: str) -> dict[str, PromptBlock] | None:
+    """The memory blocks in a system prompt, by label (None if it has no memory section)."""
+    section = _SECTION.search(system)
+    if section is None:
+        return None
+    blocks = {}
+    for m in _BLOCK.finditer(section.group(1)):
+        blocks[m["label"]] = PromptBlock(
+            m["label"], m["value"], int(m["current"]), int(m["limit"]), m["read_only"] == "true"
+        )
+    return blocks
+
+
+def agents_named(text: str) -> set[int]:
+    """The agent numbers a text mentions (``tag-aN`` / ``mark-aN``)."""
+    return {int(n) for n in AGENT_MARK.findall(text)}

@@ -1,7 +1,10 @@
 """The Dask executor: a sweep's seeds on a Dask distributed cluster (``--cluster``).
 
-Each item is one task (:func:`~kelpie_dst.scenario._sweep_worker.run_checked`, by reference:
-every worker needs the same kelpie and the program under test). Dask reschedules the tasks of
+Each item is one task (:func:`run_isolated`, by reference: every worker needs the same kelpie
+and the program under test). The task runs the seed in a child process of the Dask worker (one
+per worker thread, started on first use and kept), never in the worker itself: the worker's own
+threads (its event loop, heartbeats) draw from the global ``random`` module, which a simulation
+seeds and digests, so a seed run beside them does not replay. Dask reschedules the tasks of
 a worker that dies on another worker; a task that has killed as many workers as the
 scheduler's ``distributed.scheduler.allowed-failures`` (3 by default) is reported as a crash.
 Results are recorded once per item whatever happens, so no seed is lost or counted twice.
@@ -14,16 +17,17 @@ under ``PYTHONHASHSEED=6640`` whatever it is told). Needs ``pip install 'kelpie[
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import UsageError
 from .._hashseed import current_hashseed
-from ._executors import Record, lost_worker_result
-from ._sweep import SweepItem
-from ._sweep_worker import run_checked
+from ._executors import LocalPool, Record, lost_worker_result
+from ._sweep import SeedResult, SweepItem
 
 __all__ = ["DaskCluster"]
 
@@ -31,6 +35,20 @@ _RUN_IDS = itertools.count()
 
 
 _PROBE = "kelpie-dst: hash seed probe"
+_LOCAL = threading.local()  # a Dask worker thread's child process (a LocalPool of one)
+
+
+def run_isolated(item: SweepItem, recheck: bool, hashseed: str) -> SeedResult:
+    """The Dask task: run ``item`` in this worker thread's child process, under ``hashseed``."""
+    pool: LocalPool | None = getattr(_LOCAL, "pool", None)
+    if pool is None or pool.hashseed != hashseed:
+        if pool is not None:
+            pool.__exit__(None, None, None)
+        pool = _LOCAL.pool = LocalPool(1, hashseed=hashseed).__enter__()
+        atexit.register(pool.__exit__, None, None, None)
+    results: list[SeedResult] = []
+    pool.run([item], recheck, lambda: False, lambda _, result: results.append(result))
+    return results[0]
 
 
 def _probe_hash() -> int:
@@ -126,7 +144,7 @@ class DaskCluster:
             # retries=0: Dask re-runs a task whose worker died by itself (allowed-failures);
             # an exception raised by the seed is an answer, not a reason to run it again
             return client.submit(
-                run_checked, item, recheck, hashseed, key=key, pure=False, retries=0
+                run_isolated, item, recheck, hashseed, key=key, pure=False, retries=0
             )
 
         first = [f for f in (submit() for _ in range(window)) if f is not None]

@@ -214,10 +214,11 @@ class LocalPool(_Base):
     item re-run (up to :data:`MAX_ATTEMPTS` times).
     """
 
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, *, hashseed: str | None = None) -> None:
         if jobs < 1:
             raise ValueError(f"jobs must be >= 1, got {jobs}")
         self.jobs = jobs
+        self.hashseed = hashseed  # for spawned workers (default: this process's, or 0)
         self.workers: list[_Worker] = []
         self.method = ""
 
@@ -235,7 +236,12 @@ class LocalPool(_Base):
         context = self._context()
         args = (list(sys.path), os.getcwd())
         saved = os.environ.get("PYTHONHASHSEED")
-        os.environ["PYTHONHASHSEED"] = current_hashseed() or "0"  # read by a spawned interpreter
+        # read by a spawned interpreter
+        os.environ["PYTHONHASHSEED"] = self.hashseed or current_hashseed() or "0"
+        # A daemonic process (a Dask worker) may not start children by multiprocessing's rule,
+        # which protects children from being orphaned; ours exit when their parent goes.
+        config = multiprocessing.current_process()._config  # type: ignore[attr-defined]
+        daemonic = config.pop("daemon", None)
         try:
             previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited from the start
         except ValueError:  # not the main thread
@@ -245,6 +251,8 @@ class LocalPool(_Base):
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
+            if daemonic is not None:
+                config["daemon"] = daemonic
             if saved is None:
                 os.environ.pop("PYTHONHASHSEED", None)
             else:

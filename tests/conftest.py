@@ -27,6 +27,7 @@ import pytest
 if TYPE_CHECKING:
     from kelpie_agent.storage import PostgresKV
 
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """How many xdist workers ``-n auto`` (in addopts) starts: one per core for the suite or
     a directory; none (the tests run in this process, with plain output) when every argument

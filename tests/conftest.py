@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from kelpie_agent.storage import PostgresKV
 
 
+# Inside an xdist worker, a pytest that a test runs (pytester, a subprocess) starts no workers
+# of its own: xdist's own hook reads this too, for runs that do not load this file.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"] = "0"
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """How many xdist workers ``-n auto`` (in addopts) starts: one per core for the suite or
     a directory; none (the tests run in this process, with plain output) when every argument

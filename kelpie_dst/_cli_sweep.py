@@ -267,9 +267,9 @@ def _execute(
         if plain is not None:
             plain.update(counts[0], counts[1])
 
-    # the executor starts its workers before the progress bar starts its refresh thread, so
-    # local workers can be forked (a fork is only safe while no other thread runs)
-    with interruptible(), executor, progress:
+    # the caller started the executor (forked its workers) before the progress bar starts its
+    # refresh thread here: a fork is only safe while no other thread runs
+    with progress:
         return drive(
             executor,
             items,

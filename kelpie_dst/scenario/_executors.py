@@ -259,6 +259,8 @@ class LocalPool(_Base):
                 os.environ["PYTHONHASHSEED"] = saved
 
     def __enter__(self) -> LocalPool:
+        if self.workers:
+            raise RuntimeError("this LocalPool is already started")  # it would leak workers
         self.workers = [self._start() for _ in range(self.jobs)]
         return self
 

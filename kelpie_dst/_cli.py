@@ -20,6 +20,8 @@ import click
 
 from ._cli_common import (
     REEXEC_ALLOWED,
+    SEED,
+    check_output,
     entry_run_options,
     interruptible,
     print_report,
@@ -44,7 +46,7 @@ _NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def _seed_option(f: Any) -> Any:
-    return click.option("--seed", type=int, default=None, help="The seed (default: random).")(f)
+    return click.option("--seed", type=SEED, default=None, help="The seed (default: random).")(f)
 
 
 # kept under their old names for other modules of the CLI
@@ -107,6 +109,7 @@ def run_command(
     program, in the simulator."""
     if (scenario is None) == (entry is None):
         raise UsageError("run takes a SCENARIO or --entry MODULE:FUNCTION (exactly one)")
+    check_output(trace_path, "--trace")
     if scenario is not None:
         if max_time is not None:
             raise UsageError("--max-time is for --entry runs; use --set duration=... instead")
@@ -139,7 +142,7 @@ def run_command(
 
 @cli.command("check-determinism")
 @_run_options
-@click.option("--seed", type=int, required=True, help="The seed to check.")
+@click.option("--seed", type=SEED, required=True, help="The seed to check.")
 @click.option(
     "--runs",
     type=click.IntRange(min=2),
@@ -207,7 +210,7 @@ def _faults_markdown() -> None:
 
 @cli.command("_worker", hidden=True)
 @click.option("--entry", required=True)
-@click.option("--seed", type=int, required=True)
+@click.option("--seed", type=SEED, required=True)
 @click.option("--options", "options_json", required=True)
 @click.option("--trace-out", required=True)
 def worker_command(entry: str, seed: int, options_json: str, trace_out: str) -> None:

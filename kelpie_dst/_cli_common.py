@@ -22,7 +22,10 @@ from ._result import RunResult
 from .threads._watchdog import DEFAULT_WATCHDOG
 
 __all__ = [
+    "MAX_SEED",
     "REEXEC_ALLOWED",
+    "SEED",
+    "check_output",
     "console",
     "entry_run_options",
     "interruptible",
@@ -35,6 +38,56 @@ __all__ = [
     "speed_ratio",
     "watchdog_seconds",
 ]
+
+MAX_SEED = 2**64 - 1
+
+
+class _Seed(click.ParamType[int]):
+    """A seed: a whole number from 0 to MAX_SEED, the same for every command (run, sweep's
+    --start, replay tokens, shrink, check-determinism)."""
+
+    name = "seed"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        text = str(value).strip()
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif text.isdigit():
+            number = int(text)
+        else:
+            self.fail(f"a seed is a whole number from 0 to {MAX_SEED}, got {value!r}", param, ctx)
+        if not 0 <= number <= MAX_SEED:
+            self.fail(f"a seed is a whole number from 0 to {MAX_SEED}, got {number}", param, ctx)
+        return number
+
+
+SEED = _Seed()
+
+
+def check_output(path: str | None, flag: str) -> None:
+    """Refuse an output file that cannot be written, before anything runs: a directory, a
+    missing directory, no permission (by creating it, then removing it if it was new)."""
+    if path is None:
+        return
+    from pathlib import Path
+
+    from ._errors import UsageError
+
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory")
+    parent = target.parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: the directory {str(parent)!r} does not exist")
+    existed = target.exists()
+    try:
+        with open(target, "a"):
+            pass
+    except OSError as error:
+        raise UsageError(f"{flag} {path}: cannot write it ({error.strerror})") from None
+    if not existed:
+        target.unlink()
+
 
 # Set by the console entry point: an in-process main(argv) (tests) must never re-execute.
 REEXEC_ALLOWED = [False]
@@ -215,6 +268,7 @@ def print_report(result: RunResult, replay: str, out: IO[str] | None = None) -> 
         print(result.summary_line())
         print(replay)
     else:
+        console.print("[bold green]PASSED[/]")  # the verdict; the summary line stays last
         print(result.summary_line())
     sys.stdout.flush()
 

@@ -10,7 +10,14 @@ from typing import NoReturn
 
 import click
 
-from ._cli_common import REEXEC_ALLOWED, console, interruptible, print_report, profiled
+from ._cli_common import (
+    REEXEC_ALLOWED,
+    check_output,
+    console,
+    interruptible,
+    print_report,
+    profiled,
+)
 from ._errors import UsageError
 from .scenario import (
     ReplayToken,
@@ -79,6 +86,7 @@ def run_scenario_command(
 @click.option("--trace", "trace_path", default=None, metavar="FILE", help="Write the full trace.")
 def replay_command(token: str, trace_path: str | None) -> None:
     """Replay a failure from its TOKEN and check that its trace hash is the same."""
+    check_output(trace_path, "--trace")
     decoded = ReplayToken.decode(token)
     hashseed = current_hashseed()
     if hashseed != decoded.hashseed:

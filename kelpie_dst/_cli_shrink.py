@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._cli_common import console, interruptible, print_report, set_option
+from ._cli_common import SEED, check_output, console, interruptible, print_report, set_option
 from ._entry import format_duration, parse_duration
 from .scenario import Scenario
 from .scenario._shrink import ShrinkResult, shrink
@@ -17,7 +17,7 @@ __all__ = ["shrink_command"]
 
 @click.command("shrink")
 @click.argument("scenario")
-@click.option("--seed", type=int, required=True, help="The failing seed.")
+@click.option("--seed", type=SEED, required=True, help="The failing seed.")
 @set_option
 @click.option("--max-runs", type=click.IntRange(min=1), default=300, show_default=True)
 @click.option("--time-budget", default=None, metavar="DURATION", help="Stop shrinking after.")
@@ -33,6 +33,7 @@ def shrink_command(
     """Delta-debug the fault plan, workload sizes and duration of a failing SEED, keeping its
     failure class; print the minimal reproduction as a scenario file and a replay command."""
     budget = parse_duration(time_budget) if time_budget is not None else None
+    check_output(out_path, "--out")
     console.print(f"kelpie-dst: shrinking scenario {scenario} seed {seed}", markup=False)
 
     def step(text: str) -> None:

@@ -18,6 +18,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ._cli_common import (
+    MAX_SEED,
+    SEED,
+    check_output,
     console,
     entry_run_options,
     interruptible,
@@ -31,6 +34,7 @@ from ._errors import UsageError
 from .scenario import load_scenario
 from .scenario._corpus import read_corpus
 from .scenario._executors import Executor, Sharded, local_executor
+from .scenario._loader import MAX_SEEDS
 from .scenario._sweep import (
     EntryOptions,
     SeedResult,
@@ -60,8 +64,10 @@ def default_jobs() -> int:
 @click.command("sweep")
 @click.argument("scenarios", nargs=-1)
 @functools.partial(run_options, entry_required=False)
-@click.option("--seeds", type=click.IntRange(min=1), default=None, help="Seeds per scenario.")
-@click.option("--start", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--seeds", type=click.IntRange(1, MAX_SEEDS), default=None, help="Seeds per scenario."
+)
+@click.option("--start", type=SEED, default=0, show_default=True, help="The first seed.")
 @click.option(
     "--jobs",
     "-j",
@@ -113,6 +119,8 @@ def sweep_command(
 ) -> None:
     """Run many seeds of each SCENARIO (default: its `seeds` field), of a --corpus, or of an
     --entry program, and summarise."""
+    check_output(json_path, "--json")  # before any seed runs: never lose a sweep's results
+    check_output(junit_path, "--junit")
     budget = parse_duration(time_budget) if time_budget is not None else None
     shard_spec = parse_shard(shard) if shard is not None else None
     if cluster is not None and jobs is not None:
@@ -123,6 +131,8 @@ def sweep_command(
         options = entry_run_options(strict, strategy, faults, swarm, max_time, watchdog)
         load_entry(entry)  # a one-line error now rather than in every worker
         count = seeds if seeds is not None else ENTRY_SEEDS
+        if start + count - 1 > MAX_SEED:
+            raise UsageError(f"--start {start}: the seeds would pass {MAX_SEED}, the largest seed")
         items = plan_entry(entry, EntryOptions(**_entry_fields(options)), start, count)
         names = [entry]
     else:
@@ -199,6 +209,8 @@ def _work(
     for ref in refs:
         scenario = load_scenario(ref, sets)  # validates before anything runs
         count = seeds if seeds is not None else scenario.seeds
+        if start + count - 1 > MAX_SEED:
+            raise UsageError(f"--start {start}: the seeds would pass {MAX_SEED}, the largest seed")
         work.append((ref, sets, range(start, start + count)))
         names.append(scenario.name)
     for corpus in corpora:

@@ -184,7 +184,9 @@ def _host_frame() -> FrameType | None:
     if not isinstance(me, SimThread) or me.kind != "worker" or me.host is None:
         return None
     ident = me.runtime.loop_ident
-    loop = sys._current_frames().get(ident) if ident is not None else None
+    if ident is None:
+        return None
+    loop = sys._current_frames().get(ident)
     coro_frame = getattr(me.host.coro, "cr_frame", None)
     frame = loop
     while frame is not None and frame is not coro_frame:

@@ -7,6 +7,9 @@ a unix socket there, runs as the ``postgres`` user when the tests run as root (i
 root), and is stopped and deleted at the end of the session. Set ``KELPIE_PG_DSN`` to use an
 existing server instead. Without binaries the PostgreSQL tests are skipped with a loud reason,
 unless ``$CI`` is set: then they fail, so CI cannot silently stop testing PostgreSQL.
+
+Tests marked ``bubblewrap`` run real sandboxes (ProcessSandbox, ``kelpie serve`` tools), which
+need ``bwrap``; without it they are skipped the same loud way, or fail under ``$CI``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,21 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+_NO_BWRAP = (
+    "!!! bubblewrap (bwrap) NOT FOUND: the sandbox is NOT being tested !!! "
+    "(apt-get install bubblewrap)"
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if shutil.which("bwrap") or os.path.exists("/usr/bin/bwrap") or os.environ.get("CI"):
+        return  # (under CI, a missing bwrap fails them with SandboxIsolationError's message)
+    skip = pytest.mark.skip(reason=_NO_BWRAP)
+    for item in items:
+        if item.get_closest_marker("bubblewrap"):
+            item.add_marker(skip)
 
 
 _MISSING = (

@@ -8,6 +8,10 @@ never repeats a completed tool call. See docs/agent.md and docs/tools/.
 """
 
 from ._actor import AgentActor as AgentActor
+from ._agent_files import AgentFile as AgentFile
+from ._agent_files import FileState as FileState
+from ._archives import ArchiveRecord as ArchiveRecord
+from ._archives import ArchiveStore as ArchiveStore
 from ._builtins import BUILTINS as BUILTINS
 from ._builtins import Builtin as Builtin
 from ._builtins import builtin_by_name as builtin_by_name
@@ -22,6 +26,8 @@ from ._config import LoopConfig as LoopConfig
 from ._config import McpToolSource as McpToolSource
 from ._custom_tools import CustomTool as CustomTool
 from ._custom_tools import parse_tool_source as parse_tool_source
+from ._documents import DocumentError as DocumentError
+from ._documents import UnsupportedFileError as UnsupportedFileError
 from ._errors import AgentError as AgentError
 from ._errors import AgentExistsError as AgentExistsError
 from ._errors import AgentNotFoundError as AgentNotFoundError
@@ -29,11 +35,28 @@ from ._errors import AgentStorageError as AgentStorageError
 from ._errors import BlockLimitError as BlockLimitError
 from ._errors import BlockNotFoundError as BlockNotFoundError
 from ._errors import InvalidRequestError as InvalidRequestError
+from ._errors import NameConflictError as NameConflictError
 from ._errors import PassageNotFoundError as PassageNotFoundError
+from ._errors import PendingApprovalError as PendingApprovalError
+from ._errors import ResourceNotFoundError as ResourceNotFoundError
 from ._errors import SessionError as SessionError
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import ToolNotFoundError as ToolNotFoundError
+from ._folders import FileRecord as FileRecord
+from ._folders import Folder as Folder
+from ._folders import FolderStore as FolderStore
+from ._identities import IdentityProperty as IdentityProperty
+from ._identities import IdentityRecord as IdentityRecord
+from ._identities import IdentityStore as IdentityStore
+from ._loading import load_agent as load_agent
+from ._loading import load_blocks as load_blocks
+from ._loading import load_tool_specs as load_tool_specs
+from ._loading import load_tools as load_tools
+from ._loading import load_view as load_view
 from ._messages import AgentMessage as AgentMessage
+from ._messages import ApprovalDecision as ApprovalDecision
+from ._messages import ApprovalRequestMessage as ApprovalRequestMessage
+from ._messages import ApprovalResponseMessage as ApprovalResponseMessage
 from ._messages import AssistantMessage as AssistantMessage
 from ._messages import LettaStopReason as LettaStopReason
 from ._messages import LettaUsage as LettaUsage
@@ -55,24 +78,34 @@ from ._models import ToolSpec as ToolSpec
 from ._requests import UPDATABLE_FIELDS as UPDATABLE_FIELDS
 from ._requests import AgentView as AgentView
 from ._requests import AttachBlock as AttachBlock
+from ._requests import AttachFolder as AttachFolder
+from ._requests import AttachShared as AttachShared
 from ._requests import AttachTool as AttachTool
 from ._requests import BlockCreate as BlockCreate
+from ._requests import CloseFile as CloseFile
 from ._requests import CreateAgent as CreateAgent
+from ._requests import CreateSchedule as CreateSchedule
 from ._requests import DeleteAgent as DeleteAgent
 from ._requests import DeletePassage as DeletePassage
+from ._requests import DeleteSchedule as DeleteSchedule
 from ._requests import DetachBlock as DetachBlock
+from ._requests import DetachFolder as DetachFolder
+from ._requests import DetachShared as DetachShared
 from ._requests import DetachTool as DetachTool
 from ._requests import ExportSession as ExportSession
+from ._requests import FireSchedule as FireSchedule
 from ._requests import GetAgent as GetAgent
 from ._requests import GetBlock as GetBlock
 from ._requests import GetSession as GetSession
 from ._requests import ImportSession as ImportSession
 from ._requests import InputMessage as InputMessage
 from ._requests import InsertPassage as InsertPassage
+from ._requests import ListAgentFiles as ListAgentFiles
 from ._requests import ListBlocks as ListBlocks
 from ._requests import ListMessages as ListMessages
 from ._requests import ListPassages as ListPassages
 from ._requests import ListTools as ListTools
+from ._requests import OpenFile as OpenFile
 from ._requests import PassageHit as PassageHit
 from ._requests import ResetMessages as ResetMessages
 from ._requests import ResumeRun as ResumeRun
@@ -84,25 +117,42 @@ from ._requests import ToolRunResult as ToolRunResult
 from ._requests import TurnResult as TurnResult
 from ._requests import UpdateAgent as UpdateAgent
 from ._requests import UpdateBlock as UpdateBlock
+from ._retry import Reader as Reader
+from ._runs import OtidRecord as OtidRecord
+from ._runs import RunRecord as RunRecord
+from ._schedules import ScheduledMessage as ScheduledMessage
 from ._stores import BlockStore as BlockStore
 from ._stores import ToolStore as ToolStore
+from ._teleport import SandboxImage as SandboxImage
+from ._teleport import SandboxRestoreError as SandboxRestoreError
+from ._teleport import SandboxSaveError as SandboxSaveError
+from ._tool_rules import TOOL_RULE_TYPES as TOOL_RULE_TYPES
 
 __all__ = [
     "AGENT_TYPES",
     "BUILTINS",
+    "TOOL_RULE_TYPES",
     "UPDATABLE_FIELDS",
     "ActorContextLike",
     "AgentActor",
     "AgentEnv",
     "AgentError",
     "AgentExistsError",
+    "AgentFile",
     "AgentMessage",
     "AgentNotFoundError",
     "AgentRecord",
     "AgentStorageError",
     "AgentView",
+    "ApprovalDecision",
+    "ApprovalRequestMessage",
+    "ApprovalResponseMessage",
+    "ArchiveRecord",
+    "ArchiveStore",
     "AssistantMessage",
     "AttachBlock",
+    "AttachFolder",
+    "AttachShared",
     "AttachTool",
     "Block",
     "BlockCreate",
@@ -110,16 +160,30 @@ __all__ = [
     "BlockNotFoundError",
     "BlockStore",
     "Builtin",
+    "CloseFile",
     "CreateAgent",
+    "CreateSchedule",
     "CustomTool",
     "DeleteAgent",
     "DeletePassage",
+    "DeleteSchedule",
     "DetachBlock",
+    "DetachFolder",
+    "DetachShared",
     "DetachTool",
+    "DocumentError",
     "ExportSession",
+    "FileRecord",
+    "FileState",
+    "FireSchedule",
+    "Folder",
+    "FolderStore",
     "GetAgent",
     "GetBlock",
     "GetSession",
+    "IdentityProperty",
+    "IdentityRecord",
+    "IdentityStore",
     "ImportSession",
     "InputMessage",
     "InsertPassage",
@@ -127,20 +191,32 @@ __all__ = [
     "Keys",
     "LettaStopReason",
     "LettaUsage",
+    "ListAgentFiles",
     "ListBlocks",
     "ListMessages",
     "ListPassages",
     "ListTools",
     "LoopConfig",
     "McpToolSource",
+    "NameConflictError",
+    "OpenFile",
+    "OtidRecord",
     "PassageHit",
     "PassageNotFoundError",
     "PassageRecord",
+    "PendingApprovalError",
     "PendingCall",
+    "Reader",
     "ReasoningMessage",
     "ResetMessages",
+    "ResourceNotFoundError",
     "ResumeRun",
+    "RunRecord",
     "RunTool",
+    "SandboxImage",
+    "SandboxRestoreError",
+    "SandboxSaveError",
+    "ScheduledMessage",
     "SearchPassages",
     "SendMessage",
     "SessionCheckpoint",
@@ -157,6 +233,7 @@ __all__ = [
     "ToolSpec",
     "ToolStore",
     "TurnResult",
+    "UnsupportedFileError",
     "UpdateAgent",
     "UpdateBlock",
     "UserMessage",
@@ -164,6 +241,11 @@ __all__ = [
     "builtin_id",
     "default_tool_names",
     "letta_json",
+    "load_agent",
+    "load_blocks",
+    "load_tool_specs",
+    "load_tools",
+    "load_view",
     "parse_tool_source",
     "render_messages",
 ]

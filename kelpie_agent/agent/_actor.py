@@ -15,30 +15,43 @@ import attrs
 
 from kelpie_agent.storage import Transaction
 
+from . import _agent_files as files
 from . import _archive as archival
 from . import _handlers as h
+from . import _links as links
+from . import _schedules as schedules
 from ._config import ActorContextLike, AgentEnv
 from ._errors import AgentStorageError, InvalidRequestError, ToolNotFoundError
 from ._executor import ToolOutcome, run_tool
 from ._loop import load_toolset
 from ._requests import (
     AttachBlock,
+    AttachFolder,
+    AttachShared,
     AttachTool,
+    CloseFile,
     CreateAgent,
+    CreateSchedule,
     DeleteAgent,
     DeletePassage,
+    DeleteSchedule,
     DetachBlock,
+    DetachFolder,
+    DetachShared,
     DetachTool,
     ExportSession,
+    FireSchedule,
     GetAgent,
     GetBlock,
     GetSession,
     ImportSession,
     InsertPassage,
+    ListAgentFiles,
     ListBlocks,
     ListMessages,
     ListPassages,
     ListTools,
+    OpenFile,
     PassageHit,
     ResetMessages,
     ResumeRun,
@@ -93,6 +106,24 @@ class AgentActor:
             ResumeRun: lambda r: resume(self.rt),
             ExportSession: lambda r: export_session(self.rt, r.target_agent_id),
             ImportSession: lambda r: import_session(self.rt, r),
+            CreateSchedule: lambda r: schedules.create_schedule(
+                self.rt,
+                r.messages,
+                r.schedule,
+                max_steps=r.max_steps,
+                include_return_message_types=r.include_return_message_types,
+            ),
+            DeleteSchedule: lambda r: schedules.delete_schedule(self.rt, r.schedule_id),
+            AttachFolder: lambda r: files.attach_folder(self.rt, r.folder_id),
+            DetachFolder: lambda r: files.detach_folder(self.rt, r.folder_id),
+            OpenFile: lambda r: files.open_file(self.rt, r.file_id, r.start, r.end),
+            CloseFile: lambda r: files.close_files(self.rt, r.file_id),
+            ListAgentFiles: lambda r: files.list_agent_files(self.rt),
+            AttachShared: lambda r: links.attach(self.rt, r.kind, r.target_id),
+            DetachShared: lambda r: links.detach(self.rt, r.kind, r.target_id),
+            FireSchedule: lambda r: schedules.fire_schedule(
+                self.rt, r.schedule_id, r.due, lambda request: send(self.rt, request)
+            ),
         }
 
     @property

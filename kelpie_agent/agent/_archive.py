@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from kelpie_agent.embeddings import Embedder, Passage, SearchHit, VectorIndex
 from kelpie_agent.storage import Transaction
 
+from ._archives import archive_passage_writes, archive_passages
 from ._codec import pack, unpack
 from ._errors import InvalidRequestError, PassageNotFoundError
 from ._models import PassageRecord
@@ -107,7 +108,10 @@ class Archive:
         if not isinstance(text, str) or not text.strip():
             raise InvalidRequestError("archival passage text must be a non-empty string")
         [vector] = await self.embedder.embed([text])
-        seq, self.next_seq = self.next_seq, self.next_seq + 1
+        shared = self.rt.require().archive_ids  # inserts go to the agent's (first) archive
+        seq = 0
+        if not shared:
+            seq, self.next_seq = self.next_seq, self.next_seq + 1
         return PassageRecord(
             id=self.rt.new_id("passage"),
             seq=seq,
@@ -116,9 +120,12 @@ class Archive:
             embedder=self.name,
             tags=tuple(sorted(set(tags or ()))),
             created_at=self.rt.now(),
+            archive_id=shared[0] if shared else None,
         )
 
     def writes(self, record: PassageRecord) -> list[tuple[bytes, bytes]]:
+        if record.archive_id is not None:
+            return archive_passage_writes(record)
         keys = self.rt.keys
         return [
             (keys.passage(record.seq), pack(record)),
@@ -126,7 +133,10 @@ class Archive:
         ]
 
     def added(self, record: PassageRecord) -> None:
-        """After the commit: make the passage searchable."""
+        """After the commit: make the passage searchable (a shared archive's passages are read
+        again at every search)."""
+        if record.archive_id is not None:
+            return
         self.records[record.id] = record
         self._index(record, _vector(record.vector))
 
@@ -134,7 +144,65 @@ class Archive:
         self.records.pop(passage_id, None)
         self.index.remove(passage_id)
 
+    async def shared(self) -> dict[str, PassageRecord]:
+        """The passages of the agent's attached archives, read now (other agents write them)."""
+        found: dict[str, PassageRecord] = {}
+        kv = self.rt.ctx.kv
+        for archive_id in self.rt.require().archive_ids:
+            rows = await self.rt.read(
+                lambda a=archive_id: archive_passages(kv, a),  # type: ignore[misc]
+                f"archive {archive_id}",
+            )
+            for record in rows:
+                found[record.id] = record
+        return found
+
+    async def lookup(self, passage_id: str) -> PassageRecord | None:
+        return self.records.get(passage_id) or (await self.shared()).get(passage_id)
+
     async def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None,
+        tags: Iterable[str] | None,
+        tag_match_mode: str,
+        start: float | None,
+        end: float | None,
+    ) -> list[SearchHit]:
+        hits = await self._search(
+            query, top_k=top_k, tags=tags, tag_match_mode=tag_match_mode, start=start, end=end
+        )
+        shared = await self.shared()
+        if not shared:
+            return hits
+        index = VectorIndex(self.index.dimensions)
+        stale = []
+        for record in shared.values():
+            if record.embedder == self.name and len(record.vector) == 8 * index.dimensions:
+                passage = Passage(
+                    record.id, record.text, _vector(record.vector), record.tags, record.created_at
+                )
+                index.add(passage)
+            else:
+                stale.append(record)
+        if stale:
+            vectors = await self.embedder.embed([r.text for r in stale])
+            for record, vector in zip(stale, vectors, strict=True):
+                index.add(Passage(record.id, record.text, vector, record.tags, record.created_at))
+        [vector] = await self.embedder.embed([query])
+        more = index.search(
+            vector,
+            top_k=top_k,
+            tags=list(tags) if tags else None,
+            tag_match_mode=tag_match_mode,  # type: ignore[arg-type]
+            start=start,
+            end=end,
+        )
+        merged = sorted([*hits, *more], key=lambda h: (-h.score, h.passage.id))
+        return merged if top_k is None else merged[:top_k]
+
+    async def _search(
         self,
         query: str,
         *,
@@ -187,10 +255,10 @@ async def insert_passage(rt: AgentRuntime, text: str, tags: tuple[str, ...]) -> 
 async def delete_passage(rt: AgentRuntime, passage_id: str) -> None:
     rt.require()
     archive = await archive_of(rt)
-    record = archive.records.get(passage_id)
+    record = await archive.lookup(passage_id)
     if record is None:
         raise PassageNotFoundError(f"passage {passage_id!r} not found on agent {rt.agent_id}")
-    keys = [rt.keys.passage(record.seq), rt.keys.passage_id(record.id)]
+    keys = [key for key, _ in archive.writes(record)]
 
     async def build(txn: Transaction) -> None:
         for key in keys:
@@ -203,7 +271,8 @@ async def delete_passage(rt: AgentRuntime, passage_id: str) -> None:
 async def list_passages(rt: AgentRuntime, request: ListPassages) -> list[PassageRecord]:
     rt.require()
     archive = await archive_of(rt)
-    records = archive.ordered()
+    shared = sorted((await archive.shared()).values(), key=lambda r: (r.created_at, r.id))
+    records = [*archive.ordered(), *shared]
     position = {r.id: i for i, r in enumerate(records)}
     for cursor in (request.after, request.before):
         if cursor is not None and cursor not in position:
@@ -234,4 +303,5 @@ async def search_passages(
         start=request.start,
         end=request.end,
     )
-    return [(archive.records[h.passage.id], h.score) for h in hits]
+    known = {**archive.records, **(await archive.shared())}
+    return [(known[h.passage.id], h.score) for h in hits if h.passage.id in known]

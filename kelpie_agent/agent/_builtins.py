@@ -18,6 +18,7 @@ from ._models import ToolSpec
 
 __all__ = [
     "BUILTINS",
+    "FILE_TOOLS",
     "MEMORY_TOOLS",
     "SEND_MESSAGE",
     "Builtin",
@@ -243,7 +244,73 @@ BUILTINS: tuple[Builtin, ...] = (
         "letta_builtin",
         "sandbox",
     ),
+    _B(
+        "open_files",
+        "Open one or more files and load their contents into files section in core memory. "
+        "Maximum of 5 files can be opened simultaneously (the least recently used one is "
+        "closed). Use it to inspect file contents, view portions of large files, or replace "
+        "the open files with close_all_others=True.",
+        {
+            "file_requests": {
+                "type": "array",
+                "description": "Files to open, each with an optional view range.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "file_name": _p("string", "Name of the file to open (folder/file)."),
+                        "offset": _p(
+                            ["integer", "null"],
+                            "Optional first line to show (0-indexed); default: the start.",
+                        ),
+                        "length": _p(
+                            ["integer", "null"],
+                            "Optional number of lines to show from offset; default: to the end.",
+                        ),
+                    },
+                    "required": ["file_name"],
+                    "additionalProperties": False,
+                },
+            },
+            "close_all_others": _p(
+                "boolean", "If true, close all other open files first.", default=False
+            ),
+        },
+        ("file_requests",),
+        "letta_files_core",
+        "files",
+    ),
+    _B(
+        "grep_files",
+        "Search the attached files for a pattern (a regular expression, case-insensitive) and "
+        "show the matching lines with context, 20 matches per call (use offset for more).",
+        {
+            "pattern": _p("string", "Keyword or regex pattern to search within file contents."),
+            "include": _p(
+                ["string", "null"], "Optional keyword or regex pattern to filter file names."
+            ),
+            "context_lines": _p(
+                ["integer", "null"], "Lines of context before and after each match (default 1)."
+            ),
+            "offset": _p(["integer", "null"], "Matches to skip before showing results."),
+        },
+        ("pattern",),
+        "letta_files_core",
+        "files",
+    ),
+    _B(
+        "semantic_search_files",
+        "Search file contents by meaning rather than exact matches; returns the best matching "
+        "passages with their file names.",
+        {
+            "query": _p("string", "The search query text to find semantically similar content."),
+            "limit": _p("integer", "Maximum number of results to return (default 5).", default=5),
+        },
+        ("query",),
+        "letta_files_core",
+        "files",
+    ),
 )
+FILE_TOOLS = ("open_files", "grep_files", "semantic_search_files")
 _BY_NAME = {b.name: b for b in BUILTINS}
 _BY_ID = {builtin_id(b.name): b for b in BUILTINS}
 MEMORY_TOOLS = frozenset(b.name for b in BUILTINS if b.category in ("memory", "recall", "control"))

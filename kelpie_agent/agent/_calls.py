@@ -23,11 +23,11 @@ from kelpie_agent.llm import ToolCall
 from kelpie_agent.storage import Transaction
 
 from ._checkpoint import PendingCall, SessionCheckpoint
-from ._codec import pack
 from ._executor import ToolOutcome, run_tool
 from ._messages import AgentMessage, ToolReturnMessage, UserMessage
 from ._models import DEFAULT_RETURN_CHAR_LIMIT
 from ._runtime import AgentRuntime
+from ._teleport import IMAGES
 from ._toolset import Prepared, Refused, ToolSet
 
 __all__ = [
@@ -45,6 +45,13 @@ NON_USER = "[This is an automated system message hidden from the user] "
 REQ_HEARTBEAT = f"{NON_USER}Function called using request_heartbeat=true, returning control"
 FAILED_HEARTBEAT = f"{NON_USER}Function call failed, returning control"
 CONTINUE_HEARTBEAT = f"{NON_USER}Continuing: a tool rule asks to continue after this tool"
+DENIED = "Error: request to call tool denied. User reason: {reason}"
+
+
+def expects(uncalled: list[str]) -> str:
+    """Letta's heartbeat reason while ``required_before_exit`` tools are still uncalled."""
+    names = ", ".join(uncalled)
+    return f"{NON_USER}Continuing, user expects these tools: [{names}] to be called still."
 
 
 def package(ok: bool, text: str, time: str, limit: int = DEFAULT_RETURN_CHAR_LIMIT) -> str:
@@ -81,7 +88,14 @@ def finish(
 def _check(
     rt: AgentRuntime, tools: ToolSet, cp: SessionCheckpoint, call: PendingCall
 ) -> Prepared | Refused:
-    prepared = tools.prepare(ToolCall(call.id, call.name, call.arguments))
+    approved = call.approval == "approved"
+    allowed = cp.allowed
+    if not approved and allowed is not None and call.name in tools and call.name not in allowed:
+        return Refused(tools.solver.violation(call.name, allowed, cp.tool_history))
+    prefill = None if approved else dict(cp.prefill).get(call.name)
+    prepared = tools.prepare(
+        ToolCall(call.id, call.name, call.arguments), json.loads(prefill) if prefill else None
+    )
     if isinstance(prepared, Refused):
         return prepared
     config = rt.config
@@ -119,16 +133,22 @@ def end_step(
         iteration=cp.iteration + 1,
         pending=(),
         step_id=None,
+        allowed=None,
+        prefill=(),
         invalid_steps=cp.invalid_steps + 1 if refused else 0,
         updated_at=rt.now(),
     )
+    final = base.iteration >= base.max_steps
+    uncalled = tools.solver.uncalled(base.tool_history)
+    reason = None
     for c in calls:
         if c.terminal and c.status == "success":
-            return finish(rt, base, "end_turn" if c.name == "send_message" else "tool_rule"), []
-    if base.invalid_steps >= rt.config.max_invalid_steps:
+            if final or not uncalled:
+                return finish(rt, base, "end_turn" if c.name == "send_message" else "tool_rule"), []
+            reason = expects(uncalled)  # Letta: required tools keep even a terminal call going
+    if reason is None and base.invalid_steps >= rt.config.max_invalid_steps:
         return finish(rt, base, "invalid_tool_call"), []
-    reason = None
-    if agent.agent_type == "memgpt_agent":
+    if reason is None and agent.agent_type == "memgpt_agent":
         paused = base.paused_until is not None and rt.now() < base.paused_until
         forced = any(c.name in tools and tools.tools[c.name].continues for c in calls)
         if any(c.status == "error" for c in calls):
@@ -137,23 +157,31 @@ def end_step(
             reason = REQ_HEARTBEAT
         elif forced:
             reason = CONTINUE_HEARTBEAT
-        if reason is None or (paused and not forced):
+        if reason is None and uncalled:
+            reason = expects(uncalled)
+        if reason is None or (paused and not forced and not uncalled):
             return finish(rt, base, "end_turn"), []
-    if base.iteration >= base.max_steps:
+    if final:
         return finish(rt, base, "max_steps"), []
     if reason is None:
         return base, []
+    return base, [heartbeat_message(rt, reserve, reason, cp.session_id)]
+
+
+def heartbeat_message(
+    rt: AgentRuntime, reserve: Callable[[], tuple[str, int]], reason: str, run_id: str
+) -> UserMessage:
+    """The hidden user-role heartbeat that continues a run (Letta's shape)."""
     message_id, seq = reserve()
     content = json.dumps({"type": "heartbeat", "reason": reason, "time": rt.time_text()})
-    beat = UserMessage(
+    return UserMessage(
         id=message_id,
         date=rt.now(),
         seq=seq,
-        run_id=cp.session_id,
+        run_id=run_id,
         content=content,
         kind="heartbeat",
     )
-    return base, [beat]
 
 
 @attrs.frozen
@@ -169,12 +197,18 @@ async def run_call(rt: AgentRuntime, tools: ToolSet, call: PendingCall) -> CallR
     last, the end of the step)."""
     cp = rt.session
     assert cp is not None and cp.step_id is not None
-    checked = _check(rt, tools, cp, call)
-    if isinstance(checked, Refused):
-        result: Any = ToolOutcome(False, checked.message)
+    checked: Prepared | Refused | None = None
+    if call.approval == "denied":
+        result: Any = ToolOutcome(False, DENIED.format(reason=call.reason or "None"))
+    elif call.client_return is not None:  # the client ran it and sent its result
+        result = ToolOutcome(call.client_status != "error", call.client_return)
     else:
-        result = await run_tool(rt, checked)
-        await rt.hazard("agent.tool_effect")  # the effect happened; its result is not stored
+        checked = _check(rt, tools, cp, call)
+        if isinstance(checked, Refused):
+            result = ToolOutcome(False, checked.message)
+        else:
+            result = await run_tool(rt, checked)
+            await rt.hazard("agent.tool_effect")  # the effect happened; its result is not stored
     return_id, return_seq = rt.new_id("message"), rt.alloc_seq()
     reserved: list[tuple[str, int]] = []
     last = len(cp.undone) == 1
@@ -206,7 +240,7 @@ async def run_call(rt: AgentRuntime, tools: ToolSet, call: PendingCall) -> CallR
             call,
             done=True,
             status=returned.status,
-            refused=prepared is None,
+            refused=isinstance(checked, Refused),
             heartbeat=prepared is not None and prepared.heartbeat,
             terminal=prepared is not None and prepared.tool.terminal,
         )
@@ -215,7 +249,12 @@ async def run_call(rt: AgentRuntime, tools: ToolSet, call: PendingCall) -> CallR
             new = new.bump("call_counts", signature(call.name, prepared.args)).bump(
                 "tool_counts", call.name
             )
-            new = attrs.evolve(new, tool_calls=new.tool_calls + 1)
+            new = attrs.evolve(
+                new,
+                tool_calls=new.tool_calls + 1,
+                tool_history=(*new.tool_history, call.name),
+                last_return=returned.tool_return,
+            )
         if outcome.pause_minutes is not None:
             until = rt.now() + 60 * outcome.pause_minutes if outcome.pause_minutes else None
             new = attrs.evolve(new, paused_until=until)
@@ -225,13 +264,18 @@ async def run_call(rt: AgentRuntime, tools: ToolSet, call: PendingCall) -> CallR
         writes = [
             *outcome.writes,
             *rt.message_writes([returned, *extra]),
-            (rt.keys.session, pack(new)),
+            *rt.checkpoint_writes(new),
         ]
         for key, value in writes:
             await txn.set(key, value)
         return CallResult(outcome, returned, extra, new)
 
-    done = await rt.commit(build, f"the result of tool call {call.id}")
+    try:
+        done = await rt.commit(build, f"the result of tool call {call.id}")
+    except Exception:
+        if isinstance(result, ToolOutcome) and any(k.startswith(IMAGES) for k, _ in result.writes):
+            await rt.close_sandbox()  # its files are not saved: back to the last image
+        raise
     for apply in done.outcome.after:
         apply()
     rt.remember([done.returned, *done.extra])

@@ -9,8 +9,8 @@ never executed again (docs/agent.md, "Checkpoints and recovery").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 import attrs
 
@@ -32,14 +32,38 @@ class PendingCall:
     heartbeat: bool = False  # memgpt: the call asked for a heartbeat
     terminal: bool = False  # ended the run (send_message, exit_loop rule, memory_finish_edits)
     refused: bool = False  # never ran: invalid, unknown, repeated or over budget
+    approval: str | None = None  # None (none needed), "requested", "approved" or "denied"
+    reason: str | None = None  # the client's reason for a denial
+    client_return: str | None = None  # a result the client gave for a call it ran itself
+    client_status: str | None = None  # that result's status ("success" or "error")
 
 
 def _calls(value: Iterable[PendingCall]) -> tuple[PendingCall, ...]:
     return tuple(value)
 
 
+def _strings(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return dict(value or {})
+
+
 def _pairs(value: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((str(k), int(v)) for k, v in value))
+
+
+def _prefill(value: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple((str(k), str(v)) for k, v in value)
+
+
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _allowed(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(value)
 
 
 @attrs.frozen
@@ -68,10 +92,26 @@ class SessionCheckpoint:
     transferred_to: str | None = None
     transferred_from: str | None = None
     error: str | None = None  # what went wrong, for llm_api_error and error stops
+    tool_history: tuple[str, ...] = attrs.field(default=(), converter=_names)  # called
+    last_return: str | None = None  # the last call's packaged result (conditional rules)
+    # the tools the rules allow in the step whose calls are pending (None: every tool)
+    allowed: tuple[str, ...] | None = attrs.field(default=None, converter=_allowed)
+    prefill: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_prefill)
+    thread_id: str | None = None  # the conversation the run is in (None: the agent's own)
+    background: bool = False  # started in background mode (it outlives its request)
+    request: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping, hash=False)
+    steps: tuple[str, ...] = attrs.field(default=(), converter=_strings)  # the run's step ids
 
     @property
     def running(self) -> bool:
         return self.status == "running"
+
+    @property
+    def awaiting_approval(self) -> bool:
+        """The run stopped on calls that wait for a client's approval."""
+        return self.stop_reason == "requires_approval" and any(
+            c.approval == "requested" and not c.done for c in self.pending
+        )
 
     @property
     def undone(self) -> tuple[PendingCall, ...]:

@@ -16,11 +16,15 @@ history order and ``scan_prefix`` pages through them):
 ``passage/<agent_id>/<seq>``         :class:`PassageRecord` (archival memory, with its vector)
 ``passageid/<agent_id>/<id>``        the passage's ``seq``
 ``session/<agent_id>``               :class:`SessionCheckpoint` of the current or last run
+``otid/<agent_id>/<blake2b(otid)>``  :class:`OtidRecord`: the run an input's otid started
+``run/<run_id>``                     :class:`RunRecord`: a run, updated with its checkpoint
+``runs/<agent_id>/<µs>/<run_id>``    the agent's runs in creation order (empty values)
 ==================================  ===============================================
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import attrs
@@ -30,6 +34,9 @@ from kelpie_agent.storage._keys import prefix_end
 
 from ._checkpoint import PendingCall, SessionCheckpoint
 from ._messages import (
+    ApprovalDecision,
+    ApprovalRequestMessage,
+    ApprovalResponseMessage,
     AssistantMessage,
     LettaUsage,
     ReasoningMessage,
@@ -40,6 +47,8 @@ from ._messages import (
     UserMessage,
 )
 from ._models import AgentRecord, Block, PassageRecord, ToolRule, ToolSpec, check_id
+from ._requests import InputMessage
+from ._runs import OtidRecord, RunRecord
 
 __all__ = ["Keys", "pack", "unpack"]
 
@@ -59,7 +68,22 @@ _CLASSES: dict[str, type] = {
     "tool_call_message": ToolCallMessage,
     "tool_return_message": ToolReturnMessage,
     "tool_call": ToolCallInfo,
+    "approval_request_message": ApprovalRequestMessage,
+    "approval_response_message": ApprovalResponseMessage,
+    "approval": ApprovalDecision,
+    "input": InputMessage,
+    "run": RunRecord,
+    "otid": OtidRecord,
 }
+
+
+def register(tag: str, cls: type) -> None:
+    """Make another record type storable (modules that import the codec add theirs)."""
+    _CLASSES[tag] = cls
+    _TAGS[cls] = tag
+    _FIELDS[tag] = frozenset(f.name for f in attrs.fields(cls))
+
+
 _TAGS = {cls: tag for tag, cls in _CLASSES.items()}
 _FIELDS = {tag: frozenset(f.name for f in attrs.fields(cls)) for tag, cls in _CLASSES.items()}
 
@@ -117,6 +141,20 @@ class Keys:
         self.message_ids = f"msgid/{a}/".encode()
         self.passages = f"passage/{a}/".encode()
         self.passage_ids = f"passageid/{a}/".encode()
+        self.otids = f"otid/{a}/".encode()
+        self.runs = f"runs/{a}/".encode()
+
+    def otid(self, otid: str) -> bytes:
+        digest = hashlib.blake2b(otid.encode(), digest_size=16).hexdigest()
+        return self.otids + digest.encode()
+
+    def run_index(self, created_at: float, run_id: str) -> bytes:
+        micros = max(0, round(created_at * 1_000_000))
+        return self.runs + f"{micros:016x}/{check_id(run_id, 'run id')}".encode()
+
+    @staticmethod
+    def run(run_id: str) -> bytes:
+        return f"run/{check_id(run_id, 'run id')}".encode()
 
     def message(self, seq: int) -> bytes:
         return self.messages + _seq(seq).encode()
@@ -140,5 +178,6 @@ class Keys:
 
     prefix_end = staticmethod(prefix_end)
     AGENTS = b"agent/"
+    RUNS = b"run/"
     BLOCKS = b"block/"
     TOOLS = b"tool/"

@@ -16,7 +16,7 @@ import attrs
 from kelpie_agent.embeddings import Embedder, HashingEmbedder
 from kelpie_agent.llm import LlmClient
 from kelpie_agent.ports import Ports
-from kelpie_agent.sandbox import Sandbox
+from kelpie_agent.sandbox import Sandbox, SandboxRequest
 from kelpie_agent.storage import KV, Transaction
 
 __all__ = ["ActorContextLike", "ActorIdLike", "AgentEnv", "LoopConfig", "McpToolSource"]
@@ -129,11 +129,12 @@ class LoopConfig:
 @attrs.define
 class AgentEnv:
     """The ports every agent of a process shares. ``sandbox_factory`` makes an unbooted
-    sandbox (one per active agent, booted on first use); ``mcp`` serves ``external_mcp``
-    tools. Without them, those tools fail with a clear result."""
+    sandbox for an agent's :class:`SandboxRequest` (one per active agent, booted on first
+    use); ``mcp`` serves ``external_mcp`` tools. Without them, those tools fail with a clear
+    result."""
 
     llm: LlmClient
     embedder: Embedder = attrs.field(factory=HashingEmbedder)
-    sandbox_factory: Callable[[], Sandbox] | None = None
+    sandbox_factory: Callable[[SandboxRequest], Sandbox] | None = None
     mcp: McpToolSource | None = None
     config: LoopConfig = attrs.field(factory=LoopConfig)

@@ -186,7 +186,7 @@ def parse_tool_source(source: str, name: str | None = None) -> CustomTool:
             f"source_code line {error.lineno}: syntax error: {error.msg}"
         ) from None
     func = _pick(tree, name)
-    if not TOOL_NAME.match(func.name):
+    if not TOOL_NAME.fullmatch(func.name):
         raise _fail(f"function name {func.name!r} is not a valid tool name", func)
     args = func.args
     if args.vararg or args.kwarg:

@@ -16,7 +16,10 @@ __all__ = [
     "BlockLimitError",
     "BlockNotFoundError",
     "InvalidRequestError",
+    "NameConflictError",
     "PassageNotFoundError",
+    "PendingApprovalError",
+    "ResourceNotFoundError",
     "SessionError",
     "ToolDefinitionError",
     "ToolNotFoundError",
@@ -37,6 +40,12 @@ class AgentNotFoundError(AgentError, LookupError):
 
 class AgentExistsError(AgentError):
     """The agent was already created."""
+
+
+class NameConflictError(AgentError):
+    """A name or label is already taken: a tool's name among the tools, a block's label among
+    an agent's blocks. Checked inside the transaction that would break it, so two concurrent
+    changes can never both pass."""
 
 
 class InvalidRequestError(AgentError, ValueError):
@@ -65,6 +74,29 @@ class ToolDefinitionError(InvalidRequestError):
 
 class SessionError(AgentError):
     """A session cannot be exported, imported or resumed as asked."""
+
+
+class PendingApprovalError(SessionError):
+    """A new message while the agent waits for approval of a tool call (Letta's 409): the
+    client must approve or deny first."""
+
+    def __init__(self, pending_request_id: str | None) -> None:
+        self.pending_request_id = pending_request_id
+        super().__init__(
+            "Cannot send a new message: The agent is waiting for approval on a tool call "
+            f"({pending_request_id}). Please approve or deny the pending request before "
+            "continuing."
+        )
+
+
+class ResourceNotFoundError(InvalidRequestError, LookupError):
+    """A folder, file, archive, identity, schedule or MCP server that does not exist (or is
+    not attached where the request says)."""
+
+    def __init__(self, kind: str, id: str, detail: str | None = None) -> None:
+        self.kind = kind
+        self.id = id
+        super().__init__(detail or f"{kind} {id!r} not found")
 
 
 class AgentStorageError(AgentError):

@@ -10,51 +10,29 @@ Every other tool runs before the transaction, and its writes (an archival passag
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
 
 from kelpie_agent.errors import KelpieError
-from kelpie_agent.sandbox import ExecTimeoutError, SandboxCrashedError, SandboxError
 from kelpie_agent.storage import Transaction
 
 from . import _memory_edits as edits
 from ._archive import archive_of, parse_when
+from ._builtins import FILE_TOOLS
 from ._codec import Keys, pack, unpack
-from ._custom_tools import driver_source, parse_result
+from ._file_tools import run_file_tool
 from ._memory_edits import ToolError
 from ._models import DEFAULT_BLOCK_LIMIT, Block, ToolSpec, check_label
+from ._outcome import ToolOutcome, TxnTool, failure
 from ._recall import all_messages, search_by_date, search_text
 from ._runtime import AgentRuntime
+from ._sandbox_calls import run_code, run_custom
 from ._toolset import Prepared
 
 __all__ = ["ToolOutcome", "TxnTool", "failure", "run_tool"]
 
 MAX_PAUSE_MINUTES = 360  # Letta's MAX_PAUSE_HEARTBEATS
-
-
-@attrs.frozen
-class ToolOutcome:
-    """What a tool returned (``text``: its return value as text, or the error message), the
-    writes to commit with its result, and what to apply to memory after that commit."""
-
-    ok: bool
-    text: str
-    stdout: tuple[str, ...] | None = None
-    stderr: tuple[str, ...] | None = None
-    writes: tuple[tuple[bytes, bytes], ...] = ()
-    after: tuple[Callable[[], None], ...] = attrs.field(default=(), eq=False)
-    pause_minutes: int | None = None
-
-
-TxnTool = Callable[[Transaction], Awaitable[ToolOutcome]]
-
-
-def failure(tool: str, kind: str, message: str, **extra: Any) -> ToolOutcome:
-    """A failed result in Letta's words: ``Error executing function <tool>: <kind>: <msg>``."""
-    text = f"Error executing function {tool}: {kind}: {message}"
-    return ToolOutcome(False, text[:1000], **extra)
 
 
 def _text(value: Any) -> str:
@@ -72,7 +50,7 @@ async def run_tool(rt: AgentRuntime, call: Prepared) -> ToolOutcome | TxnTool:
         spec = call.tool.spec
         if spec.tool_type == "external_mcp":
             return await _mcp(rt, spec, call.args)
-        return await _custom(rt, spec, call.args)
+        return await run_custom(rt, spec, call.args)
     except ToolError as error:
         return failure(name, error.kind, error.message)
     except (KelpieError, ValueError, TypeError, KeyError) as error:
@@ -156,7 +134,9 @@ async def _builtin(rt: AgentRuntime, name: str, args: dict[str, Any]) -> ToolOut
         )
         return ToolOutcome(True, text)
     if name == "run_code":
-        return await _run_code(rt, name, args["code"], args["language"])
+        return await run_code(rt, name, args["code"], args["language"])
+    if name in FILE_TOOLS:
+        return await run_file_tool(rt, name, args)
     raise ToolError(f"built-in tool {name!r} has no implementation", "NotImplementedError")
 
 
@@ -232,67 +212,6 @@ def _create_block(rt: AgentRuntime, label: str, value: str, now: float) -> ToolO
         writes=((Keys.block(block.id), pack(block)), (rt.keys.agent, pack(agent))),
         after=(apply,),
     )
-
-
-def _lines(text: str) -> tuple[str, ...] | None:
-    return tuple(text.splitlines()) if text else None
-
-
-async def _run_code(rt: AgentRuntime, name: str, code: str, language: str) -> ToolOutcome:
-    timeout = rt.config.tool_timeout
-    try:
-        sandbox = await rt.get_sandbox()
-        if language == "python":
-            result = await sandbox.exec_python(code, timeout=timeout)
-        else:
-            result = await sandbox.exec(code, timeout=timeout)
-    except ExecTimeoutError:
-        return failure(
-            name, "TimeoutError", f"the code ran longer than {timeout:g}s and was killed"
-        )
-    except SandboxCrashedError as error:
-        rt.sandbox = None
-        return failure(name, "SandboxCrashedError", str(error))
-    except (SandboxError, RuntimeError) as error:
-        await rt.close_sandbox()
-        return failure(name, type(error).__name__, str(error))
-    out, err = _lines(result.stdout), _lines(result.stderr)
-    if result.exit_code != 0:
-        last = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
-        return failure(
-            name, "ExitCode", f"exit code {result.exit_code}: {last}", stdout=out, stderr=err
-        )
-    return ToolOutcome(True, result.stdout, stdout=out, stderr=err)
-
-
-async def _custom(rt: AgentRuntime, spec: ToolSpec, args: dict[str, Any]) -> ToolOutcome:
-    if not spec.source_code:
-        raise ToolError(f"custom tool {spec.name!r} has no source code", "RuntimeError")
-    timeout = rt.config.tool_timeout
-    code = driver_source(spec.source_code, spec.name, args)
-    try:
-        sandbox = await rt.get_sandbox()
-        result = await sandbox.exec_python(code, timeout=timeout)
-    except ExecTimeoutError:
-        return failure(spec.name, "TimeoutError", f"the tool ran longer than {timeout:g}s")
-    except SandboxCrashedError as error:
-        rt.sandbox = None
-        return failure(spec.name, "SandboxCrashedError", str(error))
-    except (SandboxError, RuntimeError) as error:
-        await rt.close_sandbox()
-        return failure(spec.name, type(error).__name__, str(error))
-    found, value, own_stdout = parse_result(result.stdout)
-    out, err = _lines(own_stdout.rstrip("\n")), _lines(result.stderr)
-    if result.exit_code != 0 or not found:
-        lines = result.stderr.strip().splitlines()
-        last = lines[-1] if lines else f"exit code {result.exit_code}"
-        kind, _, message = last.partition(": ")
-        if not message:
-            kind, message = "RuntimeError", last
-        return ToolOutcome(
-            False, f"Error executing function {spec.name}: {kind}: {message}"[:1000], out, err
-        )
-    return ToolOutcome(True, _text(value), out, err)
 
 
 async def _mcp(rt: AgentRuntime, spec: ToolSpec, args: dict[str, Any]) -> ToolOutcome:

@@ -17,6 +17,7 @@ from ._errors import (
     BlockLimitError,
     BlockNotFoundError,
     InvalidRequestError,
+    NameConflictError,
     ToolNotFoundError,
 )
 from ._loop import load_toolset
@@ -99,7 +100,7 @@ async def _existing_tool(rt: AgentRuntime, tool_id: str) -> ToolSpec:
 
 def _check_tool(agent: AgentRecord, spec: ToolSpec, names: list[str]) -> None:
     if spec.name in names:
-        raise InvalidRequestError(f"agent {agent.id} already has a tool named {spec.name!r}")
+        raise NameConflictError(f"agent {agent.id} already has a tool named {spec.name!r}")
     if agent.agent_type == "react_agent" and spec.name in MEMORY_TOOLS:
         raise InvalidRequestError(f"a react_agent has no memory tools; cannot attach {spec.name!r}")
 
@@ -122,6 +123,8 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
         metadata=request.metadata,
         tool_rules=request.tool_rules,
         timezone=request.timezone,
+        max_files_open=request.max_files_open,
+        per_file_view_window_char_limit=request.per_file_view_window_char_limit,
         created_at=now,
         updated_at=now,
     )
@@ -148,6 +151,11 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
     if leftovers:  # an agent with this id was deleted half-way: finish the job first
         await _delete_prefixes(rt)
     initial = [_initial(rt, m) for m in request.initial_messages]
+    if request.imported:
+        from ._af_messages import materialize
+
+        initial += materialize(request.imported, rt.new_id, rt.next_seq, {})
+        rt.next_seq += len(request.imported)
     writes = [(Keys.block(b.id), pack(b)) for b in blocks[: len(request.memory_blocks)]]
     writes += [*rt.message_writes(initial), (rt.keys.agent, pack(agent))]
     await rt.write(writes, "the new agent")
@@ -193,16 +201,36 @@ async def _delete_keys(rt: AgentRuntime, keys: list[bytes], what: str) -> None:
 
 
 async def _delete_prefixes(rt: AgentRuntime, *, passages: bool = True) -> None:
-    prefixes = [rt.keys.messages, rt.keys.message_ids]
+    """Delete the history (and the otid records that point into it); with ``passages``, the
+    archival memory and the runs too (an agent's deletion)."""
+    prefixes = [rt.keys.messages, rt.keys.message_ids, rt.keys.otids]
     if passages:
         prefixes += [rt.keys.passages, rt.keys.passage_ids]
     for prefix in prefixes:
         rows = await rt.scan_all(prefix, "keys to delete")
         await _delete_keys(rt, [key for key, _ in rows], "old records")
+    if passages:
+        rows = await rt.scan_all(rt.keys.runs, "the runs")
+        runs = [key for key, _ in rows]
+        await _delete_keys(rt, [Keys.run(run_id_of(key)) for key in runs] + runs, "the runs")
+
+
+def run_id_of(index_key: bytes) -> str:
+    """The run id at the end of a ``runs/<agent>/<created>/<run_id>`` index key."""
+    return index_key.rsplit(b"/", 1)[1].decode()
 
 
 async def delete_agent(rt: AgentRuntime) -> None:
+    from ._agent_files import forget_files
+    from ._links import link_deletes
+    from ._schedules import delete_all
+    from ._teleport import image_keys, stored_image
+
     rt.require()
+    await delete_all(rt)  # first: a schedule must never fire for a deleted agent
+    for key, _ in [*await forget_files(rt), *link_deletes(rt)]:
+        await _delete_keys(rt, [key], "the agent's links")
+    await _delete_keys(rt, image_keys(rt.agent_id, await stored_image(rt)), "the sandbox image")
     await _delete_keys(rt, [rt.keys.agent, rt.keys.session], "the agent")
     rt.agent, rt.session, rt.blocks = None, None, {}
     rt.history.clear()
@@ -265,12 +293,12 @@ async def update_block(rt: AgentRuntime, request: UpdateBlock) -> Block:
         )
     if request.new_label is not None:
         check_label(request.new_label, "new label")
-        if request.new_label != request.label and rt.block_by_label(request.new_label):
-            raise InvalidRequestError(f"agent {agent.id} already has a block {request.new_label!r}")
 
     async def build(txn: Transaction) -> Block:
         data = await txn.get(Keys.block(current.id))
         block: Block = unpack(data) if data is not None else current
+        if request.new_label is not None and request.new_label != block.label:
+            await _label_free(txn, agent, request.new_label, block.id)
         changes: dict[str, Any] = {"updated_at": rt.now()}
         for field in ("value", "limit", "description", "read_only", "metadata"):
             value = getattr(request, field)
@@ -296,17 +324,34 @@ async def attach_block(rt: AgentRuntime, block_id: str) -> AgentView:
     agent = rt.require()
     if block_id in agent.block_ids:
         return await view(rt)
-    data = await rt.get(Keys.block(block_id), f"block {block_id}")
-    if data is None:
-        raise BlockNotFoundError(f"block {block_id!r} not found")
-    block: Block = unpack(data)
-    await rt.refresh_blocks()
-    if rt.block_by_label(block.label) is not None:
-        raise InvalidRequestError(f"agent {agent.id} already has a block labelled {block.label!r}")
     new = attrs.evolve(agent, block_ids=(*agent.block_ids, block_id), updated_at=rt.now())
-    await rt.write([(rt.keys.agent, pack(new))], "the agent")
-    rt.agent, rt.blocks[block_id] = new, block
+
+    async def build(txn: Transaction) -> Block:
+        data = await txn.get(Keys.block(block_id))
+        if data is None:
+            raise BlockNotFoundError(f"block {block_id!r} not found")
+        current: Block = unpack(data)
+        await _label_free(txn, agent, current.label, block_id)
+        await txn.set(rt.keys.agent, pack(new))
+        return current
+
+    rt.blocks[block_id] = await rt.commit(build, "the agent")
+    rt.agent = new
     return await view(rt)
+
+
+async def _label_free(txn: Transaction, agent: AgentRecord, label: str, block_id: str) -> None:
+    """Refuse ``label`` if another of the agent's blocks has it (read in ``txn``, so a
+    concurrent relabel of a shared block conflicts with this change instead of racing it)."""
+    for other_id in agent.block_ids:
+        if other_id == block_id:
+            continue
+        data = await txn.get(Keys.block(other_id))
+        other: Block | None = unpack(data) if data is not None else None
+        if other is not None and other.label == label:
+            raise NameConflictError(
+                f"agent {agent.id} already has a block labelled {label!r} ({other.id})"
+            )
 
 
 async def detach_block(rt: AgentRuntime, block_id: str) -> AgentView:

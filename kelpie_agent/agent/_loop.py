@@ -28,16 +28,18 @@ from kelpie_agent.actors import ActorError
 from kelpie_agent.llm import LlmRequest, TextBlock, ToolCall
 from kelpie_agent.storage import Transaction
 
+from ._agent_files import directories, load_agent_files
 from ._archive import archive_of
-from ._builtins import SEND_MESSAGE, builtin_by_id
-from ._calls import finish, run_call
+from ._builtins import SEND_MESSAGE
+from ._calls import NON_USER, finish, heartbeat_message, run_call
 from ._checkpoint import PendingCall, SessionCheckpoint
-from ._codec import Keys, pack, unpack
 from ._errors import AgentStorageError
 from ._events import EventSink
 from ._llm_call import LlmFailure, call_llm, streamer_factory
+from ._loading import load_tools
 from ._messages import (
     AgentMessage,
+    ApprovalRequestMessage,
     AssistantMessage,
     ReasoningMessage,
     ToolCallInfo,
@@ -46,8 +48,7 @@ from ._messages import (
     UserMessage,
     render_messages,
 )
-from ._models import ToolSpec
-from ._prompt import build_messages, system_prompt
+from ._prompt import build_messages, rules_block, system_prompt
 from ._runtime import AgentRuntime
 from ._toolset import ToolSet
 
@@ -74,18 +75,7 @@ NO_TOOL_ALERT = _alert(
 
 async def load_toolset(rt: AgentRuntime) -> ToolSet:
     """The agent's tools as attached now (custom and MCP tools read from storage)."""
-    agent = rt.require()
-    specs: list[ToolSpec] = []
-    for tool_id in agent.tool_ids:
-        builtin = builtin_by_id(tool_id)
-        if builtin is not None:
-            specs.append(builtin.spec())
-            continue
-        key = Keys.tool(tool_id)
-        data = await rt.get(key, f"tool {tool_id}")
-        if data is not None:
-            specs.append(unpack(data))
-    return ToolSet(agent, specs)
+    return await load_tools(rt.reader, rt.require())
 
 
 class Loop:
@@ -129,7 +119,7 @@ class Loop:
 
     async def _commit(self, messages: list[AgentMessage], cp: SessionCheckpoint, what: str) -> None:
         rt = self.rt
-        writes = [*rt.message_writes(messages), (rt.keys.session, pack(cp))]
+        writes = [*rt.message_writes(messages), *rt.checkpoint_writes(cp)]
 
         async def build(txn: Transaction) -> None:
             for key, value in writes:
@@ -145,17 +135,20 @@ class Loop:
         ):
             await self.sink.emit(event)
 
-    def _request(self, tools: ToolSet) -> LlmRequest:
+    def _request(
+        self, tools: ToolSet, allowed: frozenset[str] | None, directories: str | None = None
+    ) -> LlmRequest:
         rt = self.rt
         agent = rt.require()
-        llm_tools = tools.llm_tools()
+        llm_tools = tools.llm_tools(allowed)
         archive = rt.archive
         system = system_prompt(
             agent,
-            rt.ordered_blocks(),
+            [*rt.ordered_blocks(), *rules_block(agent)],
             now=rt.time_text(),
             messages=rt.history[-1].seq if rt.history else 0,
             passages=len(archive) if archive is not None else None,
+            directories=directories,
         )
         schema_chars = sum(
             len(json.dumps(dict(t.input_schema))) + len(t.description) for t in llm_tools
@@ -185,10 +178,13 @@ class Loop:
                 run_id=cp.session_id,
                 step_id=step_id,
             )
+        history = cp.tool_history
+        allowed = tools.solver.allowed(history, cp.last_return)
+        prefill = tools.solver.prefill(history, allowed)
         try:
             outcome = await call_llm(
                 rt.env.llm,
-                self._request(tools),
+                self._request(tools, allowed, await self._directories()),
                 config=rt.config,
                 random=rt.ctx.ports.rng.random,
                 new_id=lambda: rt.new_id("message"),
@@ -223,13 +219,36 @@ class Loop:
                     block = ToolCall(rt.new_id("toolu"), block.name, block.arguments)
                 seen.add(block.id)
                 info = ToolCallInfo(block.name, block.arguments, block.id)
-                messages.append(
-                    ToolCallMessage(id=mid, date=date, seq=rt.alloc_seq(), tool_call=info, **common)
+                bound = tools.tools.get(block.name)
+                ask = bound is not None and bound.approval
+                kind = ApprovalRequestMessage if ask else ToolCallMessage
+                seq = rt.alloc_seq()
+                messages.append(kind(id=mid, date=date, seq=seq, tool_call=info, **common))
+                approval = "requested" if ask else None
+                calls.append(
+                    PendingCall(block.id, block.name, block.arguments, mid, approval=approval)
                 )
-                calls.append(PendingCall(block.id, block.name, block.arguments, mid))
         cp = attrs.evolve(cp, usage=usage, updated_at=rt.now())
+        uncalled = tools.solver.uncalled(cp.tool_history)
         if calls:
-            cp = attrs.evolve(cp, step_id=step_id, pending=tuple(calls))
+            cp = attrs.evolve(
+                cp,
+                step_id=step_id,
+                pending=tuple(calls),
+                allowed=None if allowed is None else tuple(sorted(allowed)),
+                prefill=tuple(
+                    (name, json.dumps(args, sort_keys=True))
+                    for name, args in sorted(prefill.items())
+                ),
+            )
+            if any(c.approval == "requested" for c in calls):  # nothing runs until answered
+                cp = attrs.evolve(
+                    cp,
+                    status="done",
+                    stop_reason="requires_approval",
+                    iteration=cp.iteration + 1,
+                    updated_at=rt.now(),
+                )
         elif not messages:  # an empty answer
             if response.stop_reason == "max_tokens":
                 cp = finish(rt, cp, "max_tokens_exceeded")
@@ -246,6 +265,14 @@ class Loop:
                 cp = self._next(attrs.evolve(cp, nudges=cp.nudges + 1))
             else:
                 cp = finish(rt, attrs.evolve(cp, iteration=cp.iteration + 1), "no_tool_call")
+        elif uncalled and cp.iteration + 1 < cp.max_steps:  # Letta: required tools first
+            names = ", ".join(uncalled)
+            reason = (
+                f"{NON_USER}ToolRuleViolated: You must call {names} at least once to exit the loop."
+            )
+            reserve = lambda: (rt.new_id("message"), rt.alloc_seq())  # noqa: E731
+            messages.append(heartbeat_message(rt, reserve, reason, cp.session_id))
+            cp = self._next(cp)
         else:
             reason = "max_tokens_exceeded" if response.stop_reason == "max_tokens" else "end_turn"
             cp = finish(rt, attrs.evolve(cp, iteration=cp.iteration + 1), reason)
@@ -257,6 +284,14 @@ class Loop:
                 shown, use_assistant_message=self.options.use_assistant_message
             ):
                 await self.sink.emit(event)
+
+    async def _directories(self) -> str | None:
+        """The attached folders and open files (read fresh: uploads and other runs change
+        them)."""
+        rt = self.rt
+        if not rt.require().folder_ids:
+            return None
+        return directories(rt, await load_agent_files(rt, texts=True))
 
     def _next(self, cp: SessionCheckpoint) -> SessionCheckpoint:
         cp = attrs.evolve(cp, iteration=cp.iteration + 1)

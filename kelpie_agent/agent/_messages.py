@@ -17,6 +17,9 @@ import attrs
 
 __all__ = [
     "AgentMessage",
+    "ApprovalDecision",
+    "ApprovalRequestMessage",
+    "ApprovalResponseMessage",
     "AssistantMessage",
     "LettaStopReason",
     "LettaUsage",
@@ -110,6 +113,50 @@ class ToolReturnMessage(_Base):
     stderr: tuple[str, ...] | None = attrs.field(default=None, converter=_lines)
 
 
+@attrs.frozen(kw_only=True)
+class ApprovalRequestMessage(ToolCallMessage):
+    """A tool call that waits for a client's approval (a ``requires_approval`` rule, or a
+    tool that requires approval by default). It is a tool call in every other respect: the
+    prompt shows it as one, and its result (run, denied or given by the client) answers it."""
+
+    message_type: ClassVar[str] = "approval_request_message"
+
+
+@attrs.frozen
+class ApprovalDecision:
+    """The client's answer for one call: approved, denied (with a reason), or, for a call
+    the client ran itself, its result (``tool_return``, ``status``)."""
+
+    tool_call_id: str
+    approve: bool
+    reason: str | None = None
+    tool_return: str | None = None
+    status: Literal["success", "error"] | None = None
+
+
+def _decisions(value: Iterable[ApprovalDecision]) -> tuple[ApprovalDecision, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalResponseMessage(_Base):
+    """The client's approvals and denials of the calls a run stopped on (not shown to the
+    model: the calls' results are)."""
+
+    message_type: ClassVar[str] = "approval_response_message"
+    approvals: tuple[ApprovalDecision, ...] = attrs.field(converter=_decisions)
+    approval_request_id: str | None = None
+
+    @property
+    def content(self) -> str:
+        """The decisions as text (what search and checkers read)."""
+        return "; ".join(
+            f"{a.tool_call_id}: {'approved' if a.approve else 'denied'}"
+            + (f" ({a.reason})" if a.reason else "")
+            for a in self.approvals
+        )
+
+
 AgentMessage: TypeAlias = (
     SystemMessage
     | UserMessage
@@ -117,6 +164,7 @@ AgentMessage: TypeAlias = (
     | ReasoningMessage
     | ToolCallMessage
     | ToolReturnMessage
+    | ApprovalResponseMessage
 )
 
 
@@ -160,6 +208,8 @@ def message_text(message: AgentMessage) -> str:
         return message.reasoning
     if isinstance(message, ToolCallMessage):
         return f"{message.tool_call.name}({message.tool_call.arguments})"
+    if isinstance(message, ApprovalResponseMessage):
+        return message.content
     return message.tool_return
 
 
@@ -240,6 +290,14 @@ def letta_json(event: StreamEvent) -> dict[str, Any]:
             "arguments": call.arguments,
             "tool_call_id": call.tool_call_id,
         }
+        if isinstance(event, ApprovalRequestMessage):
+            out["tool_calls"] = [dict(out["tool_call"])]
+    elif isinstance(event, ApprovalResponseMessage):
+        out["approval_request_id"] = event.approval_request_id
+        out["approvals"] = [_approval_json(a) for a in event.approvals]
+        first = event.approvals[0] if event.approvals else None
+        out["approve"] = first.approve if first is not None else None
+        out["reason"] = first.reason if first is not None else None
     else:
         out["tool_return"] = event.tool_return
         out["status"] = event.status
@@ -247,3 +305,19 @@ def letta_json(event: StreamEvent) -> dict[str, Any]:
         out["stdout"] = list(event.stdout) if event.stdout is not None else None
         out["stderr"] = list(event.stderr) if event.stderr is not None else None
     return out
+
+
+def _approval_json(decision: ApprovalDecision) -> dict[str, Any]:
+    if decision.tool_return is not None:
+        return {
+            "type": "tool",
+            "tool_call_id": decision.tool_call_id,
+            "tool_return": decision.tool_return,
+            "status": decision.status or "success",
+        }
+    return {
+        "type": "approval",
+        "tool_call_id": decision.tool_call_id,
+        "approve": decision.approve,
+        "reason": decision.reason,
+    }

@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from ._errors import InvalidRequestError
+from ._tool_rules import TOOL_RULE_TYPES, ToolRule
 
 __all__ = [
     "AGENT_TYPES",
@@ -32,17 +33,22 @@ __all__ = [
 
 AgentType: TypeAlias = Literal["memgpt_agent", "letta_v1_agent", "react_agent"]
 AGENT_TYPES: tuple[str, ...] = ("memgpt_agent", "letta_v1_agent", "react_agent")
-TOOL_RULE_TYPES: tuple[str, ...] = ("exit_loop", "continue_loop", "max_count_per_step")
 DEFAULT_BLOCK_LIMIT = 20_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT
 DEFAULT_CONTEXT_WINDOW = 32_000  # tokens, Letta's DEFAULT_CONTEXT_WINDOW
 DEFAULT_RETURN_CHAR_LIMIT = 50_000  # Letta's FUNCTION_RETURN_CHAR_LIMIT
-_LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
-_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$")
+# Whole-string patterns (fullmatch: "$" alone would let a trailing newline through); the API
+# states the same strings in its OpenAPI schema.
+LABEL_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$"
+ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$"
+_LABEL = re.compile(LABEL_PATTERN)
+_ID = re.compile(ID_PATTERN)
+DEFAULT_MAX_FILES_OPEN = 5  # Letta's default for a 32k context window
+DEFAULT_FILE_WINDOW = 15_000  # characters of one open file shown (Letta, 32k window)
 
 
 def check_label(label: object, where: str = "label") -> str:
     """A block label: 1-100 of letters, digits, ``_ . -`` (not starting with ``.`` or ``-``)."""
-    if not isinstance(label, str) or not _LABEL.match(label):
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
         raise InvalidRequestError(
             f"{where}: a block label is 1-100 letters, digits, '_', '.' or '-', got {label!r}"
         )
@@ -51,7 +57,7 @@ def check_label(label: object, where: str = "label") -> str:
 
 def check_id(value: object, what: str) -> str:
     """An id usable inside storage keys (no ``/``, no spaces)."""
-    if not isinstance(value, str) or not _ID.match(value):
+    if not isinstance(value, str) or not _ID.fullmatch(value):
         raise InvalidRequestError(f"{what}: not a valid id: {value!r}")
     return value
 
@@ -102,30 +108,6 @@ class Block:
 
 
 @attrs.frozen
-class ToolRule:
-    """A tool rule (Letta's): ``exit_loop`` ends the run after the tool; ``continue_loop``
-    always continues after it; ``max_count_per_step`` allows the tool at most
-    ``max_count_limit`` times per run."""
-
-    tool_name: str
-    type: str
-    max_count_limit: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if self.type not in TOOL_RULE_TYPES:
-            raise InvalidRequestError(
-                f"tool rule for {self.tool_name!r}: type must be one of "
-                f"{', '.join(TOOL_RULE_TYPES)}, got {self.type!r}"
-            )
-        if self.type == "max_count_per_step" and not (
-            isinstance(self.max_count_limit, int) and self.max_count_limit >= 1
-        ):
-            raise InvalidRequestError(
-                f"tool rule for {self.tool_name!r}: max_count_per_step needs max_count_limit >= 1"
-            )
-
-
-@attrs.frozen
 class ToolSpec:
     """A tool as stored (``tool/<id>``) and shown by the API (Letta's Tool).
 
@@ -147,6 +129,7 @@ class ToolSpec:
     metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping, hash=False)
     created_at: float = 0.0
     updated_at: float = 0.0
+    default_requires_approval: bool = False  # every call waits for a client's approval
 
     @property
     def parameters(self) -> Mapping[str, Any]:
@@ -175,6 +158,11 @@ class AgentRecord:
     timezone: str = "UTC"
     created_at: float = 0.0
     updated_at: float = 0.0
+    identity_ids: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    folder_ids: tuple[str, ...] = attrs.field(default=(), converter=_strings)  # attached folders
+    archive_ids: tuple[str, ...] = attrs.field(default=(), converter=_strings)  # shared archives
+    max_files_open: int = DEFAULT_MAX_FILES_OPEN
+    per_file_view_window_char_limit: int = DEFAULT_FILE_WINDOW
 
     def __attrs_post_init__(self) -> None:
         if self.agent_type not in AGENT_TYPES:
@@ -185,7 +173,12 @@ class AgentRecord:
             raise InvalidRequestError("name must be a non-empty string")
         if not isinstance(self.model, str) or not self.model:
             raise InvalidRequestError("model must be a non-empty string")
-        for field, low in (("context_window", 256), ("max_tokens", 1)):
+        for field, low in (
+            ("context_window", 256),
+            ("max_tokens", 1),
+            ("max_files_open", 1),
+            ("per_file_view_window_char_limit", 1),
+        ):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidRequestError(f"{field} must be an int >= {low}, got {value!r}")
@@ -211,3 +204,5 @@ class PassageRecord:
     embedder: str = ""
     tags: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     created_at: float = 0.0
+    archive_id: str | None = None  # a shared archive's passage (else the agent's own)
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping, hash=False)

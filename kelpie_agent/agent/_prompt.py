@@ -17,6 +17,7 @@ from kelpie_agent.llm import ContentBlock, Message, TextBlock, Tool, ToolCall, T
 
 from ._messages import (
     AgentMessage,
+    ApprovalResponseMessage,
     AssistantMessage,
     ReasoningMessage,
     SystemMessage,
@@ -24,8 +25,9 @@ from ._messages import (
     UserMessage,
 )
 from ._models import AgentRecord, Block
+from ._tool_rules import RULE_PROMPT_DESCRIPTION, rule_prompt
 
-__all__ = ["DEFAULT_SYSTEM", "build_messages", "render_memory", "system_prompt"]
+__all__ = ["DEFAULT_SYSTEM", "build_messages", "render_memory", "rules_block", "system_prompt"]
 
 MEMORY_KEYWORD = "{CORE_MEMORY}"
 TRIMMED = "[Earlier messages were trimmed from the context window.]"
@@ -72,11 +74,38 @@ def render_memory(blocks: Sequence[Block]) -> str:
     return "\n".join(parts)
 
 
+def rules_block(agent: AgentRecord) -> list[Block]:
+    """Letta's ephemeral ``tool_usage_rules`` block (the rules' prompts), if any rule has one.
+    It is rendered with the memory blocks but never stored."""
+    value = rule_prompt(agent.tool_rules)
+    if value is None:
+        return []
+    return [
+        Block(
+            id="tool-usage-rules",
+            label="tool_usage_rules",
+            value=value,
+            limit=max(len(value), 1),
+            description=RULE_PROMPT_DESCRIPTION,
+            read_only=True,
+        )
+    ]
+
+
 def system_prompt(
-    agent: AgentRecord, blocks: Sequence[Block], *, now: str, messages: int, passages: int | None
+    agent: AgentRecord,
+    blocks: Sequence[Block],
+    *,
+    now: str,
+    messages: int,
+    passages: int | None,
+    directories: str | None = None,
 ) -> str:
+    """``directories``: Letta's attached-folders section, rendered after the memory blocks."""
     base = agent.system or DEFAULT_SYSTEM.get(agent.agent_type, "")
     memory = render_memory(blocks)
+    if directories:
+        memory = f"{memory}\n\n{directories}"
     text = base.replace(MEMORY_KEYWORD, memory) if MEMORY_KEYWORD in base else f"{base}\n\n{memory}"
     stats = [
         "<memory_metadata>",
@@ -108,6 +137,8 @@ def _blocks(message: AgentMessage) -> tuple[str, list[ContentBlock]]:
     if isinstance(message, ToolCallMessage):
         call = message.tool_call
         return "assistant", [ToolCall(call.tool_call_id, call.name or "unknown", call.arguments)]
+    if isinstance(message, ApprovalResponseMessage):  # the calls' results speak for it
+        return "user", []
     return "user", [
         ToolResult(message.tool_call_id, message.tool_return, message.status == "error")
     ]

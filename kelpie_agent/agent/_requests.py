@@ -7,37 +7,55 @@ Optional fields left as ``None`` mean "unchanged" in updates and "not given" els
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import attrs
 import trio
 
 from ._checkpoint import SessionCheckpoint
-from ._messages import AgentMessage, LettaUsage, StreamEvent
-from ._models import AgentRecord, Block, PassageRecord, ToolRule, ToolSpec
+from ._messages import AgentMessage, ApprovalDecision, LettaUsage, StreamEvent
+from ._models import (
+    DEFAULT_FILE_WINDOW,
+    DEFAULT_MAX_FILES_OPEN,
+    AgentRecord,
+    Block,
+    PassageRecord,
+    ToolRule,
+    ToolSpec,
+)
 
 __all__ = [
     "AgentView",
     "AttachBlock",
+    "AttachFolder",
+    "AttachShared",
     "AttachTool",
     "BlockCreate",
+    "CloseFile",
     "CreateAgent",
+    "CreateSchedule",
     "DeleteAgent",
     "DeletePassage",
+    "DeleteSchedule",
     "DetachBlock",
+    "DetachFolder",
+    "DetachShared",
     "DetachTool",
     "ExportSession",
+    "FireSchedule",
     "GetAgent",
     "GetBlock",
     "GetSession",
     "ImportSession",
     "InputMessage",
     "InsertPassage",
+    "ListAgentFiles",
     "ListBlocks",
     "ListMessages",
     "ListPassages",
     "ListTools",
+    "OpenFile",
     "PassageHit",
     "ResetMessages",
     "ResumeRun",
@@ -52,14 +70,24 @@ __all__ = [
 ]
 
 
+def _decisions(value: Any) -> tuple[ApprovalDecision, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class InputMessage:
-    """One input message (``role`` user, system or assistant)."""
+    """One input message (``role`` user, system or assistant), or the client's answer to a
+    run that stopped on calls awaiting approval (``role`` ``approval``: ``approvals`` per
+    call, or the legacy ``approve`` for every call of ``approval_request_id``; ``content``
+    holds the legacy reason). An approval must be the first input; user messages may follow."""
 
-    role: Literal["user", "system", "assistant"]
+    role: Literal["user", "system", "assistant", "approval"]
     content: str
     name: str | None = None
     otid: str | None = None
+    approvals: tuple[ApprovalDecision, ...] = attrs.field(default=(), converter=_decisions)
+    approval_request_id: str | None = None
+    approve: bool | None = None
 
 
 @attrs.frozen
@@ -96,6 +124,10 @@ class CreateAgent:
     tool_rules: tuple[ToolRule, ...] = ()
     timezone: str = "UTC"
     initial_messages: tuple[InputMessage, ...] = ()
+    max_files_open: int = DEFAULT_MAX_FILES_OPEN
+    per_file_view_window_char_limit: int = DEFAULT_FILE_WINDOW
+    # an imported history (``_af_messages.ImportedMessage``s from an agent file)
+    imported: tuple[Any, ...] = attrs.field(default=(), eq=False)
 
 
 @attrs.frozen
@@ -115,6 +147,8 @@ UPDATABLE_FIELDS: tuple[str, ...] = (
     "metadata",
     "tool_rules",
     "timezone",
+    "max_files_open",
+    "per_file_view_window_char_limit",
 )
 """The agent metadata :class:`UpdateAgent` may change (tools and blocks have requests of
 their own)."""
@@ -142,8 +176,11 @@ class SendMessage:
     :class:`LettaUsage`); with ``stream_tokens`` the LLM's text arrives in pieces that share a
     message id. A consumer that closes its end or stops reading never breaks the run. Setting
     ``cancel`` stops the run between steps with ``cancelled``. A request whose first message
-    has the same ``otid`` as the first input of the agent's last run is a retry (its first
-    attempt's outcome was unknown to the caller): it gets that run's result, not a new run.
+    has the same ``otid`` as the first input of an earlier run is a retry (its first attempt's
+    outcome was unknown to the caller): it gets that run's result, not a new run. ``background``
+    and ``config`` are recorded on the run (Letta's ``background`` and ``request_config``).
+    ``on_start(run_id)`` is called once the input is committed (for a retry: with the run the
+    first attempt started), before the loop runs.
     """
 
     messages: tuple[InputMessage, ...]
@@ -152,6 +189,11 @@ class SendMessage:
     stream_tokens: bool = False
     use_assistant_message: bool = True
     cancel: trio.Event | None = attrs.field(default=None, eq=False)
+    # more writes (None deletes) committed with the input messages (a schedule's advance)
+    extra_writes: tuple[tuple[bytes, bytes | None], ...] = attrs.field(default=(), eq=False)
+    background: bool = False  # recorded on the run (Letta's background mode)
+    config: Mapping[str, Any] = attrs.field(factory=dict, hash=False)  # the run's request_config
+    on_start: Callable[[str], None] | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -280,6 +322,88 @@ class RunTool:
     args: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
 
 
+# -- folders, files, archives, identities --------------------------------------------------------
+@attrs.frozen
+class AttachFolder:
+    """Attach a folder (its files are opened up to ``max_files_open``) -> ``None``."""
+
+    folder_id: str
+
+
+@attrs.frozen
+class DetachFolder:
+    """-> ``None``."""
+
+    folder_id: str
+
+
+@attrs.frozen
+class OpenFile:
+    """Open a file (whole, or lines ``start``..``end``, 0-based, end exclusive) -> the names
+    of files closed to make room (``list[str]``)."""
+
+    file_id: str
+    start: int | None = None
+    end: int | None = None
+
+
+@attrs.frozen
+class CloseFile:
+    """Close one file (``file_id``), or every open file (``None``) -> the names closed."""
+
+    file_id: str | None = None
+
+
+@attrs.frozen
+class ListAgentFiles:
+    """-> ``list[AgentFile]``: every file of the attached folders, its state and window."""
+
+
+@attrs.frozen
+class AttachShared:
+    """Attach an archive or an identity (``kind``) -> ``None``."""
+
+    kind: Literal["archive", "identity"]
+    target_id: str
+
+
+@attrs.frozen
+class DetachShared:
+    """-> ``None`` (detaching what is not attached is a no-op)."""
+
+    kind: Literal["archive", "identity"]
+    target_id: str
+
+
+# -- scheduled messages --------------------------------------------------------------------------
+@attrs.frozen
+class CreateSchedule:
+    """Schedule ``messages`` (Letta's ``schedule``: one-time or recurring)
+    -> ``ScheduledMessage``."""
+
+    messages: tuple[InputMessage, ...]
+    schedule: Mapping[str, Any] = attrs.field(hash=False)
+    max_steps: int | None = None
+    include_return_message_types: tuple[str, ...] | None = None
+
+
+@attrs.frozen
+class DeleteSchedule:
+    """-> ``None``."""
+
+    schedule_id: str
+
+
+@attrs.frozen
+class FireSchedule:
+    """Send the occurrence of a schedule due at ``due`` (epoch microseconds, as in its due
+    key), if it still is -> :class:`TurnResult`, or ``None`` when it already fired or is
+    gone."""
+
+    schedule_id: str
+    due: int
+
+
 # -- sessions ------------------------------------------------------------------------------------
 @attrs.frozen
 class GetSession:
@@ -333,10 +457,11 @@ class TurnResult:
     @property
     def response_messages(self) -> tuple[AgentMessage, ...]:
         """What Letta's LettaResponse.messages holds: the run's messages without user-role
-        ones (the input, heartbeats and alerts)."""
-        from ._messages import UserMessage
+        ones (the input, heartbeats and alerts) and without an approval answer."""
+        from ._messages import ApprovalResponseMessage, UserMessage
 
-        return tuple(m for m in self.messages if not isinstance(m, UserMessage))
+        hidden = (UserMessage, ApprovalResponseMessage)
+        return tuple(m for m in self.messages if not isinstance(m, hidden))
 
     @property
     def reply(self) -> str:

@@ -12,25 +12,32 @@ from __future__ import annotations
 import datetime as _dt
 import zoneinfo
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import trio
 
-from kelpie_agent.sandbox import Sandbox, SandboxState
+from kelpie_agent.sandbox import (
+    Sandbox,
+    SandboxRequest,
+    SandboxState,
+    agent_network,
+)
 from kelpie_agent.storage import ConflictError, StorageError, Transaction
 
 from ._checkpoint import SessionCheckpoint
 from ._codec import Keys, pack, unpack
 from ._config import ActorContextLike, AgentEnv
-from ._errors import AgentNotFoundError, AgentStorageError
+from ._errors import AgentNotFoundError
+from ._loading import load_blocks
 from ._messages import AgentMessage
 from ._models import AgentRecord, Block
+from ._retry import Reader
+from ._runs import run_record
 
 __all__ = ["AgentRuntime", "format_time", "zone"]
 
 T = TypeVar("T")
-_PAGE = 500
 
 
 def zone(name: str) -> _dt.tzinfo:
@@ -100,6 +107,19 @@ class AgentRuntime:
         self.session: SessionCheckpoint | None = None
         self.archive: Any = None  # _archive.Archive, loaded on first use
         self.sandbox: Sandbox | None = None
+        self.sandbox_request: SandboxRequest | None = None
+        self.image: Any = None  # _teleport.SandboxImage of the sandbox's saved files
+        self.stale = True
+        self.reader = Reader(
+            ctx.kv,
+            ctx.ports.rng,
+            self.config.storage_attempts,
+            self.config.storage_backoff,
+            name=f"agent {self.agent_id}",
+            on_give_up=self._mark_stale,
+        )
+
+    def _mark_stale(self) -> None:
         self.stale = True
 
     # -- ports ----------------------------------------------------------------------------------
@@ -138,29 +158,13 @@ class AgentRuntime:
         return next((b for b in self.ordered_blocks() if b.label == label), None)
 
     # -- storage --------------------------------------------------------------------------------
-    async def _backoff(self, attempt: int) -> None:
-        base = self.config.storage_backoff * (2 ** min(attempt, 6))
-        await trio.sleep(base * (0.5 + 0.5 * self.ctx.ports.rng.random()))
-
     async def read(self, op: Callable[[], Awaitable[T]], what: str) -> T:
-        """A read, retried on storage errors."""
-        attempts = self.config.storage_attempts
-        for attempt in range(attempts):
-            try:
-                return await op()
-            except StorageError as error:
-                if attempt + 1 == attempts:
-                    self.stale = True
-                    raise AgentStorageError(
-                        f"agent {self.agent_id}: reading {what} failed {attempts} times: {error}"
-                    ) from error
-            await self._backoff(attempt)
-        raise AssertionError("unreachable")
+        """A read, retried on storage errors (then :class:`AgentStorageError`, and stale)."""
+        return await self.reader(op, what)
 
     async def get(self, key: bytes, what: str) -> bytes | None:
         """One key, read with retries."""
-        kv = self.ctx.kv
-        return await self.read(lambda: kv.get(key), what)
+        return await self.reader.get(key, what)
 
     async def commit(self, build: Callable[[Transaction], Awaitable[T]], what: str) -> T:
         """Run ``build`` in a fenced transaction until it commits; ``build`` must only compute
@@ -187,11 +191,8 @@ class AgentRuntime:
                 if written is not None and await self._landed(written, what):
                     return result
             if attempt + 1 == attempts:
-                self.stale = True
-                raise AgentStorageError(
-                    f"agent {self.agent_id}: writing {what} failed {attempts} times: {failure}"
-                ) from failure
-            await self._backoff(attempt)
+                raise self.reader.give_up("writing", what, failure) from failure
+            await self.reader.backoff(attempt)
         raise AssertionError("unreachable")
 
     async def _landed(self, written: WriteLog, what: str) -> bool:
@@ -204,25 +205,21 @@ class AgentRuntime:
                 return False
         return bool(written.writes)
 
-    async def write(self, writes: list[tuple[bytes, bytes]], what: str) -> None:
+    async def write(self, writes: Sequence[tuple[bytes, bytes | None]], what: str) -> None:
+        """Commit ``writes`` in one transaction (a ``None`` value deletes the key)."""
+
         async def build(txn: Transaction) -> None:
             for key, value in writes:
-                await txn.set(key, value)
+                if value is None:
+                    await txn.delete(key)
+                else:
+                    await txn.set(key, value)
 
         await self.commit(build, what)
 
     async def scan_all(self, prefix: bytes, what: str) -> list[tuple[bytes, bytes]]:
         """Every pair under ``prefix``, read in pages."""
-        kv = self.ctx.kv
-        rows: list[tuple[bytes, bytes]] = []
-        start = prefix
-        end = Keys.prefix_end(prefix)
-        while True:
-            page = await self.read(lambda s=start: kv.scan(s, end, limit=_PAGE), what)  # type: ignore[misc]
-            rows.extend(page)
-            if len(page) < _PAGE:
-                return rows
-            start = page[-1][0] + b"\x00"
+        return await self.reader.scan_all(prefix, what)
 
     # -- loading --------------------------------------------------------------------------------
     async def load(self) -> None:
@@ -237,11 +234,7 @@ class AgentRuntime:
         self.archive = None
         self.next_seq = 1
         if self.agent is not None:
-            for block_id in self.agent.block_ids:
-                key = Keys.block(block_id)
-                data = await self.get(key, f"block {block_id}")
-                if data is not None:
-                    self.blocks[block_id] = unpack(data)
+            self.blocks = {b.id: b for b in await load_blocks(self.reader, self.agent)}
             window = self.config.history_window
             recent = await self.read(
                 lambda: kv.scan_prefix(keys.messages, limit=window, reverse=True), "history"
@@ -269,28 +262,52 @@ class AgentRuntime:
 
     # -- the sandbox ----------------------------------------------------------------------------
     async def get_sandbox(self) -> Sandbox:
-        """The agent's sandbox, booted on first use (and again after it died)."""
+        """The agent's sandbox, booted on first use (and again after it died). When the
+        agent's allow-list (``metadata.sandbox_allow_hosts``) changed, a new sandbox with the
+        new network takes over the files of the agent's last committed call (its image)."""
         factory = self.env.sandbox_factory
         if factory is None:
             raise RuntimeError("no sandbox is configured for this server")
-        if self.sandbox is not None and self.sandbox.state in (
-            SandboxState.RUNNING,
-            SandboxState.PAUSED,
-        ):
-            if self.sandbox.state is SandboxState.PAUSED:
-                await self.sandbox.resume()
-            return self.sandbox
-        self.sandbox = factory()
+        agent = self.require()
+        try:
+            request = SandboxRequest(agent.id, agent_network(agent.metadata))
+        except ValueError as error:
+            raise RuntimeError(str(error)) from None
+        old = self.sandbox
+        if old is not None and old.state in (SandboxState.RUNNING, SandboxState.PAUSED):
+            if request == self.sandbox_request:
+                if old.state is SandboxState.PAUSED:
+                    await old.resume()
+                return old
+            # The network changed: the new sandbox takes the files of the last committed call
+            # from the agent's image (teleport), as it would on another node.
+            await self.close_sandbox()
+        from ._teleport import restore_into
+
+        self.sandbox, self.sandbox_request = factory(request), request
         await self.sandbox.boot()
+        try:  # the agent's files from wherever it ran before (docs/teleport.md)
+            self.image = await restore_into(self, self.sandbox)
+        except BaseException:
+            await self.close_sandbox()
+            raise
         return self.sandbox
 
     async def close_sandbox(self) -> None:
-        sandbox, self.sandbox = self.sandbox, None
+        sandbox, self.sandbox, self.sandbox_request = self.sandbox, None, None
         if sandbox is not None:
             with trio.move_on_after(5):
                 await sandbox.stop()
 
     # -- helpers used by several modules -------------------------------------------------------
+    def checkpoint_writes(self, cp: SessionCheckpoint) -> list[tuple[bytes, bytes]]:
+        """What a commit of run checkpoint ``cp`` writes: the checkpoint and the run's record
+        (a session imported from another agent keeps the record its source wrote)."""
+        writes = [(self.keys.session, pack(cp))]
+        if cp.transferred_from is None:
+            writes.append((Keys.run(cp.session_id), pack(run_record(cp))))
+        return writes
+
     def message_writes(self, messages: list[AgentMessage]) -> list[tuple[bytes, bytes]]:
         writes: list[tuple[bytes, bytes]] = []
         for message in messages:

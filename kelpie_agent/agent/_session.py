@@ -7,11 +7,13 @@ checkpoint ``running`` and resumes the run (docs/agent.md, "Checkpoints and reco
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import trio
 
+from ._approvals import refuse_while_waiting, start_approval_run
 from ._calls import finish
 from ._checkpoint import SessionCheckpoint
 from ._codec import Keys, pack, unpack
@@ -27,9 +29,12 @@ from ._messages import (
     render_messages,
 )
 from ._requests import ImportSession, InputMessage, SendMessage, SessionSnapshot, TurnResult
+from ._runs import OtidRecord, RunRecord, run_record
 from ._runtime import AgentRuntime
 
-__all__ = ["export_session", "import_session", "resume", "send"]
+__all__ = ["export_session", "find_retried_run", "import_session", "resume", "run_messages", "send"]
+
+_BATCH = 200
 
 
 def _input(rt: AgentRuntime, message: InputMessage, run_id: str) -> AgentMessage:
@@ -51,39 +56,64 @@ def _input(rt: AgentRuntime, message: InputMessage, run_id: str) -> AgentMessage
         return SystemMessage(content=message.content, **common)
     if message.role == "assistant":
         return AssistantMessage(content=message.content, **common)
+    if message.role == "approval":
+        raise InvalidRequestError("messages: only the first message may be an approval")
     raise InvalidRequestError(
         f"message role must be user, system or assistant, got {message.role!r}"
     )
 
 
 async def _commit(
-    rt: AgentRuntime, messages: list[AgentMessage], cp: SessionCheckpoint, what: str
+    rt: AgentRuntime,
+    messages: list[AgentMessage],
+    cp: SessionCheckpoint,
+    what: str,
+    extra: Sequence[tuple[bytes, bytes | None]] = (),
 ) -> None:
-    await rt.write([*rt.message_writes(messages), (rt.keys.session, pack(cp))], what)
+    await rt.write([*rt.message_writes(messages), *rt.checkpoint_writes(cp), *extra], what)
     rt.remember(messages)
     rt.session = cp
 
 
-async def run_messages(rt: AgentRuntime, cp: SessionCheckpoint) -> list[AgentMessage]:
-    """The stored messages of run ``cp`` (read back from storage: a resumed run's early
-    messages may predate this activation)."""
-    start = rt.keys.message(cp.first_seq)
-    end = Keys.prefix_end(rt.keys.messages)
-    rows = await rt.read(lambda: rt.ctx.kv.scan(start, end), "the run's messages")
-    messages = [unpack(value) for _, value in rows]
-    return [m for m in messages if m.run_id == cp.session_id]
+async def run_messages(rt: AgentRuntime, run_id: str, first_seq: int) -> list[AgentMessage]:
+    """The stored messages of run ``run_id``, from its first input at ``first_seq`` (read
+    back from storage: a resumed run's early messages may predate this activation). Runs of
+    a history never interleave, so the run ends at the first message of another."""
+    start, end = rt.keys.message(first_seq), Keys.prefix_end(rt.keys.messages)
+    found: list[AgentMessage] = []
+    while True:
+        rows = await rt.reader.scan(start, end, "the run's messages", limit=_BATCH)
+        for _, value in rows:
+            message: AgentMessage = unpack(value)
+            if message.run_id != run_id:
+                return found
+            found.append(message)
+        if len(rows) < _BATCH:
+            return found
+        start = rows[-1][0] + b"\x00"
 
 
 async def _finish_turn(
-    rt: AgentRuntime, cp: SessionCheckpoint, sink: EventSink, use_assistant_message: bool
+    rt: AgentRuntime,
+    run: RunRecord,
+    sink: EventSink,
+    use_assistant_message: bool,
+    *,
+    replay: bool = False,
 ) -> TurnResult:
+    """The run's result; the stream ends with its stop reason and usage. A ``replay`` (the
+    answer to a retried request) streams the run's messages first, as the run did."""
     messages = render_messages(
-        await run_messages(rt, cp), use_assistant_message=use_assistant_message
+        await run_messages(rt, run.id, run.first_seq), use_assistant_message=use_assistant_message
     )
-    stop = cp.stop_reason or "error"
+    stop = run.stop_reason or "error"
+    result = TurnResult(run.id, tuple(messages), stop, run.usage, run.error)
+    if replay:
+        for message in result.response_messages:
+            await sink.emit(message)
     await sink.emit(LettaStopReason(stop))
-    await sink.emit(cp.usage)
-    return TurnResult(cp.session_id, tuple(messages), stop, cp.usage, cp.error)
+    await sink.emit(run.usage)
+    return result
 
 
 async def _close(channel: trio.MemorySendChannel[object] | None) -> None:
@@ -103,47 +133,81 @@ async def send(rt: AgentRuntime, request: SendMessage) -> TurnResult:
             raise InvalidRequestError(f"max_steps must be an integer >= 1, got {max_steps!r}")
         if rt.session is not None and rt.session.running:
             await resume(rt)  # finish the interrupted run before starting a new one
-        earlier = await _run_with_otid(rt, request.messages[0].otid)
+        earlier = await find_retried_run(rt, request.messages[0].otid)
         if earlier is not None:  # a retried request (same otid): answer with its run
+            _started(request, earlier.id)
             sink = EventSink(request.stream, rt.config.sink_timeout)
-            return await _finish_turn(rt, earlier, sink, request.use_assistant_message)
-        run_id = rt.new_id("run")
-        inputs = [_input(rt, m, run_id) for m in request.messages]
-        now = rt.now()
-        paused = rt.paused_until if rt.paused_until is not None and now < rt.paused_until else None
-        cp = SessionCheckpoint(
-            session_id=run_id,
-            agent_id=rt.agent_id,
-            max_steps=max_steps,
-            first_seq=inputs[0].seq,
-            started_at=now,
-            updated_at=now,
-            paused_until=paused,
-        )
-        await _commit(rt, inputs, cp, "the input messages")
+            uam = request.use_assistant_message
+            return await _finish_turn(rt, earlier, sink, uam, replay=True)
+        first, *rest = request.messages
+        if first.role == "approval":
+            if any(m.role == "approval" for m in rest):
+                raise InvalidRequestError("messages: only the first message may be an approval")
+            new = lambda m, run: _input(rt, m, run)  # noqa: E731
+            started = await start_approval_run(rt, first, rest, max_steps, new)
+            run_id = started.session_id
+        else:
+            refuse_while_waiting(rt)
+            run_id = await _start(rt, request, max_steps)
+        _started(request, run_id)
         await rt.hazard("agent.input_committed")
         sink = EventSink(request.stream, rt.config.sink_timeout)
         options = TurnOptions(request.stream_tokens, request.use_assistant_message, request.cancel)
         cp = await Loop(rt, sink, options).run()
         await rt.hazard("agent.turn_committed")  # between the last commit and the answer
-        return await _finish_turn(rt, cp, sink, request.use_assistant_message)
+        return await _finish_turn(rt, run_record(cp), sink, request.use_assistant_message)
     finally:
         await _close(request.stream)  # type: ignore[arg-type]
 
 
-async def _run_with_otid(rt: AgentRuntime, otid: str | None) -> SessionCheckpoint | None:
-    """The last run, if its first input carried ``otid`` (so the request is a retry). The
-    input is read from storage when the run has pushed it out of the in-memory window."""
-    cp = rt.session
-    if otid is None or cp is None or cp.running:
+async def _start(rt: AgentRuntime, request: SendMessage, max_steps: int) -> str:
+    """Commit the input messages with the new run's checkpoint, its run index entry, the
+    request's otid record and the request's extra writes (a schedule's advance)."""
+    run_id = rt.new_id("run")
+    inputs = [_input(rt, m, run_id) for m in request.messages]
+    now = rt.now()
+    paused = rt.paused_until if rt.paused_until is not None and now < rt.paused_until else None
+    cp = SessionCheckpoint(
+        session_id=run_id,
+        agent_id=rt.agent_id,
+        max_steps=max_steps,
+        first_seq=inputs[0].seq,
+        started_at=now,
+        updated_at=now,
+        paused_until=paused,
+        background=request.background,
+        request=request.config,
+    )
+    records: list[tuple[bytes, bytes | None]] = [(rt.keys.run_index(now, run_id), b"")]
+    otid = request.messages[0].otid
+    if otid is not None:
+        records.append((rt.keys.otid(otid), pack(OtidRecord(otid, run_id, inputs[0].seq))))
+    await _commit(rt, inputs, cp, "the input messages", [*records, *request.extra_writes])
+    return run_id
+
+
+def _started(request: SendMessage, run_id: str) -> None:
+    if request.on_start is not None:
+        request.on_start(run_id)
+
+
+async def find_retried_run(rt: AgentRuntime, otid: str | None) -> RunRecord | None:
+    """The run an earlier request with this ``otid`` started (so this one is a retry), or
+    None. A run still running is the agent's interrupted session: ``send`` resumes that one
+    before it looks, so a run found here has finished."""
+    if otid is None:
         return None
-    first = next((m for m in rt.history if m.seq == cp.first_seq), None)
-    if first is None:
-        raw = await rt.get(rt.keys.message(cp.first_seq), "the last run's first input")
-        first = unpack(raw) if raw is not None else None
-    if first is not None and first.otid == otid and first.run_id == cp.session_id:
-        return cp
-    return None
+    data = await rt.get(rt.keys.otid(otid), "the request's otid")
+    if data is None:
+        return None
+    seen: OtidRecord = unpack(data)
+    if seen.otid != otid:  # a digest collision: a new request
+        return None
+    raw = await rt.get(Keys.run(seen.run_id), "the run record")
+    run: RunRecord | None = unpack(raw) if raw is not None else None
+    if run is None:  # the otid and run records commit together; only a reset removes both
+        return None
+    return run
 
 
 async def resume(rt: AgentRuntime) -> TurnResult | None:
@@ -153,7 +217,7 @@ async def resume(rt: AgentRuntime) -> TurnResult | None:
         return None
     sink = EventSink(None, rt.config.sink_timeout)
     cp = await Loop(rt, sink, TurnOptions()).run()
-    return await _finish_turn(rt, cp, sink, True)
+    return await _finish_turn(rt, run_record(cp), sink, True)
 
 
 async def export_session(rt: AgentRuntime, target: str) -> SessionSnapshot:
@@ -166,7 +230,7 @@ async def export_session(rt: AgentRuntime, target: str) -> SessionSnapshot:
         raise SessionError(
             f"session {cp.session_id} was already transferred to {cp.transferred_to}"
         )
-    messages = await run_messages(rt, cp)
+    messages = await run_messages(rt, cp.session_id, cp.first_seq)
     closed = finish(rt, cp, "cancelled") if cp.running else cp
     await _commit(rt, [], attrs.evolve(closed, transferred_to=target), "the transferred session")
     return SessionSnapshot(rt.agent_id, cp, tuple(messages))
@@ -182,7 +246,7 @@ async def import_session(rt: AgentRuntime, request: ImportSession) -> TurnResult
             cp = rt.session  # imported before: finish it if needed, never copy twice
             if cp.running:
                 cp = await Loop(rt, sink, TurnOptions()).run()
-            return await _finish_turn(rt, cp, sink, True)
+            return await _finish_turn(rt, run_record(cp), sink, True)
         if rt.session is not None and rt.session.running:
             await resume(rt)
         renamed: dict[str, str] = {}
@@ -208,6 +272,6 @@ async def import_session(rt: AgentRuntime, request: ImportSession) -> TurnResult
         await _commit(rt, copies, cp, "the imported session")
         if cp.running:
             cp = await Loop(rt, sink, TurnOptions()).run()
-        return await _finish_turn(rt, cp, sink, True)
+        return await _finish_turn(rt, run_record(cp), sink, True)
     finally:
         await _close(request.stream)  # type: ignore[arg-type]

@@ -8,60 +8,70 @@ KV transactions (these records are not owned by one actor).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import attrs
 
 from kelpie_agent.llm._types import TOOL_NAME
 from kelpie_agent.ports import Ports
-from kelpie_agent.storage import KV, StorageError
+from kelpie_agent.storage import KV, StorageError, Transaction
 
 from ._builtins import BUILTINS, builtin_by_id, builtin_by_name
 from ._codec import Keys, pack, unpack
 from ._custom_tools import parse_tool_source
 from ._errors import (
-    AgentStorageError,
     BlockLimitError,
     BlockNotFoundError,
     InvalidRequestError,
+    NameConflictError,
     ToolDefinitionError,
     ToolNotFoundError,
 )
-from ._models import DEFAULT_BLOCK_LIMIT, DEFAULT_RETURN_CHAR_LIMIT, Block, ToolSpec, check_label
+from ._models import (
+    DEFAULT_BLOCK_LIMIT,
+    DEFAULT_RETURN_CHAR_LIMIT,
+    AgentRecord,
+    Block,
+    ToolSpec,
+    check_label,
+)
+from ._retry import Reader
 
 __all__ = ["BlockStore", "ToolStore"]
 
 _ATTEMPTS = 8
+_BACKOFF = 0.05
+T = TypeVar("T")
 
 
-async def _write(kv: KV, writes: list[tuple[bytes, bytes | None]], what: str) -> None:
-    for attempt in range(_ATTEMPTS):
+def _reader(kv: KV, ports: Ports) -> Reader:
+    return Reader(kv, ports.rng, _ATTEMPTS, _BACKOFF)
+
+
+async def _transact(read: Reader, build: Callable[[Transaction], Awaitable[T]], what: str) -> T:
+    """``build`` in a transaction until it commits (it must only compute and write, and may
+    run again: after an ambiguous commit it finds its own earlier write)."""
+    for attempt in range(read.attempts):
         try:
-            async with kv.transaction() as txn:
-                for key, value in writes:
-                    if value is None:
-                        await txn.delete(key)
-                    else:
-                        await txn.set(key, value)
-            return
+            async with read.kv.transaction() as txn:
+                return await build(txn)
         except StorageError as error:
-            if attempt + 1 == _ATTEMPTS:
-                raise AgentStorageError(
-                    f"writing {what} failed {_ATTEMPTS} times: {error}"
-                ) from error
-
-
-async def _read(kv: KV, key: bytes, what: str) -> bytes | None:
-    for attempt in range(_ATTEMPTS):
-        try:
-            return await kv.get(key)
-        except StorageError as error:
-            if attempt + 1 == _ATTEMPTS:
-                raise AgentStorageError(
-                    f"reading {what} failed {_ATTEMPTS} times: {error}"
-                ) from error
+            if attempt + 1 == read.attempts:
+                raise read.give_up("writing", what, error) from error
+        await read.backoff(attempt)
     raise AssertionError("unreachable")
+
+
+async def _write(read: Reader, writes: list[tuple[bytes, bytes | None]], what: str) -> None:
+    async def build(txn: Transaction) -> None:
+        for key, value in writes:
+            if value is None:
+                await txn.delete(key)
+            else:
+                await txn.set(key, value)
+
+    await _transact(read, build, what)
 
 
 class ToolStore:
@@ -70,9 +80,10 @@ class ToolStore:
     def __init__(self, kv: KV, ports: Ports) -> None:
         self.kv = kv
         self.ports = ports
+        self.read = _reader(kv, ports)
 
     async def _stored(self) -> list[ToolSpec]:
-        rows = await self.kv.scan_prefix(Keys.TOOLS)
+        rows = await self.read.scan_all(Keys.TOOLS, "the tools")
         return [unpack(value) for _, value in rows]
 
     async def list(self) -> list[ToolSpec]:
@@ -84,7 +95,7 @@ class ToolStore:
         builtin = builtin_by_id(tool_id)
         if builtin is not None:
             return builtin.spec()
-        data = await _read(self.kv, Keys.tool(tool_id), f"tool {tool_id}")
+        data = await self.read.get(Keys.tool(tool_id), f"tool {tool_id}")
         if data is None:
             raise ToolNotFoundError(f"tool {tool_id!r} not found")
         spec: ToolSpec = unpack(data)
@@ -96,14 +107,25 @@ class ToolStore:
             return builtin.spec()
         return next((t for t in await self._stored() if t.name == name), None)
 
-    async def _save(self, spec: ToolSpec, *, replace: str | None = None) -> ToolSpec:
-        if not TOOL_NAME.match(spec.name):
+    async def save(self, spec: ToolSpec) -> ToolSpec:
+        """Store ``spec`` (new, or replacing the stored tool with its id). Its name must be
+        free: checked in the writing transaction, so two tools can never get one name."""
+        if not TOOL_NAME.fullmatch(spec.name):
             raise ToolDefinitionError(f"tool name {spec.name!r} must match {TOOL_NAME.pattern}")
-        existing = await self.by_name(spec.name)
-        if existing is not None and existing.id != replace:
-            raise InvalidRequestError(f"a tool named {spec.name!r} already exists ({existing.id})")
-        await _write(self.kv, [(Keys.tool(spec.id), pack(spec))], f"tool {spec.name}")
-        return spec
+        if builtin_by_name(spec.name) is not None:
+            raise NameConflictError(f"{spec.name!r} is the name of a built-in tool")
+
+        async def build(txn: Transaction) -> ToolSpec:
+            for _, value in await txn.scan_prefix(Keys.TOOLS):
+                other: ToolSpec = unpack(value)
+                if other.name == spec.name and other.id != spec.id:
+                    raise NameConflictError(
+                        f"a tool named {spec.name!r} already exists ({other.id})"
+                    )
+            await txn.set(Keys.tool(spec.id), pack(spec))
+            return spec
+
+        return await _transact(self.read, build, f"tool {spec.name}")
 
     def build(
         self,
@@ -114,6 +136,7 @@ class ToolStore:
         tags: tuple[str, ...] = (),
         return_char_limit: int = DEFAULT_RETURN_CHAR_LIMIT,
         name: str | None = None,
+        default_requires_approval: bool = False,
     ) -> ToolSpec:
         """A custom tool from Python source (not stored); the schema comes from the source
         unless ``json_schema`` (Letta's ``{name, description, parameters}``) is given."""
@@ -147,22 +170,23 @@ class ToolStore:
             return_char_limit=return_char_limit,
             created_at=now,
             updated_at=now,
+            default_requires_approval=default_requires_approval,
         )
 
     async def create(self, source_code: str, **options: Any) -> ToolSpec:
         """Store a new custom tool (options as for :meth:`build`)."""
-        return await self._save(self.build(source_code, **options))
+        return await self.save(self.build(source_code, **options))
 
     async def upsert(self, source_code: str, **options: Any) -> ToolSpec:
         """Create, or replace the custom tool with the same name (keeping its id)."""
         fresh = self.build(source_code, **options)
         existing = await self.by_name(fresh.name)
         if existing is None:
-            return await self._save(fresh)
+            return await self.save(fresh)
         if existing.tool_type != "custom":
             raise InvalidRequestError(f"{fresh.name!r} is a {existing.tool_type} tool")
         spec = attrs.evolve(fresh, id=existing.id, created_at=existing.created_at)
-        return await self._save(spec, replace=existing.id)
+        return await self.save(spec)
 
     async def add_mcp_tool(
         self, server: str, name: str, description: str, input_schema: Mapping[str, Any]
@@ -187,13 +211,13 @@ class ToolStore:
             created_at=now,
             updated_at=now,
         )
-        return await self._save(spec)
+        return await self.save(spec)
 
     async def delete(self, tool_id: str) -> None:
         if builtin_by_id(tool_id) is not None:
             raise InvalidRequestError("built-in tools cannot be deleted")
         await self.get(tool_id)
-        await _write(self.kv, [(Keys.tool(tool_id), None)], f"tool {tool_id}")
+        await _write(self.read, [(Keys.tool(tool_id), None)], f"tool {tool_id}")
 
 
 class BlockStore:
@@ -202,6 +226,7 @@ class BlockStore:
     def __init__(self, kv: KV, ports: Ports) -> None:
         self.kv = kv
         self.ports = ports
+        self.read = _reader(kv, ports)
 
     async def create(
         self,
@@ -231,35 +256,65 @@ class BlockStore:
             created_at=now,
             updated_at=now,
         )
-        await _write(self.kv, [(Keys.block(block.id), pack(block))], f"block {label}")
+        await _write(self.read, [(Keys.block(block.id), pack(block))], f"block {label}")
         return block
 
     async def get(self, block_id: str) -> Block:
-        data = await _read(self.kv, Keys.block(block_id), f"block {block_id}")
+        data = await self.read.get(Keys.block(block_id), f"block {block_id}")
         if data is None:
             raise BlockNotFoundError(f"block {block_id!r} not found")
         block: Block = unpack(data)
         return block
 
     async def list(self, label: str | None = None) -> list[Block]:
-        rows = await self.kv.scan_prefix(Keys.BLOCKS)
+        rows = await self.read.scan_all(Keys.BLOCKS, "the blocks")
         blocks = [unpack(v) for _, v in rows]
         return [b for b in blocks if label is None or b.label == label]
 
     async def update(self, block_id: str, **changes: Any) -> Block:
+        """Change a block. A new label must not be one that an agent using the block already
+        has on another block (checked in the writing transaction)."""
         allowed = {"value", "limit", "description", "read_only", "label", "metadata"}
         unknown = sorted(set(changes) - allowed)
         if unknown:
             raise InvalidRequestError(f"cannot update {', '.join(unknown)} of a block")
-        block = attrs.evolve(await self.get(block_id), **changes, updated_at=self.ports.clock.now())
-        if len(block.value) > block.limit:
-            raise BlockLimitError(
-                f"block {block.label!r}: value has {len(block.value)} characters, over its limit "
-                f"{block.limit}"
-            )
-        await _write(self.kv, [(Keys.block(block.id), pack(block))], f"block {block_id}")
-        return block
+        now = self.ports.clock.now()
+
+        async def build(txn: Transaction) -> Block:
+            data = await txn.get(Keys.block(block_id))
+            if data is None:
+                raise BlockNotFoundError(f"block {block_id!r} not found")
+            old: Block = unpack(data)
+            block = attrs.evolve(old, **changes, updated_at=now)
+            if len(block.value) > block.limit:
+                raise BlockLimitError(
+                    f"block {block.label!r}: value has {len(block.value)} characters, over its "
+                    f"limit {block.limit}"
+                )
+            if block.label != old.label:
+                await _check_relabel(txn, block)
+            await txn.set(Keys.block(block.id), pack(block))
+            return block
+
+        return await _transact(self.read, build, f"block {block_id}")
 
     async def delete(self, block_id: str) -> None:
         await self.get(block_id)
-        await _write(self.kv, [(Keys.block(block_id), None)], f"block {block_id}")
+        await _write(self.read, [(Keys.block(block_id), None)], f"block {block_id}")
+
+
+async def _check_relabel(txn: Transaction, block: Block) -> None:
+    """Refuse ``block``'s new label if an agent using it has another block with that label."""
+    for _, value in await txn.scan_prefix(Keys.AGENTS):
+        agent: AgentRecord = unpack(value)
+        if block.id not in agent.block_ids:
+            continue
+        for other_id in agent.block_ids:
+            if other_id == block.id:
+                continue
+            data = await txn.get(Keys.block(other_id))
+            other: Block | None = unpack(data) if data is not None else None
+            if other is not None and other.label == block.label:
+                raise NameConflictError(
+                    f"agent {agent.id} already has a block labelled {block.label!r} ({other.id})"
+                )

@@ -22,6 +22,7 @@ from kelpie_agent.llm import Tool, ToolCall
 
 from ._builtins import MEMORY_TOOLS, Builtin, builtin_by_name
 from ._models import AgentRecord, ToolRule, ToolSpec
+from ._tool_rules import RuleSolver
 
 __all__ = ["BoundTool", "Prepared", "Refused", "ToolSet", "validate_arguments"]
 
@@ -41,8 +42,9 @@ class BoundTool:
     builtin: Builtin | None
     terminal: bool  # ends the run after it runs
     heartbeat: bool  # has the request_heartbeat parameter (memgpt, non-terminal)
-    continues: bool  # a continue_loop rule: the loop always continues after it
+    continues: bool  # a continue_loop or child rule: the loop always continues after it
     max_count: int | None  # a max_count_per_step rule
+    approval: bool  # a call waits for a client's approval (rule, or the tool's default)
     schema: Mapping[str, Any] = attrs.field(hash=False, eq=False)
     validator: Any = attrs.field(hash=False, eq=False, repr=False)
 
@@ -136,7 +138,11 @@ class ToolSet:
             terminal = "exit_loop" in kinds or (
                 builtin is not None and builtin.terminal and (memgpt or builtin.category != "core")
             )
-            limits = [r.max_count_limit for r in rules.get(spec.name, ()) if r.max_count_limit]
+            limits = [
+                r.max_count_limit
+                for r in rules.get(spec.name, ())
+                if r.type == "max_count_per_step" and r.max_count_limit
+            ]
             params = dict(spec.parameters)
             heartbeat = memgpt and not terminal
             schema = _with_heartbeat(params) if heartbeat else params
@@ -145,11 +151,15 @@ class ToolSet:
                 builtin=builtin,
                 terminal=terminal,
                 heartbeat=heartbeat,
-                continues="continue_loop" in kinds,
+                continues=bool(kinds & {"continue_loop", "constrain_child_tools", "conditional"})
+                or (limits != [] and not terminal),
                 max_count=min(limits) if limits else None,
+                approval="requires_approval" in kinds or spec.default_requires_approval,
                 schema=schema,
                 validator=_validator(schema),
             )
+
+        self.solver = RuleSolver(agent.tool_rules, self.tools)
 
     def __contains__(self, name: object) -> bool:
         return name in self.tools
@@ -158,11 +168,18 @@ class ToolSet:
     def names(self) -> list[str]:
         return list(self.tools)
 
-    def llm_tools(self) -> tuple[Tool, ...]:
-        return tuple(tool.llm_tool() for tool in self.tools.values())
+    def llm_tools(self, allowed: Iterable[str] | None = None) -> tuple[Tool, ...]:
+        """The tools to offer: all of them, or those the rules allow now."""
+        chosen = None if allowed is None else set(allowed)
+        return tuple(
+            tool.llm_tool() for tool in self.tools.values() if chosen is None or tool.name in chosen
+        )
 
-    def prepare(self, call: ToolCall) -> Prepared | Refused:
-        """Check one call from the LLM."""
+    def prepare(
+        self, call: ToolCall, prefill: Mapping[str, Any] | None = None
+    ) -> Prepared | Refused:
+        """Check one call from the LLM; ``prefill`` (from the tool rules) overrides the
+        model's values of the same arguments before the schema check."""
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(self.tools) or "none"
@@ -182,6 +199,8 @@ class ToolSet:
                 value = value.strip().lower() == "true"
                 args = {**args, HEARTBEAT: value}
             heartbeat = value is True
+        if prefill:
+            args = {**args, **prefill}
         problem = validate_arguments(tool.validator, args)
         if problem is not None:
             return Refused(f"invalid_tool_call: {call.name}: {problem}")

@@ -7,6 +7,5 @@ shapes, errors, auth and streaming: docs/http-api.md.
 
 from ._app import KelpieApp as KelpieApp
 from ._app import create_app as create_app
-from ._errors import ApiError as ApiError
 
-__all__ = ["ApiError", "KelpieApp", "create_app"]
+__all__ = ["KelpieApp", "create_app"]

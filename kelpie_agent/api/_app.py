@@ -7,28 +7,32 @@ tells the shared routes which service, key and options the request is for (``_co
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 # FastAPI imports pydantic.v1 lazily, when it builds the first route; inside a simulation the
 # datetime guards would break that import (it subclasses datetime.date), so it happens here.
 import pydantic.v1  # noqa: F401
-import trio
 from fastapi import Depends, FastAPI
 from starlette.types import Receive, Scope, Send
 
 from kelpie_agent import __version__
 from kelpie_agent.service import AgentService
 
-from ._auth import BEARER, require_token
-from ._context import NODE, ApiNode, Background, Observer, current
+from ._auth import BEARER, DOCS, docs_routes, require_token
+from ._context import NODE, ApiNode, Observer
 from ._errors import install_error_handlers
+from ._openapi import exact_openapi
+from ._routes_agent_files import agent_files_router
 from ._routes_agents import agents_router
+from ._routes_approvals import approvals_router
 from ._routes_archival import archival_router
+from ._routes_archives import archives_router
 from ._routes_blocks import blocks_router
+from ._routes_directory import directory_router
 from ._routes_health import health_router
+from ._routes_history import history_router
 from ._routes_messages import messages_router
+from ._routes_runs import runs_router
 from ._routes_tools import tools_router
 
 __all__ = ["KelpieApp", "create_app", "shared_app"]
@@ -62,15 +66,12 @@ def create_app(
     version: str = __version__,
     observer: Observer | None = None,
     ping_interval: float = 15.0,
-    background: trio.Nursery | None = None,
 ) -> KelpieApp:
     """The REST API (docs/http-api.md) over ``service``.
 
     ``api_key``: when set, every route but ``/v1/health/`` needs ``Authorization: Bearer
     <api_key>``. ``observer(kind, **fields)`` hears unexpected errors (``kelpie_dst.log`` in a
     simulation). ``ping_interval``: seconds of silence before a stream sends a ping.
-    ``background``: a nursery where ``/messages/async`` runs keep streaming after the answer
-    (otherwise the app's lifespan opens one, when the server runs the lifespan protocol).
     Every route is ``async``; nothing runs in a thread pool. Cheap: the routes are built once
     per process (:func:`shared_app`).
     """
@@ -81,7 +82,6 @@ def create_app(
         api_key=api_key.encode() if api_key else None,
         observer=observer,
         ping_interval=ping_interval,
-        background=Background(background),
     )
     return KelpieApp(shared_app(version, auth=bool(api_key)), node)
 
@@ -96,36 +96,32 @@ def shared_app(version: str = __version__, *, auth: bool = False) -> FastAPI:
     return app
 
 
-@asynccontextmanager
-async def _lifespan(_: FastAPI) -> AsyncIterator[None]:
-    holder = current().background
-    if holder.nursery is not None:
-        yield
-        return
-    async with trio.open_nursery() as nursery:
-        holder.nursery = nursery
-        try:
-            yield
-        finally:
-            holder.nursery = None
-            nursery.cancel_scope.cancel()
-
-
 def _build(version: str, auth: bool) -> FastAPI:
+    closed = {name: None for name in DOCS} if auth else {}  # served below, behind the key
     app = FastAPI(
         title="Kelpie",
         summary="A Letta-compatible agent server (the REST API letta-client speaks)",
         version=version,
         redirect_slashes=False,
-        lifespan=_lifespan,
+        **closed,  # type: ignore[arg-type]
     )
+    build_openapi = app.openapi
+    app.openapi = lambda: exact_openapi(build_openapi)  # type: ignore[method-assign]
     install_error_handlers(app)
+    if auth:
+        docs_routes(app, require_token)
     # BEARER declares the scheme in the OpenAPI schema; require_token does the check
     checks = [Depends(require_token), Depends(BEARER)] if auth else []
     app.include_router(health_router(version))
+    app.include_router(agent_files_router(), dependencies=checks)
     app.include_router(agents_router(), dependencies=checks)
     app.include_router(blocks_router(), dependencies=checks)
     app.include_router(tools_router(), dependencies=checks)
+    app.include_router(approvals_router(), dependencies=checks)
     app.include_router(archival_router(), dependencies=checks)
+    app.include_router(archives_router(), dependencies=checks)
     app.include_router(messages_router(), dependencies=checks)
+    app.include_router(history_router(), dependencies=checks)
+    app.include_router(runs_router(), dependencies=checks)
+    app.include_router(directory_router(), dependencies=checks)
     return app

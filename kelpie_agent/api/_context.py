@@ -5,7 +5,7 @@ registered, and more on its first request; doing that for every ``create_app`` (
 start, and every node restart in a simulation) was a third of an agent scenario's CPU. So the
 routes are built once per process (``_app.shared_app``) and look up the service they serve
 here, per request: :class:`~kelpie_agent.api.KelpieApp` sets :data:`NODE` around each ASGI
-call, and trio copies the context into every task the request starts (streams, async runs).
+call, and trio copies the context into every task the request starts (streams).
 """
 
 from __future__ import annotations
@@ -14,22 +14,12 @@ from collections.abc import Callable
 from contextvars import ContextVar
 
 import attrs
-import trio
 
 from kelpie_agent.service import AgentService
 
-__all__ = ["NODE", "ApiNode", "Background", "Observer", "current", "current_service"]
+__all__ = ["NODE", "ApiNode", "Observer", "current", "current_service"]
 
 Observer = Callable[..., None]
-
-
-class Background:
-    """Where ``/messages/async`` runs keep streaming after the request answered: a nursery
-    given to ``create_app``, or opened by the app's lifespan. Without one, an async run goes
-    on in its agent all the same, but ``/messages/cancel`` no longer reaches it."""
-
-    def __init__(self, nursery: trio.Nursery | None = None) -> None:
-        self.nursery = nursery
 
 
 @attrs.frozen
@@ -40,7 +30,6 @@ class ApiNode:
     api_key: bytes | None
     observer: Observer | None
     ping_interval: float
-    background: Background
 
 
 NODE: ContextVar[ApiNode] = ContextVar("kelpie_agent.api.node")

@@ -1,19 +1,20 @@
 """Errors as JSON ``{"detail": "<one line>"}`` with the right status, and retry hints.
 
 Every failure the API answers goes through :func:`classify`, which maps an exception to
-(status, detail, retryable):
-
-* :class:`ApiError` (raised by the routes) carries its own;
-* the service's :class:`~kelpie_agent.service.ServiceError` carries its own too, and
-  ``kelpie_agent.service.translate`` maps the lower layers' errors onto it (unknown id -> 404,
-  invalid field -> 422, refused by the current state -> 400, conflict -> 409, storage or agent
-  unavailable -> 503, retryable);
-* anything else is a bug -> 500 with a generic detail (the exception goes to the observer).
+(status, detail, retryable). One error type crosses the layers: the service's
+:class:`~kelpie_agent.service.ServiceError` (the routes raise it too, for a 401 or a field the
+route itself checks) carries its status, detail and whether retrying helps, and
+``kelpie_agent.service.translate`` maps the lower layers' errors onto it (unknown id -> 404,
+invalid field -> 422, refused by the current state -> 400, conflict -> 409, storage or agent
+unavailable -> 503). Anything else is a bug -> 500 with a generic detail (the exception goes to
+the observer).
 
 Bodies that fail validation are 422 with the first problems on one line
 (``body.messages[0].role: Input should be 'user', 'system' or 'assistant'``) and the list in
 ``errors``. ``x-should-retry`` tells letta-client (which retries 408/409/429/5xx by default)
-whether retrying can help: ``false`` on every error except the retryable ones.
+whether retrying can help: ``false`` on every error except the retryable ones. A 503 whose
+outcome is unknown is retryable exactly when the request is idempotent (a read, an update, a
+message carrying the caller's ``otid``): resending the same body then cannot apply it twice.
 """
 
 from __future__ import annotations
@@ -25,16 +26,18 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kelpie_agent.actors import ActorError
+from kelpie_agent.agent._models import ID_PATTERN, LABEL_PATTERN
 from kelpie_agent.errors import KelpieError
 from kelpie_agent.service import translate
+from kelpie_agent.service._validate import NOT_BLANK
 
 from ._context import Observer, current
 
 __all__ = [
-    "ApiError",
     "Observer",
     "classify",
     "error_response",
@@ -45,16 +48,6 @@ __all__ = [
 _MAX_LISTED = 3
 
 
-class ApiError(KelpieError):
-    """An error the API answers as is: HTTP ``status``, a one-line ``detail``."""
-
-    def __init__(self, status: int, detail: str, *, retryable: bool = False) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.retryable = retryable
-
-
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -63,15 +56,12 @@ def classify(exc: BaseException) -> tuple[int, str, bool]:
     """(status, one-line detail, retryable) for an exception raised while serving a request."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
-    if isinstance(exc, ApiError):
-        return exc.status, _one_line(exc.detail), exc.retryable
     known = translate(exc) if isinstance(exc, Exception) else None
     if known is not None:
-        # letta-client resends the same body on a retryable status; when the first attempt
-        # may have run (outcome unknown), only a retry carrying the same otid is safe, so
-        # the client must decide: x-should-retry: false
-        retryable = known.retryable and not getattr(known, "outcome_unknown", False)
-        return known.status, _one_line(known.detail), retryable
+        # letta-client resends the same body on a retryable status. After an unknown outcome
+        # the service says whether that is safe (``retryable`` only for idempotent requests:
+        # reads, updates, a message with the caller's otid).
+        return known.status, _one_line(known.detail), known.retryable
     if isinstance(exc, ActorError):  # not retryable: a request this node cannot serve
         return 503, f"agent unavailable: {_one_line(str(exc))}", False
     return 500, f"internal error ({type(exc).__name__}); see the server log", False
@@ -105,6 +95,14 @@ def _loc(loc: Sequence[Any]) -> str:
     return out or "request"
 
 
+# Patterns of the schema, in words (what a 422 says instead of the regex).
+_SAID = {
+    NOT_BLANK: "must not be blank (only spaces, tabs and newlines)",
+    ID_PATTERN: "not a valid id (1-200 letters, digits, '_', '.', ':' or '-')",
+    LABEL_PATTERN: "not a valid label (1-100 letters, digits, '_', '.' or '-')",
+}
+
+
 def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
     """One line naming the first problems, and the list (location, message, type)."""
     listed: list[dict[str, Any]] = []
@@ -117,6 +115,8 @@ def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]
             msg = f"{msg}: {_one_line(ctx.get('error', ''))}".rstrip(": ")
         # "Value error, x" (a model validator's message) reads better as "x"
         msg = msg.removeprefix("Value error, ")
+        if kind == "string_pattern_mismatch" and (error.get("ctx") or {}).get("pattern") in _SAID:
+            msg = _SAID[error["ctx"]["pattern"]]
         if msg.startswith("at ") and ": " in msg:  # the storable-value check names its place
             where, msg = msg[3:].split(": ", 1)
             loc += [] if where == "." else [where]
@@ -125,6 +125,42 @@ def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]
     if len(listed) > _MAX_LISTED:
         parts.append(f"and {len(listed) - _MAX_LISTED} more")
     return "; ".join(parts) or "invalid request", listed
+
+
+def _matching(routes: Sequence[Any], scope: Scope) -> list[Any]:
+    """The routes whose path matches this request's (any method), looking into routers
+    included with ``include_router`` (FastAPI keeps each as one entry)."""
+    found = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            prefix = getattr(getattr(route, "include_context", None), "prefix", "") or ""
+            path = str(scope.get("path", ""))
+            if path.startswith(prefix):
+                found += _matching(inner.routes, {**scope, "path": path[len(prefix) :]})
+            continue
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            found.append(route)
+    return found
+
+
+def _literals(route: Any) -> int:
+    path = str(getattr(route, "path_format", getattr(route, "path", "")))
+    return sum(1 for part in path.split("/") if part and not part.startswith("{"))
+
+
+def allowed_methods(routes: Sequence[Any], scope: Scope) -> list[str]:
+    """The methods of the resource at this request's path, for a 405's ``Allow``: those of
+    the matching routes with the most literal segments (``.../archival-memory/search`` is the
+    search, not a passage whose id is "search")."""
+    matching = _matching(routes, scope)
+    most = max((_literals(route) for route in matching), default=0)
+    methods: set[str] = set()
+    for route in matching:
+        if _literals(route) == most:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -147,6 +183,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names one route's methods; list every route's
+            headers["Allow"] = ", ".join(allowed_methods(request.app.routes, request.scope))
         return error_response(exc.status_code, _one_line(str(exc.detail)), headers=headers)
 
     async def on_error(request: Request, exc: Exception) -> JSONResponse:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints
 
-from kelpie_agent.agent import AgentView, ToolRule
+from kelpie_agent.agent import AgentView
+from kelpie_agent.llm._types import TOOL_NAME
 
 from ._models_blocks import Block, BlockCreate, block_out
-from ._models_common import RequestModel, ResponseModel, epoch_datetime
+from ._models_common import Id, JsonObject, NonBlank, RequestModel, ResponseModel, epoch_datetime
 from ._models_messages import InputMessageModel, StopReasonType
+from ._models_rules import ToolRuleModel, rule_out
 from ._models_tools import Tool, tool_out
 
 __all__ = [
@@ -32,28 +34,11 @@ MAX_CONTEXT_WINDOW = 10_000_000
 _ENDPOINT_TYPES = ("anthropic", "openai", "google_ai", "ollama", "bedrock", "deepseek", "xai")
 
 
-class ToolRuleModel(RequestModel):
-    """A tool rule: ``exit_loop``, ``continue_loop`` or ``max_count_per_step``."""
-
-    tool_name: str = Field(min_length=1, max_length=200)
-    type: Literal["exit_loop", "continue_loop", "max_count_per_step"]
-    max_count_limit: int | None = Field(default=None, ge=1, le=1_000_000)
-
-    @model_validator(mode="after")
-    def _limit_given(self) -> ToolRuleModel:
-        if self.type == "max_count_per_step" and self.max_count_limit is None:
-            raise ValueError("a max_count_per_step rule needs max_count_limit")
-        return self
-
-    def to_record(self) -> ToolRule:
-        return ToolRule(self.tool_name, self.type, self.max_count_limit)
-
-
 class LlmConfigIn(RequestModel):
     """The parts of Letta's ``llm_config`` that Kelpie uses."""
 
-    model: str | None = Field(default=None, min_length=1, max_length=200)
-    handle: str | None = Field(default=None, min_length=1, max_length=200)
+    model: NonBlank | None = Field(default=None, max_length=200)
+    handle: NonBlank | None = Field(default=None, max_length=200)
     model_endpoint_type: str | None = None
     context_window: int | None = Field(default=None, ge=256, le=MAX_CONTEXT_WINDOW)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_CONTEXT_WINDOW)
@@ -69,18 +54,18 @@ class LlmConfigIn(RequestModel):
 
 
 class _AgentFields(RequestModel):
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    name: NonBlank | None = Field(default=None, max_length=200)
     system: str | None = None
-    model: str | None = Field(default=None, min_length=1, max_length=200)
-    embedding: str | None = Field(default=None, max_length=200)
+    model: NonBlank | None = Field(default=None, max_length=200)
+    embedding: NonBlank | None = Field(default=None, max_length=200)
     llm_config: LlmConfigIn | None = None
     context_window_limit: int | None = Field(default=None, ge=256, le=MAX_CONTEXT_WINDOW)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_CONTEXT_WINDOW)
     description: str | None = None
     tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
     tool_rules: list[ToolRuleModel] | None = None
-    timezone: str | None = Field(default=None, min_length=1, max_length=100)
+    timezone: NonBlank | None = Field(default=None, max_length=100)
 
     def model_handle(self) -> str | None:
         if self.model:
@@ -103,9 +88,9 @@ class AgentCreate(_AgentFields):
 
     agent_type: AgentType = "letta_v1_agent"
     memory_blocks: list[BlockCreate] | None = None
-    block_ids: list[str] | None = None
-    tool_ids: list[str] | None = None
-    tools: list[str] | None = None
+    block_ids: list[Id] | None = None
+    tool_ids: list[Id] | None = None
+    tools: list[Annotated[str, StringConstraints(pattern=TOOL_NAME.pattern)]] | None = None
     include_base_tools: bool = True
     initial_message_sequence: list[InputMessageModel] | None = None
 
@@ -113,8 +98,8 @@ class AgentCreate(_AgentFields):
 class AgentUpdate(_AgentFields):
     """``PATCH /v1/agents/{id}``: only the fields given change."""
 
-    tool_ids: list[str] | None = None
-    block_ids: list[str] | None = None
+    tool_ids: list[Id] | None = None
+    block_ids: list[Id] | None = None
 
     def changes(self) -> dict[str, Any]:
         """The actor's ``UpdateAgent`` changes for the fields set (``null`` = unchanged)."""
@@ -165,11 +150,11 @@ class AgentState(ResponseModel):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     description: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: JsonObject = Field(default_factory=dict)
     message_ids: list[str] = Field(default_factory=list)
     model: str | None = None
     embedding: str | None = None
-    tool_rules: list[ToolRuleModel] = Field(default_factory=list)
+    tool_rules: list[dict[str, Any]] = Field(default_factory=list)
     last_stop_reason: StopReasonType | None = None
     timezone: str | None = None
 
@@ -201,10 +186,7 @@ def agent_out(view: AgentView) -> AgentState:
         message_ids=list(view.message_ids),
         model=agent.model,
         embedding=agent.embedding,
-        tool_rules=[
-            ToolRuleModel(tool_name=r.tool_name, type=r.type, max_count_limit=r.max_count_limit)  # type: ignore[arg-type]
-            for r in agent.tool_rules
-        ],
+        tool_rules=[rule_out(r) for r in agent.tool_rules],
         last_stop_reason=view.last_stop_reason,  # type: ignore[arg-type]
         timezone=agent.timezone,
     )

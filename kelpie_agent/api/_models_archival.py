@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, Literal
 
 from pydantic import Field
 
 from kelpie_agent.agent import PassageHit, PassageRecord
 
-from ._models_common import RequestModel, ResponseModel, epoch_datetime
+from ._models_common import NonBlank, RequestModel, ResponseModel, epoch_datetime
 
 __all__ = [
     "Passage",
     "PassageCreate",
+    "PassageSearchAll",
+    "PassageSearchItem",
     "PassageSearchResponse",
     "PassageSearchResult",
     "passage_out",
+    "search_item_out",
     "search_out",
 ]
 
@@ -32,7 +36,7 @@ class Passage(ResponseModel):
 class PassageCreate(RequestModel):
     """``POST /v1/agents/{id}/archival-memory``."""
 
-    text: str = Field(min_length=1)
+    text: NonBlank
     tags: list[str] | None = None
 
 
@@ -70,3 +74,30 @@ def search_out(hits: list[PassageHit]) -> PassageSearchResponse:
         for hit in hits
     ]
     return PassageSearchResponse(count=len(results), results=results)
+
+
+class PassageSearchAll(RequestModel):
+    """``POST /v1/passages/search`` (Letta's PassageSearchRequest)."""
+
+    query: str | None = None
+    agent_id: str | None = None
+    archive_id: str | None = None
+    tags: list[str] | None = None
+    tag_match_mode: Literal["any", "all"] = "any"
+    limit: int = Field(default=50, ge=0, le=1000)
+    start_date: str | None = None
+    end_date: str | None = None
+
+
+class PassageSearchItem(ResponseModel):
+    """One passage found across agents, with its relevance score."""
+
+    passage: Passage
+    score: float
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def search_item_out(agent_id: str, hit: PassageHit) -> PassageSearchItem:
+    return PassageSearchItem(
+        passage=passage_out(hit.passage), score=hit.score, metadata={"agent_id": agent_id}
+    )

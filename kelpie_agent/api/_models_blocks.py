@@ -9,7 +9,7 @@ from pydantic import Field
 
 from kelpie_agent.agent import Block as BlockRecord
 
-from ._models_common import RequestModel, ResponseModel, epoch_datetime
+from ._models_common import JsonObject, Label, RequestModel, ResponseModel, epoch_datetime
 
 __all__ = ["Block", "BlockCreate", "BlockUpdate", "block_out"]
 
@@ -26,7 +26,7 @@ class Block(ResponseModel):
     limit: int
     description: str | None = None
     read_only: bool = False
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: JsonObject = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -35,12 +35,12 @@ class Block(ResponseModel):
 class BlockCreate(RequestModel):
     """``POST /v1/blocks/`` and ``memory_blocks`` entries of ``POST /v1/agents/``."""
 
-    label: str = Field(min_length=1, max_length=100)
+    label: Label
     value: str = ""
     limit: int | None = Field(default=None, ge=1, le=MAX_BLOCK_LIMIT)
     description: str | None = None
     read_only: bool = False
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
 
 
 class BlockUpdate(RequestModel):
@@ -49,9 +49,9 @@ class BlockUpdate(RequestModel):
     value: str | None = None
     limit: int | None = Field(default=None, ge=1, le=MAX_BLOCK_LIMIT)
     description: str | None = None
-    label: str | None = Field(default=None, min_length=1, max_length=100)
+    label: Label | None = None
     read_only: bool | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
 
     def changes(self) -> dict[str, Any]:
         """The fields the client set to a value (``null`` and absent fields are skipped)."""

@@ -10,16 +10,33 @@ so a bad body is always a 422, never a 500.
 
 from __future__ import annotations
 
+import functools
 import math
+import typing
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
+
+from kelpie_agent.agent._models import ID_PATTERN, LABEL_PATTERN
+from kelpie_agent.service._validate import NOT_BLANK
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_INT",
     "MIN_INT",
+    "NOT_BLANK",
+    "Id",
+    "JsonObject",
+    "Label",
+    "NonBlank",
     "RequestModel",
     "ResponseModel",
     "check_json_value",
@@ -29,6 +46,26 @@ __all__ = [
 MAX_DEPTH = 32
 MIN_INT = -(2**63)
 MAX_INT = 2**63 - 1
+# Text the service refuses when blank; ids and block labels as the agent core checks them.
+NonBlank = Annotated[str, StringConstraints(pattern=NOT_BLANK)]
+Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+Label = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
+
+
+# A free-form JSON object (metadata, json_schema, args): its values are ``JsonValue``s, which
+# the schema defines (``_openapi.JSON_VALUE``) and check_json_value enforces.
+def _storable_object(value: dict[str, Any]) -> dict[str, Any]:
+    check_json_value(value)
+    return value
+
+
+JsonObject = Annotated[
+    dict[str, Any],
+    AfterValidator(_storable_object),
+    WithJsonSchema(
+        {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/JsonValue"}}
+    ),
+]
 
 
 def _where(path: tuple[str | int, ...]) -> str:
@@ -56,6 +93,8 @@ def check_json_value(value: Any, path: tuple[str | int, ...] = ()) -> None:
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise ValueError(f"{_where(where)}: number must be finite, got {item!r}")
+            if item.is_integer() and not MIN_INT <= item <= MAX_INT:  # JSON Schema: an integer
+                raise ValueError(f"{_where(where)}: integer out of the 64-bit range")
         elif isinstance(item, dict):
             for key, sub in item.items():
                 if isinstance(key, str):
@@ -63,6 +102,40 @@ def check_json_value(value: Any, path: tuple[str | int, ...] = ()) -> None:
                 stack.append((sub, (*where, str(key))))
         elif isinstance(item, list | tuple):
             stack.extend((sub, (*where, i)) for i, sub in enumerate(item))
+
+
+def _check_texts(value: Any, path: tuple[str | int, ...]) -> None:
+    """Every string (key or value) in ``value`` is valid Unicode."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, where)
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                if isinstance(key, str):
+                    _check_text(key, where)
+                stack.append((sub, (*where, str(key))))
+        elif isinstance(item, list):
+            stack.extend((sub, (*where, i)) for i, sub in enumerate(item))
+
+
+@functools.cache
+def _declared(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset(
+        {f.alias or n for n, f in model.model_fields.items()} | set(model.model_fields)
+    )
+
+
+@functools.cache
+def _integer_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields whose type is ``int`` (or ``int | None``), by name and alias."""
+    found = set()
+    for name, field in model.model_fields.items():
+        options = typing.get_args(field.annotation) or (field.annotation,)
+        if int in options and bool not in options:
+            found |= {name, field.alias or name}
+    return frozenset(found)
 
 
 def _check_text(text: str, where: tuple[str | int, ...]) -> None:
@@ -77,13 +150,26 @@ def _check_text(text: str, where: tuple[str | int, ...]) -> None:
 class RequestModel(BaseModel):
     """Base of every request body: unknown fields ignored, storable values only."""
 
-    model_config = ConfigDict(extra="ignore")
+    # strict: JSON types as the schema states them (no 0 for false, no "1" for 1)
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     @model_validator(mode="before")
     @classmethod
     def _storable(cls, data: Any) -> Any:
-        check_json_value(data)
-        return data
+        """Text of the declared fields must be valid Unicode (unknown fields are dropped
+        unread; free-form objects check themselves, as JsonObject); an integral float is an
+        integer (JSON Schema's view: ``1.0`` is a valid ``integer``)."""
+        if not isinstance(data, dict):
+            return data
+        fields = _declared(cls)
+        out = {}
+        for key, value in data.items():
+            if key in fields:
+                _check_texts(value, (key,))
+                if key in _integer_fields(cls) and isinstance(value, float) and value.is_integer():
+                    value = int(value)
+            out[key] = value
+        return out
 
 
 class ResponseModel(BaseModel):

@@ -7,14 +7,16 @@ and validated against these models, which also give the OpenAPI schema its messa
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
-from kelpie_agent.agent import InputMessage
+from kelpie_agent.agent import ApprovalDecision, InputMessage
 
-from ._models_common import RequestModel, ResponseModel
+from ._models_common import NOT_BLANK, NonBlank, RequestModel, ResponseModel
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -25,7 +27,7 @@ __all__ = [
     "LettaResponse",
     "MessageRequest",
     "ReasoningMessage",
-    "Run",
+    "SendRequest",
     "StopReason",
     "SystemMessage",
     "TextContent",
@@ -76,29 +78,120 @@ class TextContent(RequestModel):
     text: str
 
 
-class InputMessageModel(RequestModel):
-    """One input message (Letta's MessageCreate)."""
+# The parts of a content list, joined by newlines, must not be blank: one part must not be.
+_SOME_TEXT: JsonDict = {
+    "contains": {"properties": {"text": {"pattern": NOT_BLANK}}, "required": ["text"]}
+}
 
-    role: Literal["user", "system", "assistant"]
-    content: str | list[TextContent]
+
+def _joined(content: str | list[TextContent]) -> str:
+    return content if isinstance(content, str) else "\n".join(part.text for part in content)
+
+
+class ApprovalItem(RequestModel):
+    """One call's answer: ``approval`` (approve, reason) or ``tool`` (the client's result)."""
+
+    type: Literal["approval", "tool"] = "approval"
+    tool_call_id: str = Field(min_length=1, max_length=200)
+    approve: bool | None = None
+    reason: str | None = None
+    tool_return: str | list[TextContent] | None = None
+    status: Literal["success", "error"] | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> ApprovalItem:
+        if self.type == "approval" and self.approve is None:
+            raise ValueError("an approval needs approve (true or false)")
+        if self.type == "tool" and (self.tool_return is None or self.status is None):
+            raise ValueError("a tool result needs tool_return and status")
+        return self
+
+    def to_decision(self) -> ApprovalDecision:
+        if self.type == "approval":
+            assert self.approve is not None
+            return ApprovalDecision(self.tool_call_id, self.approve, self.reason)
+        ret = self.tool_return
+        text = ret if isinstance(ret, str) else "\n".join(p.text for p in ret or ())
+        return ApprovalDecision(self.tool_call_id, True, None, text, self.status)
+
+
+class InputMessageModel(RequestModel):
+    """One input message (Letta's ``MessageCreate``), or, with ``type: "approval"``, the
+    client's answer to a run that stopped with ``requires_approval`` (Letta's
+    ``ApprovalCreate``: ``approvals`` per call, or the legacy ``approve`` + ``reason`` for
+    every call of ``approval_request_id``). One model, so a bad message's error names its
+    field rather than the union's branches."""
+
+    role: Literal["user", "system", "assistant"] | None = None
+    content: NonBlank | list[TextContent] | None = Field(default=None, json_schema_extra=_SOME_TEXT)
     name: str | None = None
-    otid: str | None = Field(default=None, max_length=200)
-    type: Literal["message"] | None = None
+    otid: NonBlank | None = Field(default=None, max_length=200)
+    type: Literal["message", "approval"] | None = None
+    approvals: list[ApprovalItem] | None = None
+    approve: bool | None = None
+    approval_request_id: str | None = Field(default=None, max_length=200)
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> InputMessageModel:
+        if self.type == "approval":
+            if not self.approvals and self.approve is None:
+                raise ValueError("an approval message needs approvals or approve")
+            return self
+        if self.role is None:
+            raise ValueError("at role: Field required")
+        if self.content is None:
+            raise ValueError("at content: Field required")
+        if not re.search(NOT_BLANK, self.text()):
+            raise ValueError("content: every part is blank")
+        return self
 
     def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "\n".join(part.text for part in self.content)
+        return _joined(self.content) if self.content is not None else ""
 
     def to_input(self) -> InputMessage:
+        if self.type == "approval":
+            return InputMessage(
+                "approval",
+                self.reason or "",
+                otid=self.otid,
+                approvals=tuple(a.to_decision() for a in self.approvals or ()),
+                approval_request_id=self.approval_request_id,
+                approve=None if self.approvals else self.approve,
+            )
+        assert self.role is not None
         return InputMessage(self.role, self.text(), name=self.name, otid=self.otid)
 
 
+# Exactly one of messages and input, and messages not empty (MessageRequest._one_input).
+_ONE_INPUT: list[Any] = [
+    {
+        "required": ["messages"],
+        "properties": {"messages": {"type": "array", "minItems": 1}, "input": {"type": "null"}},
+    },
+    {
+        "required": ["input"],
+        "properties": {"input": {"not": {"type": "null"}}, "messages": {"type": "null"}},
+    },
+]
+
+
+def _needs_streaming(flag: str, value: bool) -> JsonDict:
+    """``flag`` set to ``value`` needs ``streaming: true`` (stream_only_problem)."""
+    return {
+        "if": {"properties": {flag: {"const": value}}, "required": [flag]},
+        "then": {"properties": {"streaming": {"const": True}}, "required": ["streaming"]},
+    }
+
+
 class MessageRequest(RequestModel):
-    """``POST /v1/agents/{id}/messages`` (and ``/stream``, ``/async``)."""
+    """``POST /v1/agents/{id}/messages/stream`` and ``/async`` (and the base of
+    :class:`SendRequest`)."""
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": _ONE_INPUT})
 
     messages: list[InputMessageModel] | None = None
-    input: str | list[TextContent] | None = None
+    input: NonBlank | list[TextContent] | None = Field(default=None, json_schema_extra=_SOME_TEXT)
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
     streaming: bool = False
     stream_tokens: bool = False
@@ -114,6 +207,12 @@ class MessageRequest(RequestModel):
             raise ValueError("'messages' must not be empty")
         return self
 
+    @model_validator(mode="after")
+    def _input_not_blank(self) -> MessageRequest:
+        if self.input is not None and not re.search(NOT_BLANK, _joined(self.input)):
+            raise ValueError("input: every part is blank")
+        return self
+
     def inputs(self) -> tuple[InputMessage, ...]:
         if self.messages is not None:
             return tuple(m.to_input() for m in self.messages)
@@ -125,13 +224,29 @@ class MessageRequest(RequestModel):
         )
         return (InputMessage("user", text),)
 
-    def stream_only_problem(self) -> str | None:
-        """For a JSON (non-streaming) request: the stream-only option set, if any."""
+    def stream_only_problem(self) -> tuple[str, str] | None:
+        """For a JSON (non-streaming) request: the stream-only option set, if any, as (field,
+        problem)."""
         if self.stream_tokens:
-            return "body.stream_tokens: stream_tokens=true requires streaming=true"
+            return "body.stream_tokens", "stream_tokens=true requires streaming=true"
         if "include_pings" in self.model_fields_set and not self.include_pings:
-            return "body.include_pings: include_pings=false requires streaming=true"
+            return "body.include_pings", "include_pings=false requires streaming=true"
         return None
+
+
+class SendRequest(MessageRequest):
+    """``POST /v1/agents/{id}/messages``: as :class:`MessageRequest`, and the stream-only
+    options need ``streaming: true`` (a JSON answer has no tokens and no pings)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": _ONE_INPUT,
+            "allOf": [
+                _needs_streaming("stream_tokens", True),
+                _needs_streaming("include_pings", False),
+            ],
+        }
+    )
 
 
 class CancelRequest(RequestModel):
@@ -193,13 +308,38 @@ class ToolReturnMessage(_Message):
     stderr: list[str] | None = None
 
 
+class ApprovalRequestMessage(_Message):
+    message_type: Literal["approval_request_message"] = "approval_request_message"
+    tool_call: ToolCall
+    tool_calls: list[ToolCall] | None = None
+
+
+class ApprovalAnswer(ResponseModel):
+    type: Literal["approval", "tool"]
+    tool_call_id: str
+    approve: bool | None = None
+    reason: str | None = None
+    tool_return: str | None = None
+    status: Literal["success", "error"] | None = None
+
+
+class ApprovalResponseMessage(_Message):
+    message_type: Literal["approval_response_message"] = "approval_response_message"
+    approval_request_id: str | None = None
+    approvals: list[ApprovalAnswer] | None = None
+    approve: bool | None = None
+    reason: str | None = None
+
+
 LettaMessage = Annotated[
     SystemMessage
     | UserMessage
     | AssistantMessage
     | ReasoningMessage
     | ToolCallMessage
-    | ToolReturnMessage,
+    | ToolReturnMessage
+    | ApprovalRequestMessage
+    | ApprovalResponseMessage,
     Field(discriminator="message_type"),
 ]
 
@@ -223,15 +363,3 @@ class LettaResponse(ResponseModel):
     messages: list[LettaMessage]
     stop_reason: StopReason
     usage: Usage
-
-
-class Run(ResponseModel):
-    """A run (``POST /v1/agents/{id}/messages/async``)."""
-
-    id: str
-    agent_id: str
-    status: Literal["created", "running", "completed", "failed", "cancelled"]
-    stop_reason: StopReasonType | None = None
-    created_at: datetime | None = None
-    completed_at: datetime | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)

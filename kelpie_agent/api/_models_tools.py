@@ -4,13 +4,13 @@ and the answer of running a tool."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from kelpie_agent.agent import ToolRunResult, ToolSpec
 
-from ._models_common import RequestModel, ResponseModel, epoch_datetime
+from ._models_common import JsonObject, NonBlank, RequestModel, ResponseModel, epoch_datetime
 
 __all__ = [
     "Tool",
@@ -31,13 +31,13 @@ class Tool(ResponseModel):
     id: str
     name: str
     description: str | None = None
-    json_schema: dict[str, Any] = Field(default_factory=dict)
+    json_schema: JsonObject = Field(default_factory=dict)
     source_code: str | None = None
     source_type: str | None = None
     tool_type: str
     tags: list[str] = Field(default_factory=list)
     return_char_limit: int
-    metadata_: dict[str, Any] = Field(default_factory=dict)
+    metadata_: JsonObject = Field(default_factory=dict)
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -45,9 +45,9 @@ class Tool(ResponseModel):
 class ToolCreate(RequestModel):
     """``POST /v1/tools/`` and ``PUT /v1/tools/`` (upsert by the function's name)."""
 
-    source_code: str = Field(min_length=1)
+    source_code: NonBlank
     description: str | None = None
-    json_schema: dict[str, Any] | None = None
+    json_schema: JsonObject | None = None
     tags: list[str] | None = None
     return_char_limit: int | None = Field(default=None, ge=1, le=MAX_RETURN_CHARS)
     source_type: Literal["python"] | None = None
@@ -56,19 +56,19 @@ class ToolCreate(RequestModel):
 class ToolUpdate(RequestModel):
     """``PATCH /v1/tools/{id}``: only the fields given change."""
 
-    source_code: str | None = Field(default=None, min_length=1)
+    source_code: NonBlank | None = None
     description: str | None = None
-    json_schema: dict[str, Any] | None = None
+    json_schema: JsonObject | None = None
     tags: list[str] | None = None
     return_char_limit: int | None = Field(default=None, ge=1, le=MAX_RETURN_CHARS)
-    metadata_: dict[str, Any] | None = None
+    metadata_: JsonObject | None = None
     source_type: Literal["python"] | None = None
 
 
 class ToolRunRequest(RequestModel):
     """``POST /v1/agents/{id}/tools/{name}/run``."""
 
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: JsonObject = Field(default_factory=dict)
 
 
 class ToolRunResponse(ResponseModel):

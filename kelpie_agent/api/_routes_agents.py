@@ -12,6 +12,7 @@ from kelpie_agent.agent import CreateAgent
 from ._context import current_service
 from ._models_agents import AgentCreate, AgentState, AgentUpdate, agent_out
 from ._models_common import ResponseModel
+from ._params import AgentId, Cursor, NonBlankQuery
 from ._routing import ERROR_RESPONSES, collection_route
 
 __all__ = ["Deleted", "agents_router", "create_request"]
@@ -79,12 +80,12 @@ def agents_router() -> APIRouter:
         return agent_out(view)
 
     async def list_agents(
-        after: str | None = None,
-        before: str | None = None,
+        after: Cursor = None,
+        before: Cursor = None,
         limit: Limit = 50,
         order: Literal["asc", "desc"] | None = None,
         ascending: bool | None = None,
-        name: str | None = None,
+        name: NonBlankQuery = None,
         tags: Annotated[list[str] | None, Query()] = None,
         match_all_tags: bool = False,
         query_text: str | None = None,
@@ -110,11 +111,11 @@ def agents_router() -> APIRouter:
     collection_route(router, "/v1/agents/", list_agents, ["GET"], response_model=list[AgentState])
 
     @router.get("/v1/agents/{agent_id}", responses=ERROR_RESPONSES)
-    async def get_agent(agent_id: str) -> AgentState:
+    async def get_agent(agent_id: AgentId) -> AgentState:
         return agent_out(await current_service().get_agent(agent_id))
 
     @router.patch("/v1/agents/{agent_id}", responses=ERROR_RESPONSES)
-    async def update_agent(agent_id: str, body: AgentUpdate) -> AgentState:
+    async def update_agent(agent_id: AgentId, body: AgentUpdate) -> AgentState:
         """Change the fields given; ``tool_ids``/``block_ids`` replace the attached sets."""
         changes = body.changes()
         if body.tool_ids is not None:
@@ -126,7 +127,7 @@ def agents_router() -> APIRouter:
         return agent_out(await current_service().update_agent(agent_id, changes))
 
     @router.delete("/v1/agents/{agent_id}", responses=ERROR_RESPONSES)
-    async def delete_agent(agent_id: str) -> Deleted:
+    async def delete_agent(agent_id: AgentId) -> Deleted:
         await current_service().delete_agent(agent_id)
         return Deleted(message=f"Agent id={agent_id} successfully deleted")
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from ._context import current_service
 from ._models_agents import AgentState, agent_out
 from ._models_blocks import Block, BlockCreate, BlockUpdate, block_out
-from ._paging import page
+from ._params import AgentId, BlockId, BlockLabel, Cursor, LabelQuery
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES, collection_route
 
@@ -35,9 +35,9 @@ def blocks_router() -> APIRouter:
         return block_out(block)
 
     async def list_blocks(
-        label: str | None = None,
-        after: str | None = None,
-        before: str | None = None,
+        label: LabelQuery = None,
+        after: Cursor = None,
+        before: Cursor = None,
         limit: Limit = 50,
         order: Order = "asc",
     ) -> list[Block]:
@@ -51,78 +51,66 @@ def blocks_router() -> APIRouter:
     collection_route(router, "/v1/blocks/", list_blocks, ["GET"], response_model=list[Block])
 
     @router.get("/v1/blocks/{block_id}")
-    async def get_block(block_id: str) -> Block:
+    async def get_block(block_id: BlockId) -> Block:
         return block_out(await current_service().get_block(block_id))
 
     @router.patch("/v1/blocks/{block_id}")
-    async def update_block(block_id: str, body: BlockUpdate) -> Block:
+    async def update_block(block_id: BlockId, body: BlockUpdate) -> Block:
         changes = body.changes()
         if not changes:
             return block_out(await current_service().get_block(block_id))
         return block_out(await current_service().update_block(block_id, **changes))
 
     @router.delete("/v1/blocks/{block_id}")
-    async def delete_block(block_id: str) -> Deleted:
+    async def delete_block(block_id: BlockId) -> Deleted:
         await current_service().delete_block(block_id)
         return Deleted(message=f"Block id={block_id} successfully deleted")
 
     @router.get("/v1/blocks/{block_id}/agents")
     async def block_agents(
-        block_id: str,
-        after: str | None = None,
-        before: str | None = None,
+        block_id: BlockId,
+        after: Cursor = None,
+        before: Cursor = None,
         limit: Limit = 50,
         order: Order = "asc",
     ) -> list[AgentState]:
         """The agents the block is attached to, oldest first by default."""
-        views = await current_service().block_agents(block_id)
-        chosen = page(
-            views,
-            lambda view: view.agent.id,
-            after=after,
-            before=before,
-            limit=limit,
-            order=order,
-            what="agent",
+        views = await current_service().block_agents(
+            block_id, after=after, before=before, limit=limit, order=order
         )
-        return [agent_out(v) for v in chosen]
+        return [agent_out(v) for v in views]
 
     # -- an agent's core memory ----------------------------------------------------------------
     @router.get("/v1/agents/{agent_id}/core-memory/blocks")
     async def list_agent_blocks(
-        agent_id: str,
-        after: str | None = None,
-        before: str | None = None,
+        agent_id: AgentId,
+        after: Cursor = None,
+        before: Cursor = None,
         limit: Limit = 50,
         order: Order = "asc",
     ) -> list[Block]:
         """The agent's blocks in attachment order (``asc``)."""
-        blocks = await current_service().list_agent_blocks(agent_id)
-        chosen = page(
-            blocks,
-            lambda b: b.id,
-            after=after,
-            before=before,
-            limit=limit,
-            order=order,
-            what="block",
+        blocks = await current_service().list_agent_blocks(
+            agent_id, after=after, before=before, limit=limit, order=order
         )
-        return [block_out(b) for b in chosen]
+        return [block_out(b) for b in blocks]
 
     @router.get("/v1/agents/{agent_id}/core-memory/blocks/{block_label}")
-    async def get_agent_block(agent_id: str, block_label: str) -> Block:
+    async def get_agent_block(agent_id: AgentId, block_label: BlockLabel) -> Block:
         return block_out(await current_service().get_agent_block(agent_id, block_label))
 
     @router.patch("/v1/agents/{agent_id}/core-memory/blocks/attach/{block_id}")
-    async def attach_block(agent_id: str, block_id: str) -> AgentState:
+    async def attach_block(agent_id: AgentId, block_id: BlockId) -> AgentState:
         return agent_out(await current_service().attach_block(agent_id, block_id))
 
     @router.patch("/v1/agents/{agent_id}/core-memory/blocks/detach/{block_id}")
-    async def detach_block(agent_id: str, block_id: str) -> AgentState:
+    async def detach_block(agent_id: AgentId, block_id: BlockId) -> AgentState:
         return agent_out(await current_service().detach_block(agent_id, block_id))
 
     @router.patch("/v1/agents/{agent_id}/core-memory/blocks/{block_label}")
-    async def update_agent_block(agent_id: str, block_label: str, body: BlockUpdate) -> Block:
+    async def update_agent_block(
+        agent_id: AgentId, block_label: BlockLabel, body: BlockUpdate
+    ) -> Block:
         """Change the block with this label (``label`` renames it)."""
         block = await current_service().update_agent_block(
             agent_id,

@@ -17,7 +17,7 @@ from ._models_tools import (
     tool_out,
     tool_run_out,
 )
-from ._paging import page
+from ._params import AgentId, Cursor, NonBlankQuery, ToolId, ToolName
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES, collection_route
 
@@ -55,9 +55,9 @@ def tools_router() -> APIRouter:
         return tool_out(await current_service().upsert_tool(body.source_code, **_options(body)))
 
     async def list_tools(
-        name: str | None = None,
-        after: str | None = None,
-        before: str | None = None,
+        name: NonBlankQuery = None,
+        after: Cursor = None,
+        before: Cursor = None,
         limit: Limit = 50,
         order: Order = "asc",
     ) -> list[Tool]:
@@ -72,11 +72,11 @@ def tools_router() -> APIRouter:
     collection_route(router, "/v1/tools/", list_tools, ["GET"], response_model=list[Tool])
 
     @router.get("/v1/tools/{tool_id}")
-    async def get_tool(tool_id: str) -> Tool:
+    async def get_tool(tool_id: ToolId) -> Tool:
         return tool_out(await current_service().get_tool(tool_id))
 
     @router.patch("/v1/tools/{tool_id}")
-    async def update_tool(tool_id: str, body: ToolUpdate) -> Tool:
+    async def update_tool(tool_id: ToolId, body: ToolUpdate) -> Tool:
         changes = _options(body)
         if body.source_code is not None:
             changes["source_code"] = body.source_code
@@ -85,43 +85,36 @@ def tools_router() -> APIRouter:
         return tool_out(await current_service().update_tool(tool_id, **changes))
 
     @router.delete("/v1/tools/{tool_id}")
-    async def delete_tool(tool_id: str) -> Deleted:
+    async def delete_tool(tool_id: ToolId) -> Deleted:
         await current_service().delete_tool(tool_id)
         return Deleted(message=f"Tool id={tool_id} successfully deleted")
 
     # -- an agent's tools ----------------------------------------------------------------------
     @router.get("/v1/agents/{agent_id}/tools")
     async def list_agent_tools(
-        agent_id: str,
-        after: str | None = None,
-        before: str | None = None,
+        agent_id: AgentId,
+        after: Cursor = None,
+        before: Cursor = None,
         limit: Limit = 50,
         order: Order = "asc",
     ) -> list[Tool]:
         """The agent's tools in attachment order (``asc``)."""
-        tools = await current_service().list_agent_tools(agent_id)
-        chosen = page(
-            tools,
-            lambda t: t.id,
-            after=after,
-            before=before,
-            limit=limit,
-            order=order,
-            what="tool",
+        tools = await current_service().list_agent_tools(
+            agent_id, after=after, before=before, limit=limit, order=order
         )
-        return [tool_out(t) for t in chosen]
+        return [tool_out(t) for t in tools]
 
     @router.patch("/v1/agents/{agent_id}/tools/attach/{tool_id}")
-    async def attach_tool(agent_id: str, tool_id: str) -> AgentState:
+    async def attach_tool(agent_id: AgentId, tool_id: ToolId) -> AgentState:
         return agent_out(await current_service().attach_tool(agent_id, tool_id))
 
     @router.patch("/v1/agents/{agent_id}/tools/detach/{tool_id}")
-    async def detach_tool(agent_id: str, tool_id: str) -> AgentState:
+    async def detach_tool(agent_id: AgentId, tool_id: ToolId) -> AgentState:
         return agent_out(await current_service().detach_tool(agent_id, tool_id))
 
     @router.post("/v1/agents/{agent_id}/tools/{tool_name}/run")
     async def run_tool(
-        agent_id: str, tool_name: str, body: ToolRunRequest | None = None
+        agent_id: AgentId, tool_name: ToolName, body: ToolRunRequest | None = None
     ) -> ToolRunResponse:
         """Run one of the agent's tools once with ``args`` (outside any run)."""
         args = body.args if body is not None else {}

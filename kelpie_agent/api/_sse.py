@@ -27,8 +27,9 @@ from starlette.types import Message, Receive, Scope, Send
 from kelpie_agent.agent import StreamEvent, letta_json
 
 from ._errors import Observer, classify, error_response
+from ._models_common import epoch_datetime
 
-__all__ = ["DONE", "SseResponse", "error_frame", "sse_frame"]
+__all__ = ["DONE", "SseResponse", "error_frame", "pinger", "sse_frame"]
 
 Producer = Callable[[trio.MemorySendChannel[StreamEvent]], Awaitable[object]]
 DONE = b"data: [DONE]\n\n"
@@ -49,6 +50,16 @@ def sse_frame(data: Mapping[str, Any]) -> bytes:
     return f"data: {_dumps(data)}\n\n".encode()
 
 
+def pinger(ports: Any) -> Callable[[], Mapping[str, Any]]:
+    """A maker of ping frames (Letta's ``ping`` message) dated and named through ``ports``."""
+
+    def ping() -> dict[str, Any]:
+        moment = epoch_datetime(ports.clock.now()).isoformat()
+        return {"message_type": "ping", "id": ports.ids.new("ping"), "date": moment}
+
+    return ping
+
+
 def error_frame(status: int, detail: str) -> bytes:
     body = {"detail": detail, "status_code": status, "message_type": "error_message"}
     return f"event: error\ndata: {_dumps(body)}\n\n".encode()
@@ -59,7 +70,8 @@ class SseResponse(Response):
 
     ``producer(channel)`` runs the turn (the agent closes the channel when the turn ends);
     ``keep(frame)`` filters message frames (``include_return_message_types``); ``ping()``
-    makes a ping frame.
+    makes a ping frame. ``seq_start``: number the message frames (``seq_id``) from
+    ``seq_start + 1`` on (a run's stream resumed after ``seq_start``).
     """
 
     media_type = "text/event-stream"
@@ -72,8 +84,10 @@ class SseResponse(Response):
         ping: Callable[[], Mapping[str, Any]] | None = None,
         ping_interval: float = 15.0,
         observer: Observer | None = None,
+        seq_start: int | None = None,
     ) -> None:
         super().__init__(status_code=200, media_type=self.media_type)
+        self.seq = seq_start
         self.producer = producer
         self.keep = keep
         self.ping = ping
@@ -144,7 +158,11 @@ class SseResponse(Response):
             event = await self._next(events, frame)
         while event is not None:
             data = letta_json(event)
-            if data.get("message_type") in ("stop_reason", "usage_statistics") or self.keep(data):
+            final = data.get("message_type") in ("stop_reason", "usage_statistics")
+            if self.seq is not None and not final:
+                self.seq += 1
+                data["seq_id"] = self.seq
+            if final or self.keep(data):
                 await frame(sse_frame(data))
                 self.frames += 1
             event = await self._next(events, frame)

@@ -11,11 +11,15 @@ import os
 import re
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
 from kelpie_agent.errors import KelpieError
+
+if TYPE_CHECKING:
+    from kelpie_agent.sandbox import SandboxLimits
 
 __all__ = [
     "DEFAULT_PORT",
@@ -175,3 +179,34 @@ class ServeConfig:
     lease_duration: float
     shutdown_grace: float
     log_level: str
+    api_key_source: str = ""  # "--api-key-file", "KELPIE_API_KEY", "--api-key" or ""
+    anthropic_key: str | None = attrs.field(default=None, repr=False)
+    sandbox_allow: tuple[str, ...] = ()  # the hosts any agent's tools may be allowed
+    tool_timeout: float = 60.0
+    sandbox_sizes: tuple[int, int, int] = (512, 256, 64)  # memory MB, disk MB, processes
+    unsafe_sandbox: bool = False  # tools run without namespaces
+
+    @property
+    def sandbox_limits(self) -> SandboxLimits:
+        """Each tool call's limits: ``--tool-timeout``, ``--sandbox-memory``,
+        ``--sandbox-disk`` (a quarter of it for one file) and ``--sandbox-processes``."""
+        from kelpie_agent.sandbox import SandboxLimits
+
+        memory, disk, processes = self.sandbox_sizes
+        return SandboxLimits(
+            timeout=self.tool_timeout,
+            memory_bytes=memory << 20,
+            disk_bytes=disk << 20,
+            file_size_bytes=max(1, (disk << 20) // 4),
+            processes=processes,
+        )
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Values no log line may show."""
+        found = [self.api_key, self.anthropic_key]
+        if isinstance(self.db, PostgresDb):
+            from psycopg.conninfo import conninfo_to_dict
+
+            found.append(str(conninfo_to_dict(self.db.dsn).get("password") or "") or None)
+        return tuple(sorted({s for s in found if s}, key=len, reverse=True))

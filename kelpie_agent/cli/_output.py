@@ -15,9 +15,12 @@ from typing import Any
 
 from kelpie_agent.http import AccessRecord
 
-__all__ = ["LOGGER", "access_line", "configure_logging", "observe", "say"]
+__all__ = ["LOGGER", "access_line", "configure_logging", "observe", "redact", "say", "set_secrets"]
 
 LOGGER = logging.getLogger("kelpie")
+MASK = "***"
+MIN_SECRET = 8  # shorter values are not masked: they would garble ordinary words
+_secrets: tuple[str, ...] = ()
 
 # What the runtime and the API report through their observer, and at what level it is logged.
 _LEVELS = {
@@ -32,16 +35,34 @@ _LEVELS = {
 }
 
 
+def set_secrets(secrets: tuple[str, ...]) -> None:
+    """The values (API keys, a database password) that :func:`redact` hides from every line
+    ``kelpie serve`` writes (those of at least MIN_SECRET characters)."""
+    global _secrets
+    _secrets = tuple(sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len, reverse=True))
+
+
+def redact(text: str) -> str:
+    for secret in _secrets:
+        text = text.replace(secret, MASK)
+    return text
+
+
 def say(text: str) -> None:
     """One status line on stdout: ``kelpie: <text>``."""
-    sys.stdout.write(f"kelpie: {text}\n")
+    sys.stdout.write(redact(f"kelpie: {text}\n"))
     sys.stdout.flush()
 
 
 def access_line(record: AccessRecord) -> None:
-    """The request log: one line per request."""
-    sys.stdout.write(record.line() + "\n")
+    """The request log: one line per request (a key a client put in a URL is masked)."""
+    sys.stdout.write(redact(record.line()) + "\n")
     sys.stdout.flush()
+
+
+class _RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def observe(kind: str, **fields: Any) -> None:
@@ -56,7 +77,7 @@ def observe(kind: str, **fields: Any) -> None:
 def configure_logging(level: str) -> None:
     """Warnings and errors to stderr, one line each (the request log is on stdout)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("kelpie: %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_RedactingFormatter("kelpie: %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

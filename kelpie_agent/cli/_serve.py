@@ -16,7 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -24,18 +24,25 @@ import attrs
 import trio
 
 from kelpie_agent.actors import DispatcherOptions
+from kelpie_agent.agent import LoopConfig
 from kelpie_agent.api import create_app
 from kelpie_agent.http import HttpServer, ServerOptions
 from kelpie_agent.llm import LlmClient
 from kelpie_agent.ports import system_ports
-from kelpie_agent.sandbox import ProcessSandbox
+from kelpie_agent.sandbox import (
+    ProcessSandbox,
+    Sandbox,
+    SandboxNetwork,
+    SandboxRequest,
+    isolation_problem,
+)
 from kelpie_agent.service import AgentService, ServiceOptions, open_agent_node
 from kelpie_agent.storage import KV, PostgresKV, SqliteKV, StorageError
 
 from ._config import PostgresDb, ServeConfig, ServeUsageError, SqliteDb, default_node_id
-from ._output import LOGGER, access_line, observe, say
+from ._output import LOGGER, MIN_SECRET, access_line, observe, say, set_secrets
 
-__all__ = ["dispatcher_options", "serve_main", "sim_llm"]
+__all__ = ["dispatcher_options", "sandbox_factory", "serve_main", "sim_llm"]
 
 SANDBOXES = "sandboxes"  # in the data dir: the working directories of custom tools' runs
 
@@ -94,7 +101,44 @@ async def _watch_signals(signals: AsyncIterator[int], life: _Lifecycle) -> None:
             life.scope.cancel()
 
 
+def sandbox_factory(config: ServeConfig) -> Callable[[SandboxRequest], Sandbox]:
+    """Each agent's sandbox: in the data dir, which (with the database) its commands cannot
+    see; reaching only the hosts both the agent and ``--sandbox-allow-host`` name."""
+    ceiling = SandboxNetwork(config.sandbox_allow)
+    hidden = [config.data_dir]
+    if isinstance(config.db, SqliteDb):
+        hidden.append(config.db.path.parent)
+
+    def make(request: SandboxRequest) -> Sandbox:
+        return ProcessSandbox(
+            config.sandbox_limits,
+            parent_dir=config.data_dir / SANDBOXES,
+            isolation="none" if config.unsafe_sandbox else "namespaces",
+            network=request.network.under(ceiling),
+            hide=hidden,
+        )
+
+    return make
+
+
+async def _check_sandbox(config: ServeConfig) -> None:
+    """Say once, at startup, when tool code cannot be isolated (the tools will refuse)."""
+    if config.unsafe_sandbox:
+        say(
+            "warning: --unsafe-sandbox: custom and sandbox tools run without namespaces and can "
+            "read whatever this server's user can"
+        )
+        return
+    problem = await isolation_problem(config.data_dir / SANDBOXES)
+    if problem is not None:
+        say(
+            f"sandbox: {problem}: custom and sandbox tools are refused (install Debian's "
+            "bubblewrap, or start with --unsafe-sandbox to run them without isolation)"
+        )
+
+
 async def _run(config: ServeConfig, life: _Lifecycle) -> None:
+    set_secrets(config.secrets)
     _prepare_data_dir(config.data_dir)
     listeners = await _listen(config.host, config.port)
     try:
@@ -108,13 +152,15 @@ async def _run(config: ServeConfig, life: _Lifecycle) -> None:
                 system_ports(),
                 node_id=node_id,
                 llm=llm,
-                sandbox_factory=lambda: ProcessSandbox(parent_dir=config.data_dir / SANDBOXES),
+                sandbox_factory=sandbox_factory(config),
+                loop_config=LoopConfig(tool_timeout=config.tool_timeout),
                 dispatcher_options=dispatcher_options(config.lease_duration),
                 options=ServiceOptions(request_timeout=max(60.0, 2 * config.lease_duration)),
                 observer=observe,
             ) as service,
         ):
             await _repair(service)
+            await _check_sandbox(config)
             app = create_app(service, api_key=config.api_key, observer=observe)
             options = ServerOptions(shutdown_grace=config.shutdown_grace)
             server = HttpServer(app, options, logger=LOGGER, access_log=access_line)
@@ -189,7 +235,7 @@ async def _open_llm(config: ServeConfig) -> AsyncIterator[LlmClient]:
         return
     from kelpie_agent.llm import AnthropicLlm
 
-    async with AnthropicLlm() as llm:
+    async with AnthropicLlm(api_key=config.anthropic_key) as llm:
         yield llm
 
 
@@ -207,6 +253,16 @@ async def _repair(service: AgentService) -> None:
 def _notices(config: ServeConfig) -> None:
     if config.llm_defaulted:
         say("ANTHROPIC_API_KEY is not set: using the local deterministic model (llm sim)")
+    if config.api_key_source == "--api-key":
+        say(
+            "warning: --api-key is visible to every local user (ps, /proc); use KELPIE_API_KEY "
+            "or --api-key-file"
+        )
+    if config.api_key is not None and len(config.api_key) < MIN_SECRET:
+        say(
+            f"warning: the API key is shorter than {MIN_SECRET} characters: easy to guess, "
+            "and log lines cannot mask it"
+        )
     if config.api_key is None and config.host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: no API key, and {config.host} may be reachable from other hosts")
 

@@ -145,6 +145,7 @@ class RequestCycle:
         self.body_received = 0
         self.body_complete = False
         self.response_started = False  # the app sent http.response.start
+        self._discarding = False  # it did after http.disconnect: its answer goes nowhere
         self.headers_sent = False  # the response head went out on the wire
         self.response_complete = False
         self.disconnected = False
@@ -216,7 +217,11 @@ class RequestCycle:
         if self.response_started:
             raise AsgiProtocolError("http.response.start was sent twice")
         if self.disconnected or self.rejection is not None:
-            raise ClientDisconnected("the client is gone; the response cannot start")
+            # The app was told (http.disconnect) and answers anyway, typically with an error
+            # for the body it could not read: drop that answer quietly. The server answers a
+            # rejected request itself (413, 408...); a gone client gets nothing.
+            self.response_started = self._discarding = True
+            return
         status = message.get("status")
         if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
             raise AsgiProtocolError(
@@ -237,8 +242,11 @@ class RequestCycle:
             raise AsgiProtocolError("http.response.body before http.response.start")
         if self.response_complete:
             raise AsgiProtocolError("http.response.body after the response ended")
-        if self.disconnected:
-            raise ClientDisconnected("the client is gone")
+        if self._discarding and not message.get("more_body", False):
+            self.response_complete = True  # the end of a dropped answer
+            return
+        if self.disconnected or self._discarding:
+            raise ClientDisconnected("the client is gone")  # stop producing
         body = message.get("body", b"")
         if not isinstance(body, bytes | bytearray | memoryview):
             raise AsgiProtocolError(f"http.response.body body must be bytes, got {type(body)}")

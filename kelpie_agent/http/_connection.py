@@ -88,7 +88,7 @@ class HttpConnection:
         self.requests = 0
         self._eof = False  # the client closed its side
         self._linger = False  # close gently: the client may still be sending
-        self._awaiting_100 = False
+        self._body_withheld = False  # the client waits for a 100 that was not sent (yet)
         self._write_lock = trio.StrictFIFOLock()
 
     @property
@@ -173,7 +173,7 @@ class HttpConnection:
         self.requests += 1
         started = trio.current_time()
         # a client that sent "expect: 100-continue" sends the body only after a 100
-        self._awaiting_100 = self.h11.they_are_waiting_for_100_continue
+        self._body_withheld = self.h11.they_are_waiting_for_100_continue
         cycle: RequestCycle | None = None
         status = 0
         try:
@@ -273,10 +273,15 @@ class HttpConnection:
         return None
 
     async def _drain_body(self) -> bool:
-        """Read past a request body the app left unread, if it is small; whether it ended."""
+        """Read past a request body the app left unread, if it is small; whether it ended.
+
+        A client that sent ``Expect: 100-continue`` sends its body only after a ``100
+        Continue``: if the app answered without asking for the body (no 100 went out), the
+        body never comes and the connection closes; once a 100 went out (the app started to
+        read), the body is on its way and is drained like any other, keeping the connection."""
         if self.h11.their_state is h11.DONE:
             return True
-        if self.h11.their_state is not h11.SEND_BODY or self._awaiting_100:
+        if self.h11.their_state is not h11.SEND_BODY or self._body_withheld:
             self._linger = self.h11.their_state is h11.SEND_BODY
             return False
         drained = 0
@@ -311,6 +316,7 @@ class HttpConnection:
                 await self.write(
                     self.encode(h11.InformationalResponse(status_code=100, headers=[]))
                 )
+                self._body_withheld = False  # the body is on its way now
             data = await self._receive_by(trio.current_time() + timeout, idle=False)
             if data is None:
                 raise RequestRejected(408, f"Request Timeout: no request body data for {timeout}s")

@@ -180,7 +180,7 @@ class Tool:
 
     @name.validator
     def _check_name(self, _: attrs.Attribute[str], value: str) -> None:
-        if not isinstance(value, str) or not TOOL_NAME.match(value):
+        if not isinstance(value, str) or not TOOL_NAME.fullmatch(value):
             raise ValueError(f"tool names match {TOOL_NAME.pattern}, got {value!r}")
 
 

@@ -7,6 +7,8 @@ import math
 from ._errors import SandboxFileError
 
 __all__ = [
+    "DISK_MESSAGE",
+    "ENTRY_COST",
     "OutputBuffer",
     "check_bytes",
     "check_command",
@@ -14,6 +16,12 @@ __all__ = [
     "check_timeout",
     "file_too_large",
 ]
+
+
+DISK_MESSAGE = (
+    "sandbox: the working area grew past its disk limit of {} bytes; the command was killed\n"
+)
+ENTRY_COST = 4096  # bytes each file or directory counts towards the disk limit, besides its data
 
 
 def check_command(command: object, what: str = "command") -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from kelpie_agent.errors import KelpieError
 
 __all__ = [
+    "NO_BWRAP",
     "CorruptSnapshotError",
     "ExecTimeoutError",
     "PathOutsideSandboxError",
@@ -18,9 +19,13 @@ __all__ = [
     "SandboxCrashedError",
     "SandboxError",
     "SandboxFileError",
+    "SandboxIsolationError",
     "SandboxStateError",
     "SnapshotError",
 ]
+
+
+NO_BWRAP = "bubblewrap (bwrap) is not installed"
 
 
 class SandboxError(KelpieError):
@@ -38,6 +43,17 @@ class SandboxStateError(SandboxError):
 
 class SandboxBootError(SandboxError):
     """The sandbox failed to boot; it is stopped and cannot be used."""
+
+
+class SandboxIsolationError(SandboxBootError):
+    """The sandbox must isolate its commands (Linux namespaces through bubblewrap) and cannot
+    here: ``bwrap`` is missing or cannot create namespaces. Nothing ran. Install bubblewrap, or
+    choose ``isolation="none"`` (``kelpie serve --unsafe-sandbox``) knowingly. ``reason`` is
+    the short why ("bubblewrap (bwrap) is not installed")."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class SandboxCrashedError(SandboxError):

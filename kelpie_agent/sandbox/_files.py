@@ -23,7 +23,9 @@ from contextlib import contextmanager
 from ._checks import file_too_large
 from ._errors import PathOutsideSandboxError, SandboxFileError
 
-__all__ = ["list_dir", "read_file", "write_file"]
+__all__ = ["Owner", "list_dir", "read_file", "write_file"]
+
+Owner = tuple[int, int] | None  # (uid, gid) given to what the server creates, or None: its own
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -63,7 +65,9 @@ def _is_link(name: str, dir_fd: int) -> bool:
 
 
 @contextmanager
-def _open_dir(root: str, parts: tuple[str, ...], path: str, create: bool) -> Iterator[int]:
+def _open_dir(
+    root: str, parts: tuple[str, ...], path: str, create: bool, owner: Owner = None
+) -> Iterator[int]:
     fd = os.open(root, _DIR)
     try:
         for part in parts:
@@ -73,6 +77,9 @@ def _open_dir(root: str, parts: tuple[str, ...], path: str, create: bool) -> Ite
                         os.mkdir(part, 0o755, dir_fd=fd)
                     except FileExistsError:
                         pass
+                    else:
+                        if owner is not None:
+                            os.chown(part, *owner, dir_fd=fd, follow_symlinks=False)
                 child = os.open(part, _DIR, dir_fd=fd)
             except OSError as error:
                 if error.errno == errno.ENOTDIR and _is_link(part, fd):
@@ -118,14 +125,14 @@ def read_file(root: str, path: str, limit: int) -> bytes:
             os.close(fd)
 
 
-def write_file(root: str, path: str, data: bytes, limit: int) -> None:
+def write_file(root: str, path: str, data: bytes, limit: int, owner: Owner = None) -> None:
     if len(data) > limit:
         raise file_too_large(path, len(data), limit)
     parts = _relative_parts(root, path)
     if not parts:
         raise SandboxFileError(f"is a directory in the sandbox: {path!r}")
     name = parts[-1]
-    with _open_dir(root, parts[:-1], path, create=True) as dir_fd:
+    with _open_dir(root, parts[:-1], path, create=True, owner=owner) as dir_fd:
         try:
             existing = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -140,6 +147,8 @@ def write_file(root: str, path: str, data: bytes, limit: int) -> None:
             raise _fail(path, root, error) from None
         try:
             _check_regular(path, os.fstat(fd).st_mode)
+            if owner is not None:
+                os.fchown(fd, *owner)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]

@@ -16,7 +16,12 @@ from contextlib import contextmanager
 
 import trio
 
-from ._errors import SandboxBootError, SandboxCrashedError, SandboxStateError
+from ._errors import (
+    SandboxBootError,
+    SandboxCrashedError,
+    SandboxIsolationError,
+    SandboxStateError,
+)
 from ._port import SandboxState
 
 __all__ = ["LEGAL", "Lifecycle"]
@@ -125,6 +130,15 @@ class Lifecycle:
             self.state = _STOPPED
             self.crash_reason = f"boot failed: {reason}"
         return SandboxBootError(f"{self.kind} failed to boot: {reason}")
+
+    def fail_isolation(self, reason: str) -> SandboxIsolationError:
+        """Record a boot refused for want of isolation (the sandbox is stopped)."""
+        self.fail_boot(reason)
+        return SandboxIsolationError(
+            f"{self.kind} refuses to run tool code: {reason}; install bubblewrap, or run "
+            "without isolation knowingly (kelpie serve --unsafe-sandbox)",
+            reason=reason,
+        )
 
     def pause(self) -> None:
         """Freeze the timeouts of the commands in flight (they keep what they had left)."""

@@ -44,6 +44,12 @@ class MemFS:
         self.files: dict[str, bytes] = {}
         self.dirs: set[str] = {root}
 
+    def usage(self) -> int:
+        """Bytes the working area counts against ``SandboxLimits.disk_bytes``: file sizes plus
+        4096 per file or directory below the root (as ProcessSandbox's supervisor counts)."""
+        entries = len(self.files) + len(self.dirs) - 1
+        return sum(len(data) for data in self.files.values()) + 4096 * entries
+
     # -- paths -------------------------------------------------------------------------------
 
     def abspath(self, path: str, cwd: str | None = None) -> str:

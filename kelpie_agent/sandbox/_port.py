@@ -10,11 +10,24 @@ implementation must honour are written down in ``docs/sandbox.md`` and checked b
 from __future__ import annotations
 
 import enum
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import attrs
 
-__all__ = ["ExecResult", "Sandbox", "SandboxLimits", "SandboxState"]
+from ._network import SandboxNetwork
+
+__all__ = [
+    "ALLOW_HOSTS_KEY",
+    "ExecResult",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxRequest",
+    "SandboxState",
+    "agent_network",
+]
+
+ALLOW_HOSTS_KEY = "sandbox_allow_hosts"  # in an agent's metadata: the hosts its tools may reach
 
 
 class SandboxState(enum.Enum):
@@ -69,7 +82,9 @@ class SandboxLimits:
     ``timeout`` is the default wall-clock limit of one exec (callers may pass their own);
     ``cpu_seconds``, ``memory_bytes`` (address space) and ``file_size_bytes`` (largest file a
     command or a file tool may write) apply per process; ``max_output_bytes`` caps what is kept
-    of each of stdout and stderr.
+    of each of stdout and stderr. ``processes`` caps the processes and threads one command may
+    have at once; ``disk_bytes`` caps the working area as a whole (a command that grows it past
+    the limit is killed).
     """
 
     timeout: float = attrs.field(default=30.0, validator=_positive)
@@ -77,6 +92,33 @@ class SandboxLimits:
     memory_bytes: int = attrs.field(default=512 * 1024 * 1024, validator=_positive_int)
     file_size_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive_int)
     max_output_bytes: int = attrs.field(default=1024 * 1024, validator=_positive_int)
+    processes: int = attrs.field(default=64, validator=_positive_int)
+    disk_bytes: int = attrs.field(default=256 * 1024 * 1024, validator=_positive_int)
+
+
+@attrs.frozen
+class SandboxRequest:
+    """What an agent asks its sandbox factory for: its id (``owner``) and the network its
+    configuration allows (``metadata["sandbox_allow_hosts"]``, see :func:`agent_network`).
+    A factory may narrow the network (``kelpie serve --sandbox-allow-host``), never widen it."""
+
+    owner: str
+    network: SandboxNetwork = attrs.field(factory=SandboxNetwork)
+
+
+def agent_network(metadata: Mapping[str, Any]) -> SandboxNetwork:
+    """The network an agent's metadata allows: ``metadata["sandbox_allow_hosts"]``, a list of
+    host patterns (none when absent). ValueError, naming the field, when it is malformed."""
+    hosts = metadata.get(ALLOW_HOSTS_KEY)
+    if hosts is None:
+        return SandboxNetwork()
+    field = f"metadata.{ALLOW_HOSTS_KEY}"
+    if not isinstance(hosts, list | tuple):
+        raise ValueError(f"{field}: must be a list of host patterns, got {type(hosts).__name__}")
+    try:
+        return SandboxNetwork(hosts)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{field}: {error}") from None
 
 
 class Sandbox(Protocol):

@@ -1,30 +1,35 @@
-"""ProcessSandbox: the production sandbox, real subprocesses in a private temp directory.
+"""ProcessSandbox: the production sandbox, real subprocesses isolated in Linux namespaces.
 
-Each command runs as ``/bin/sh -c COMMAND`` (Python code as ``python -I FILE``) through a small
-wrapper, ``python -I -S -c WRAPPER``, that sets the resource limits and then ``execv``'s the
-command, so no ``preexec_fn`` runs between fork and exec in our own (trio) process:
+Each command runs in its own namespaces through bubblewrap (``_bwrap.py``), under a supervisor
+that is PID 1 there (``_supervisor.py``), with the limits of :class:`SandboxLimits`:
 
 ========================= =========================================================================
-``limits.timeout``         wall clock: the command's cancel scope deadline; on expiry its whole
-                           process group gets SIGKILL and ``ExecTimeoutError`` is raised
+``limits.timeout``         wall clock: the command's cancel scope deadline; on expiry everything it
+                           started is killed and ``ExecTimeoutError`` is raised
 ``limits.cpu_seconds``     ``RLIMIT_CPU`` (soft; hard = soft + 1): SIGXCPU, exit code ``-SIGXCPU``
 ``limits.memory_bytes``    ``RLIMIT_AS``: allocations fail (Python raises ``MemoryError``, exit 1)
 ``limits.file_size_bytes`` ``RLIMIT_FSIZE``: writes past it fail (``EFBIG``; SIGXFSZ for programs
                            that do not ignore it); file tools refuse larger files too
+``limits.processes``       ``RLIMIT_NPROC`` of the sandbox's own user: ``fork`` fails (``EAGAIN``)
+``limits.disk_bytes``      the working area as a whole: a command that grows it past the limit is
+                           killed, with exit code ``-SIGXFSZ`` and a line on stderr
 ``limits.max_output_bytes`` the first bytes of stdout and stderr are kept, the rest drained away
 ========================= =========================================================================
 
-Every command is a session (and process group) leader; when it exits, anything it left running
-in its group is killed, so no command outlives its exec. The environment is scrubbed to ``PATH``,
-``HOME`` (the working directory) and ``LANG``; stdin is ``/dev/null``.
+A command sees a read-only root with the interpreter, its libraries and little else, its
+working directory as the only writable place, no other process, no network (or only the hosts
+its :class:`SandboxNetwork` names, through a filtering proxy), and an environment of ``PATH``,
+``HOME``/``TMPDIR`` (the working directory), ``LANG``, ``USER``/``LOGNAME`` and the proxy
+variables. When it exits, everything it started dies with the namespace.
 
-Pause sends SIGSTOP to the process group of every running command and resume SIGCONT; while
-paused, their timeouts stop counting. Snapshots are tars of the working directory (``_tarsnap``)
-in the checksummed framing of ``_snapshot``.
+``isolation="none"`` (``kelpie serve --unsafe-sandbox``) runs commands as plain subprocesses
+with the rlimits only, as before namespaces: they can read what the server's user can. With
+``isolation="namespaces"`` (the default) and no working bubblewrap, ``boot`` raises
+:class:`SandboxIsolationError` and nothing runs.
 
-This isolates resources and the file tools, not the command itself: a shell command can read
-whatever the server's user can. Run the server as a dedicated user (or add a namespace jail)
-when tool code is untrusted; see docs/sandbox.md.
+Pause stops every process of a running command and resume continues them; while paused,
+their timeouts stop counting. Snapshots are tars of the working directory (``_tarsnap``) in
+the checksummed framing of ``_snapshot``.
 """
 
 from __future__ import annotations
@@ -32,73 +37,60 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
-from . import _files, _tarsnap
-from ._checks import OutputBuffer, check_bytes, check_command, check_path, check_timeout
+from . import _files, _spawn, _tarsnap
+from . import _seccomp as seccomp
+from ._bwrap import RUN_DIR, Jail, find_bwrap, python_roots
+from ._checks import check_bytes, check_command, check_path, check_timeout
 from ._errors import (
-    ExecTimeoutError,
+    NO_BWRAP,
     PauseError,
     SandboxError,
+    SandboxIsolationError,
     SandboxStateError,
 )
 from ._lifecycle import Lifecycle
+from ._network import SandboxNetwork
 from ._port import ExecResult, SandboxLimits, SandboxState
+from ._proxy import serve_proxy
 from ._snapshot import seal, unseal
+from ._supervisor import PROXY_PORT
 
 if TYPE_CHECKING:
     from ._port import Sandbox
 
-__all__ = ["ProcessSandbox"]
+__all__ = ["ISOLATIONS", "ProcessSandbox", "isolation_problem"]
 
-_WRAPPER = """\
-import os, resource as r, sys
-cpu, mem, fsize = (int(v) for v in sys.argv[1:4])
-def cap(kind, soft, hard):
-    top = r.getrlimit(kind)[1]
-    if top != r.RLIM_INFINITY:
-        soft, hard = min(soft, top), min(hard, top)
-    r.setrlimit(kind, (soft, hard))
-cap(r.RLIMIT_CPU, cpu, cpu + 1)
-cap(r.RLIMIT_AS, mem, mem)
-cap(r.RLIMIT_FSIZE, fsize, fsize)
-cap(r.RLIMIT_CORE, 0, 0)
-try:
-    os.execv(sys.argv[4], sys.argv[4:])
-except OSError as error:
-    sys.stderr.write(f"sandbox: cannot run {sys.argv[4]}: {error.strerror}\\n")
-    sys.exit(127)
-"""
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 BOOT_TIMEOUT = 30.0  # seconds the boot probe may take
-DRAIN_GRACE = 0.5  # seconds to collect output after a command exits (escaped grandchildren)
 SNAPSHOT_KIND = "tar"
+SUPERVISOR_FILE = "supervisor.py"
+SECCOMP_FILE = "seccomp.bpf"
+ISOLATIONS = ("namespaces", "none")
+SANDBOX_UID_BASE = 1_500_000_000  # sandbox users of a root server: this plus 24 bits
 
 
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is gone (or its id reused by someone else's process): nothing to do
-
-
-async def _drain(stream: trio.abc.ReceiveStream | None, buffer: OutputBuffer) -> None:
-    assert stream is not None
-    while chunk := await stream.receive_some(65536):
-        buffer.add(chunk)
+def _uid_for(path: str) -> int:
+    """The user a root server's sandbox runs as: one per live sandbox directory (its inode),
+    so ``RLIMIT_NPROC`` counts that sandbox's processes alone."""
+    return SANDBOX_UID_BASE + os.stat(path).st_ino % (1 << 24)
 
 
 class ProcessSandbox:
-    """Real subprocesses under resource limits, in a private working directory.
+    """Real subprocesses isolated in Linux namespaces, in a private working directory.
 
     ``parent_dir`` is where the sandbox's temporary directory is made (default: the system's);
-    ``path`` is the ``PATH`` commands get.
+    ``path`` is the ``PATH`` commands get; ``isolation`` is ``"namespaces"`` (bubblewrap,
+    required unless) or ``"none"``; ``network`` the hosts commands may reach; ``hide`` more
+    directories commands must not see even where a bound directory would show them (the
+    parent directory is always hidden); ``bwrap`` the bubblewrap executable (default: found
+    on ``PATH``).
     """
 
     def __init__(
@@ -107,15 +99,27 @@ class ProcessSandbox:
         *,
         parent_dir: str | os.PathLike[str] | None = None,
         path: str = DEFAULT_PATH,
+        isolation: str = "namespaces",
+        network: SandboxNetwork | None = None,
+        hide: Sequence[str | os.PathLike[str]] = (),
+        bwrap: str | None = None,
     ) -> None:
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         self._limits = limits if limits is not None else SandboxLimits()
         self._parent = None if parent_dir is None else os.fspath(parent_dir)
         self._path = path
+        self.isolation = isolation
+        self.network = network if network is not None else SandboxNetwork()
+        self._hide = tuple(os.path.realpath(os.fspath(p)) for p in hide)
+        self._bwrap = bwrap
         self._life = Lifecycle("ProcessSandbox")
         self._base = ""
         self._workdir = ""
-        self._groups: dict[int, int] = {}  # pid -> process group id, of running commands
-        self._scripts = itertools.count()
+        self._jail: Jail | None = None
+        self._owner: tuple[int, int] | None = None
+        self._running: dict[int, _spawn.Running] = {}
+        self._ids = itertools.count()
 
     def __repr__(self) -> str:
         return f"<ProcessSandbox {self.state.value} {self._workdir or '(not booted)'}>"
@@ -140,10 +144,14 @@ class ProcessSandbox:
         self._life.begin_boot()
         try:
             self._make_directories()
+        except SandboxIsolationError as error:
+            self._cleanup()
+            raise self._life.fail_isolation(str(error)) from None
         except OSError as error:
             self._cleanup()
             raise self._life.fail_boot(f"cannot create its directory: {error}") from error
-        # Probe: the interpreter must start under the limits (a tiny memory limit fails here).
+        # Probe: the interpreter must start under the limits (a tiny memory limit fails here),
+        # in the namespaces (a bubblewrap that cannot make them fails here).
         try:
             probe = await self._run([sys.executable, "-I", "-c", "pass"], BOOT_TIMEOUT, "boot")
         except SandboxError as error:
@@ -151,46 +159,88 @@ class ProcessSandbox:
             raise self._life.fail_boot(str(error)) from error
         if probe.exit_code != 0:
             self._cleanup()
-            detail = probe.stderr.strip().splitlines()[-1:] or [f"exit code {probe.exit_code}"]
+            lines = probe.stderr.strip().splitlines()
+            bwrap = [line for line in lines if line.startswith("bwrap:")]
+            if self._jail is not None and (bwrap or not lines):
+                why = bwrap[0] if bwrap else f"it exited with {probe.exit_code} and said nothing"
+                raise self._life.fail_isolation(f"bubblewrap cannot isolate: {why}")
+            detail = lines[-1:] or [f"exit code {probe.exit_code}"]
             raise self._life.fail_boot(f"Python does not start under its limits: {detail[0]}")
         self._life.finish_boot()
 
     async def pause(self) -> None:
         self._life.require("pause")
-        stopped: list[int] = []
-        for pgid in self._groups.values():
+        paused: list[_spawn.Running] = []
+        for running in list(self._running.values()):
             try:
-                os.killpg(pgid, signal.SIGSTOP)
+                await running.pause()
             except ProcessLookupError:
                 continue  # it just finished
-            except OSError as error:
-                for done in stopped:
-                    _signal_group(done, signal.SIGCONT)
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as error:
+                if isinstance(error, trio.BrokenResourceError | trio.ClosedResourceError):
+                    continue  # it just finished
+                for done in paused:
+                    await done.resume()
                 raise PauseError(f"could not stop a running command: {error}") from error
-            stopped.append(pgid)
+            paused.append(running)
         self._life.pause()
         await trio.lowlevel.checkpoint()
 
     async def resume(self) -> None:
         self._life.require("resume")
-        for pgid in self._groups.values():
-            _signal_group(pgid, signal.SIGCONT)
+        for running in list(self._running.values()):
+            await running.resume()
         self._life.resume()
         await trio.lowlevel.checkpoint()
 
     async def stop(self) -> None:
         if self._life.stop():
-            for pgid in self._groups.values():
-                _signal_group(pgid, signal.SIGKILL)
+            for running in self._running.values():
+                running.kill()
             self._cleanup()
         await trio.lowlevel.checkpoint()
 
     def _make_directories(self) -> None:
         # Small synchronous filesystem calls, here and below: kelpie_agent runs no threads.
+        bwrap = None
+        if self.isolation == "namespaces":
+            bwrap = self._bwrap or find_bwrap()
+            if bwrap is None:
+                raise SandboxIsolationError(NO_BWRAP)
+            if not os.access(bwrap, os.X_OK):
+                raise SandboxIsolationError(f"bubblewrap {bwrap} is not an executable")
         self._base = os.path.realpath(tempfile.mkdtemp(prefix="kelpie-sandbox-", dir=self._parent))
         self._workdir = os.path.join(self._base, "work")
         os.mkdir(self._workdir, 0o755)
-        os.mkdir(os.path.join(self._base, "run"), 0o700)
+        run_dir = os.path.join(self._base, "run")
+        os.mkdir(run_dir, 0o700)
+        if bwrap is None:
+            return
+        os.chmod(run_dir, 0o755)  # inside the 0700 base: only the sandbox reaches it
+        as_root = os.geteuid() == 0
+        uid, gid = (_uid_for(self._base),) * 2 if as_root else (os.getuid(), os.getgid())
+        if as_root:
+            self._owner = (uid, gid)
+            os.chown(self._workdir, uid, gid)
+        with open(os.path.join(run_dir, "passwd"), "w", encoding="utf-8") as file:
+            file.write(f"sandbox:x:{uid}:{gid}:Kelpie sandbox:{self._workdir}:/bin/sh\n")
+        with open(os.path.join(run_dir, "group"), "w", encoding="utf-8") as file:
+            file.write(f"sandbox:x:{gid}:\n")
+        with open(os.path.join(run_dir, SUPERVISOR_FILE), "w", encoding="utf-8") as file:
+            file.write(_spawn.SUPERVISOR)
+        filter_ = seccomp.program()
+        if filter_ is not None:
+            with open(os.path.join(run_dir, SECCOMP_FILE), "wb") as binary:
+                binary.write(filter_)
+        parent = os.path.dirname(self._base)
+        self._jail = Jail(
+            bwrap=bwrap,
+            workdir=self._workdir,
+            run_dir=run_dir,
+            roots=python_roots(),
+            hide=tuple(sorted({parent, *self._hide})),
+            as_root=as_root,
+        )
 
     def _cleanup(self) -> None:
         if self._base:
@@ -208,22 +258,27 @@ class ProcessSandbox:
         code = check_command(code, "code")
         seconds = check_timeout(timeout, self._limits.timeout)
         self._ready("exec")
-        script = self._write_script(code)
+        script, seen_as = self._write_script(code)
         try:
-            return await self._run([sys.executable, "-I", script], seconds, "exec")
+            return await self._run([sys.executable, "-I", seen_as], seconds, "exec")
         finally:
             try:
                 os.unlink(script)
             except FileNotFoundError:
                 pass
 
-    def _write_script(self, code: str) -> str:
+    def _write_script(self, code: str) -> tuple[str, str]:
         """Python code goes to a file outside the working area (so it never shows up in
-        listings or snapshots), which the interpreter then runs."""
-        script = os.path.join(self._base, "run", f"exec-{next(self._scripts)}.py")
+        listings or snapshots), which the interpreter then runs; returns its path here and
+        as the command sees it."""
+        name = f"exec-{next(self._ids)}.py"
+        script = os.path.join(self._base, "run", name)
         with open(script, "w", encoding="utf-8") as file:
             file.write(code)
-        return script
+        if self._jail is None:
+            return script, script
+        os.chmod(script, 0o644)
+        return script, f"{RUN_DIR}/{name}"
 
     def _ready(self, operation: str) -> None:
         self._life.require(operation)
@@ -231,61 +286,78 @@ class ProcessSandbox:
             self._life.crash("its working directory disappeared")
             self._life.check_alive(operation)
 
+    def _environment(self) -> dict[str, str]:
+        env = {"PATH": self._path, "HOME": self._workdir, "LANG": "C.UTF-8"}
+        if self._jail is None:
+            return env
+        env |= {"TMPDIR": self._workdir, "USER": "sandbox", "LOGNAME": "sandbox"}
+        if self.network:
+            proxy = f"http://127.0.0.1:{PROXY_PORT}"
+            for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+                env[name] = env[name.lower()] = proxy
+        return env
+
     async def _run(self, argv: list[str], timeout: float, what: str) -> ExecResult:
         limits = self._limits
-        wrapped = [sys.executable, "-I", "-S", "-c", _WRAPPER]
-        wrapped += [str(limits.cpu_seconds), str(limits.memory_bytes)]
-        wrapped += [str(limits.file_size_bytes), *argv]
-        env = {"PATH": self._path, "HOME": self._workdir, "LANG": "C.UTF-8"}
-        start = trio.current_time()
-        try:
-            proc = await trio.lowlevel.open_process(
-                wrapped,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self._workdir,
-                env=env,
-                start_new_session=True,
+        if self._jail is None:
+            launch = _spawn.Launch(
+                _spawn.plain_argv(limits, argv), self._environment(), self._workdir, False
             )
-        except OSError as error:
-            raise SandboxError(f"could not start a process for {what}: {error}") from error
-        out = OutputBuffer(limits.max_output_bytes)
-        err = OutputBuffer(limits.max_output_bytes)
-        exited = False
+            return await _spawn.run(launch, limits, self._life, self._running, timeout, what)
+        config = {
+            "uid": str(self._owner[0]) if self._owner else "-",
+            "gid": str(self._owner[1]) if self._owner else "-",
+            "processes": str(limits.processes),
+            "cpu": str(limits.cpu_seconds),
+            "memory": str(limits.memory_bytes),
+            "fsize": str(limits.file_size_bytes),
+            "disk": str(limits.disk_bytes),
+            "workdir": self._workdir,
+            "proxy": "-",
+        }
+        if not self.network:
+            return await self._run_jailed(argv, config, timeout, what)
+        failure: Exception | None = None
+        async with trio.open_nursery() as nursery:
+            name = f"net-{next(self._ids)}.sock"
+            try:
+                socket = os.path.join(self._base, "run", name)
+                try:
+                    await nursery.start(serve_proxy, socket, self.network)
+                except OSError as error:
+                    raise SandboxError(f"could not start the network proxy: {error}") from error
+                config["proxy"] = f"{RUN_DIR}/{name}"
+                result = await self._run_jailed(argv, config, timeout, what)
+            except Exception as error:  # raised as itself, not in an ExceptionGroup
+                failure = error
+            finally:
+                nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return result
+
+    def _open_filter(self) -> int | None:
+        """A new descriptor of the seccomp filter's file (bubblewrap reads it to the end)."""
         try:
-            with self._life.command(timeout):
-                self._groups[proc.pid] = proc.pid
-                if self._life.state is SandboxState.PAUSED:  # paused while we were spawning
-                    _signal_group(proc.pid, signal.SIGSTOP)
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_drain, proc.stdout, out)
-                    nursery.start_soon(_drain, proc.stderr, err)
-                    await proc.wait()
-                    exited = True
-                    _signal_group(proc.pid, signal.SIGKILL)  # whatever it left behind
-                    nursery.cancel_scope.deadline = trio.current_time() + DRAIN_GRACE
+            return os.open(os.path.join(self._base, "run", SECCOMP_FILE), os.O_RDONLY)
+        except FileNotFoundError:
+            return None  # no filter for this architecture
+
+    async def _run_jailed(
+        self, argv: list[str], config: dict[str, str], timeout: float, what: str
+    ) -> ExecResult:
+        assert self._jail is not None
+        script = f"{RUN_DIR}/{SUPERVISOR_FILE}"
+        supervised = _spawn.supervisor_argv(script, config, argv)
+        fd = self._open_filter()
+        try:
+            command = self._jail.argv(supervised, seccomp_fd=fd)
+            fds = (fd,) if fd is not None else ()
+            launch = _spawn.Launch(command, self._environment(), self._workdir, True, fds)
+            return await _spawn.run(launch, self._limits, self._life, self._running, timeout, what)
         finally:
-            self._groups.pop(proc.pid, None)
-            if not exited:
-                _signal_group(proc.pid, signal.SIGKILL)
-            with trio.CancelScope(shield=True):
-                await proc.wait()
-                for stream in (proc.stdout, proc.stderr):
-                    if stream is not None:
-                        await stream.aclose()
-        self._life.check_alive(what)
-        if not exited:
-            raise ExecTimeoutError(
-                f"{what} ran past its {timeout:g} s timeout and was killed",
-                timeout=timeout,
-                stdout=out.text,
-                stderr=err.text,
-            )
-        assert proc.returncode is not None
-        duration = trio.current_time() - start
-        truncated = out.truncated or err.truncated
-        return ExecResult(out.text, err.text, proc.returncode, duration, truncated)
+            if fd is not None:
+                os.close(fd)
 
     # -- snapshots ---------------------------------------------------------------------------
 
@@ -299,7 +371,7 @@ class ProcessSandbox:
         await trio.lowlevel.checkpoint()
         self._ready("restore")
         self._life.require_idle("restore")
-        _tarsnap.unpack(self._base, self._workdir, unseal(SNAPSHOT_KIND, snapshot))
+        _tarsnap.unpack(self._base, self._workdir, unseal(SNAPSHOT_KIND, snapshot), self._owner)
 
     # -- file tools --------------------------------------------------------------------------
 
@@ -314,7 +386,7 @@ class ProcessSandbox:
         data = check_bytes(data, "data")
         await trio.lowlevel.checkpoint()
         self._ready("write_file")
-        _files.write_file(self._workdir, path, data, self._limits.file_size_bytes)
+        _files.write_file(self._workdir, path, data, self._limits.file_size_bytes, self._owner)
 
     async def list_files(self, path: str = ".") -> list[str]:
         path = check_path(path)
@@ -327,3 +399,20 @@ if TYPE_CHECKING:
 
     def _implements_the_port(sandbox: ProcessSandbox) -> Sandbox:
         return sandbox
+
+
+async def isolation_problem(
+    parent_dir: str | os.PathLike[str] | None = None, *, bwrap: str | None = None
+) -> str | None:
+    """Why ProcessSandbox cannot isolate commands here (``None`` when it can): boots and stops
+    a throwaway sandbox in ``parent_dir``. ``kelpie serve`` says this once at startup."""
+    probe = ProcessSandbox(parent_dir=parent_dir, bwrap=bwrap)
+    try:
+        await probe.boot()
+    except SandboxIsolationError as error:
+        return error.reason
+    except SandboxError:
+        return None  # booting failed for another reason; the sandboxes will say which
+    finally:
+        await probe.stop()
+    return None

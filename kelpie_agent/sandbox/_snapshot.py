@@ -17,7 +17,7 @@ import struct
 
 from ._errors import CorruptSnapshotError, RestoreError
 
-__all__ = ["HEADER_SIZE", "seal", "unseal"]
+__all__ = ["HEADER_SIZE", "seal", "unseal", "verify_snapshot"]
 
 MAGIC = b"KSNAP"
 VERSION = 1
@@ -42,6 +42,20 @@ def seal(kind: str, payload: bytes) -> bytes:
     """The snapshot bytes for ``payload`` made by a ``kind`` sandbox."""
     raw = _kind(kind)
     return _HEADER.pack(MAGIC, VERSION, raw, _digest(raw, payload)) + payload
+
+
+def verify_snapshot(snapshot: bytes) -> None:
+    """Check a snapshot's framing and checksum without restoring it (any kind);
+    ``CorruptSnapshotError`` if it fails. Lets a caller refuse to keep damaged bytes."""
+    if len(snapshot) < HEADER_SIZE:
+        raise CorruptSnapshotError(
+            f"snapshot is {len(snapshot)} bytes, shorter than its {HEADER_SIZE}-byte header"
+        )
+    magic, version, raw, digest = _HEADER.unpack_from(snapshot)
+    if magic != MAGIC or version != VERSION:
+        raise CorruptSnapshotError("not a kelpie sandbox snapshot (bad magic or version byte)")
+    if digest != _digest(raw, snapshot[HEADER_SIZE:]):
+        raise CorruptSnapshotError("snapshot checksum mismatch: the bytes are corrupted")
 
 
 def unseal(kind: str, snapshot: bytes) -> bytes:

@@ -46,14 +46,24 @@ def pack(workdir: str) -> bytes:
     return buffer.getvalue()
 
 
-def unpack(base: str, workdir: str, payload: bytes) -> None:
-    """Replace ``workdir`` (a child of ``base``) with the tar ``payload``'s contents."""
+def _chown_tree(top: str, owner: tuple[int, int]) -> None:
+    os.chown(top, *owner)
+    for directory, names, files in os.walk(top):
+        for name in names + files:
+            os.chown(os.path.join(directory, name), *owner, follow_symlinks=False)
+
+
+def unpack(base: str, workdir: str, payload: bytes, owner: tuple[int, int] | None = None) -> None:
+    """Replace ``workdir`` (a child of ``base``) with the tar ``payload``'s contents (owned by
+    ``owner``, a ``(uid, gid)``, when given)."""
     mode = os.stat(workdir).st_mode & 0o7777
     staging = tempfile.mkdtemp(prefix="restore-", dir=base)
     try:
         with tarfile.open(fileobj=io.BytesIO(payload), mode="r:") as tar:
             tar.extractall(staging, filter="data")
         os.chmod(staging, mode)
+        if owner is not None:
+            _chown_tree(staging, owner)
     except (OSError, tarfile.TarError) as error:
         shutil.rmtree(staging, ignore_errors=True)
         raise RestoreError(f"could not unpack the snapshot: {error}") from error

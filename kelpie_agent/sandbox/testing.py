@@ -245,14 +245,17 @@ async def check_pause_resume(make: MakeSandbox) -> None:
         _eq((await _run(sb, "cat kept.txt")).stdout, "kept", "files survive a pause")
         done: list[ExecResult] = []
 
-        async def slow() -> None:  # 0.6 s of sleep, 0.5 s of timeout: fits only if the pause
-            done.append(await sb.exec("sleep 0.6; echo done", timeout=0.5))  # stops the clock
+        async def slow() -> None:  # 1.2 s of sleep, 1 s of timeout: fits only if the pause
+            command = "touch started; sleep 1.2; echo done"  # stops the clock
+            done.append(await sb.exec(command, timeout=1.0))
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(slow)
-            await trio.sleep(0.1)
+            while "started" not in await sb.list_files():  # however long it takes to start
+                await trio.sleep(0.01)
+            await trio.sleep(0.1)  # and the sleep after the touch
             await sb.pause()
-            await trio.sleep(0.9)
+            await trio.sleep(1.3)
             _eq(done, [], "a command finished while paused")
             await sb.resume()
         _eq(done[0].stdout, "done\n", "a paused command's output after resume")

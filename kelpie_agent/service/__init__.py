@@ -11,6 +11,8 @@ message retried with the same ``otid`` runs exactly once. See docs/service.md.
 """
 
 from ._actor import ServiceAgentActor as ServiceAgentActor
+from ._directory import ModelInfo as ModelInfo
+from ._directory import ToolHit as ToolHit
 from ._errors import ConflictError as ConflictError
 from ._errors import InvalidError as InvalidError
 from ._errors import NotFoundError as NotFoundError
@@ -20,7 +22,6 @@ from ._errors import translate as translate
 from ._index import RepairReport as RepairReport
 from ._messaging import MessageStream as MessageStream
 from ._node import open_agent_node as open_agent_node
-from ._records import RunRecord as RunRecord
 from ._service import AgentService as AgentService
 from ._types import ServiceOptions as ServiceOptions
 
@@ -29,12 +30,13 @@ __all__ = [
     "ConflictError",
     "InvalidError",
     "MessageStream",
+    "ModelInfo",
     "NotFoundError",
     "RepairReport",
-    "RunRecord",
     "ServiceAgentActor",
     "ServiceError",
     "ServiceOptions",
+    "ToolHit",
     "UnavailableError",
     "open_agent_node",
     "translate",

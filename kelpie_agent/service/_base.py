@@ -8,16 +8,24 @@ from typing import Any, TypeVar
 import trio
 
 from kelpie_agent.actors import ActorId, ActorStoppedError, Dispatcher, LeaseLostError
-from kelpie_agent.agent import AgentRecord, AgentStorageError, BlockStore, LoopConfig, ToolStore
+from kelpie_agent.agent import (
+    AgentRecord,
+    AgentStorageError,
+    BlockStore,
+    LoopConfig,
+    Reader,
+    ToolStore,
+    load_agent,
+)
+from kelpie_agent.embeddings import Embedder, HashingEmbedder
 from kelpie_agent.ports import Ports
 from kelpie_agent.storage import KV
 
 from ._errors import NotFoundError, ServiceError, UnavailableError, translate
-from ._stored import Reader, load_agent
 from ._types import ServiceOptions
 from ._validate import ident
 
-__all__ = ["SETTLED", "Observer", "ServiceBase"]
+__all__ = ["SETTLED", "Observer", "ServiceBase", "ServiceReader"]
 
 T = TypeVar("T")
 Observer = Callable[..., None]
@@ -40,6 +48,19 @@ def _guarded(observer: Observer) -> Observer:
     return observe
 
 
+class ServiceReader(Reader):
+    """The agent core's retrying reader, failing as the service does: a read that storage
+    kept refusing is an :class:`UnavailableError` (503), a node going down too."""
+
+    async def __call__(self, op: Callable[[], Awaitable[T]], what: str) -> T:
+        try:
+            return await super().__call__(op, what)
+        except (AgentStorageError, ConnectionError) as error:
+            mapped = translate(error)
+            assert mapped is not None
+            raise mapped from error
+
+
 class ServiceBase:
     """The dispatcher and KV of one node, and how requests reach agents."""
 
@@ -52,21 +73,25 @@ class ServiceBase:
         loop_config: LoopConfig | None = None,
         options: ServiceOptions | None = None,
         observer: Observer | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        # the node's embedder (its agents' archives use the same): tool search, models
+        self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
         self.kv = kv
         self.ports = ports
         self.node_id = dispatcher.node_id
         self.loop_config = loop_config if loop_config is not None else LoopConfig()
         self.options = options if options is not None else ServiceOptions()
         self.observe: Observer = _guarded(observer) if observer is not None else _ignore
-        self.read = Reader(
+        self.read = ServiceReader(
             kv, ports.rng, self.options.storage_attempts, self.options.storage_backoff
         )
         self.tool_store = ToolStore(kv, ports)
         self.block_store = BlockStore(kv, ports)
         self._state = "new"  # -> running -> stopped
         self._cancel_events: dict[str, list[trio.Event]] = {}
+        self._nursery: trio.Nursery | None = None  # background work; lives as long as the node
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the node's dispatcher until cancelled (``await nursery.start(service.run)``);
@@ -76,10 +101,26 @@ class ServiceBase:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.dispatcher.run)
+                self._nursery = nursery
                 self._state = "running"
                 task_status.started()
         finally:
             self._state = "stopped"
+            self._nursery = None
+
+    def _spawn(self, what: str, fn: Callable[[], Awaitable[object]]) -> None:
+        """Run ``fn`` in the background for as long as this node runs (a background run, a
+        stream its consumer left). Its failure is reported to the observer, never raised."""
+        self._check_running()
+        assert self._nursery is not None
+
+        async def guarded() -> None:
+            try:
+                await fn()
+            except Exception as error:
+                self.observe("service.background_error", what=what, error=repr(error))
+
+        self._nursery.start_soon(guarded)
 
     @property
     def running(self) -> bool:

@@ -12,16 +12,15 @@ from typing import Any
 
 import attrs
 
-from kelpie_agent.agent import AgentView, Block, Keys, ToolSpec
+from kelpie_agent.agent import AgentView, Block, Keys, ToolSpec, load_view
 from kelpie_agent.agent._builtins import builtin_by_id
-from kelpie_agent.agent._codec import pack, unpack
+from kelpie_agent.agent._codec import unpack
 from kelpie_agent.agent._models import DEFAULT_BLOCK_LIMIT
 
 from . import _validate as v
 from ._base import ServiceBase
-from ._errors import ConflictError, InvalidError, NotFoundError, translate
+from ._errors import InvalidError, NotFoundError, translate
 from ._index import _all
-from ._stored import load_view
 from ._types import paginate
 
 __all__ = ["Catalog"]
@@ -110,14 +109,7 @@ class Catalog(ServiceBase):
         current = await self.get_block(block_id)
         merged = {f: changes.get(f, getattr(current, f)) for f in _BLOCK_FIELDS}
         self._check_block(**merged)
-        if merged["label"] != current.label:  # an agent's labels must stay unique
-            for agent in await self.block_agents(block_id):
-                for other in agent.blocks:
-                    if other.label == merged["label"] and other.id != block_id:
-                        raise ConflictError(
-                            f"agent {agent.agent.id} already has a block labelled "
-                            f"{other.label!r} ({other.id})"
-                        )
+        # a new label an agent using the block already has is refused in the transaction
         return await self._store(
             lambda: self.block_store.update(block_id, **changes), f"block {block_id}", retry=False
         )
@@ -128,12 +120,32 @@ class Catalog(ServiceBase):
             lambda: self.block_store.delete(block_id), f"block {block_id}", retry=False
         )
 
-    async def block_agents(self, block_id: str) -> list[AgentView]:
-        """The agents that have the block attached, oldest first (reads storage only)."""
+    async def block_agents(
+        self,
+        block_id: str,
+        *,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+        order: str = "asc",
+    ) -> list[AgentView]:
+        """The agents that have the block attached, oldest first by default (reads storage
+        only), paged with Letta's cursors (agent ids); all of them by default."""
+        limit = None if limit is None else v.page_limit(limit)
+        descending = v.order(order)
         await self.get_block(block_id)
         rows = await _all(self.read, Keys.AGENTS)
         agents = _ordered([a for a in (unpack(v) for _, v in rows) if block_id in a.block_ids])
-        views = [await load_view(self.read, a.id, self.loop_config.history_window) for a in agents]
+        chosen = paginate(
+            agents,
+            lambda a: a.id,
+            kind="agent",
+            after=after,
+            before=before,
+            limit=limit,
+            descending=descending,
+        )
+        views = [await load_view(self.read, a.id, self.loop_config.history_window) for a in chosen]
         return [view for view in views if view is not None]
 
     @staticmethod
@@ -148,7 +160,9 @@ class Catalog(ServiceBase):
         limit = v.int_at_least(fields.get("limit", DEFAULT_BLOCK_LIMIT), "limit", 1)
         if len(fields["value"]) > limit:
             raise InvalidError(
-                "value", f"has {len(fields['value'])} characters, over its limit {limit}"
+                "value",
+                f"has {len(fields['value'])} characters, over its limit {limit}",
+                status=400,
             )
 
     # -- tools ---------------------------------------------------------------------------------
@@ -170,19 +184,11 @@ class Catalog(ServiceBase):
             out[name] = value
         return out
 
-    async def _conflict(self, name: str, keep: str | None = None) -> None:
-        existing = await self._store(
-            lambda: self.tool_store.by_name(name), f"tool {name}", retry=True
-        )
-        if existing is not None and existing.id != keep:
-            raise ConflictError(f"a tool named {name!r} already exists ({existing.id})")
-
     async def create_tool(self, source_code: str, **options: Any) -> ToolSpec:
         """A custom tool from Python source: the function's name, its Google-style docstring
         and type hints give the schema (unless ``json_schema`` is given). Options:
         ``description``, ``json_schema``, ``tags``, ``return_char_limit``, ``name``."""
         spec = self._build(source_code, options)
-        await self._conflict(spec.name)
         return await self._store(
             lambda: self.tool_store.create(source_code, **self._tool_options(options)),
             f"tool {spec.name}",
@@ -269,13 +275,10 @@ class Catalog(ServiceBase):
             source = changes.get("source_code") or current.source_code or ""
             fresh = self._build(source, options)
             new = attrs.evolve(fresh, id=current.id, created_at=current.created_at, **kept)
-            await self._conflict(new.name, keep=current.id)
         else:
             now = self.ports.clock.now()
             new = attrs.evolve(current, **options, **kept, updated_at=now)
-        key, value = Keys.tool(tool_id), pack(new)
-        await self._store(lambda: self.kv.set(key, value), f"tool {tool_id}", retry=True)
-        return new
+        return await self._store(lambda: self.tool_store.save(new), f"tool {tool_id}", retry=False)
 
     async def delete_tool(self, tool_id: str) -> None:
         v.ident(tool_id, "tool_id")

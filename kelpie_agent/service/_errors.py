@@ -16,7 +16,9 @@ from kelpie_agent.agent import (
     BlockLimitError,
     BlockNotFoundError,
     InvalidRequestError,
+    NameConflictError,
     PassageNotFoundError,
+    ResourceNotFoundError,
     SessionError,
     ToolDefinitionError,
     ToolNotFoundError,
@@ -76,9 +78,13 @@ class InvalidError(ServiceError, ValueError):
 class ConflictError(ServiceError):
     """409: the request collides with existing state (a name or label already taken, an agent
     that already exists, a session that cannot move). Not storage's ``ConflictError``, which
-    the service never lets through."""
+    the service never lets through. ``exists``: the thing to create exists already."""
 
     status = 409
+
+    def __init__(self, detail: str, *, exists: bool = False) -> None:
+        self.exists = exists
+        super().__init__(detail)
 
 
 class UnavailableError(ServiceError):
@@ -112,14 +118,22 @@ def translate(error: BaseException) -> ServiceError | None:
     text = _one_line(str(error)) or type(error).__name__
     if isinstance(error, AgentNotFoundError):
         return NotFoundError("agent", error.agent_id)
+    if isinstance(error, ResourceNotFoundError):  # a folder, archive, schedule, ...
+        return NotFoundError(error.kind, error.id, text)
     for cls, kind in _LOOKUPS:
         if isinstance(error, cls):
             return NotFoundError(kind, None, text)
+    # Well-formed requests whose meaning is refused (no schema can say "the source defines a
+    # function" or "the value fits the block's limit"): 400, not 422 (docs/http-api.md).
     if isinstance(error, BlockLimitError):
-        return InvalidError("value", text)
+        return InvalidError("value", text, status=400)
     if isinstance(error, ToolDefinitionError):
-        return InvalidError("source_code", text)
-    if isinstance(error, AgentExistsError | SessionError):
+        return InvalidError(
+            None, text if text.startswith("source_code") else f"source_code: {text}", status=400
+        )
+    if isinstance(error, AgentExistsError):
+        return ConflictError(text, exists=True)
+    if isinstance(error, NameConflictError | SessionError):
         return ConflictError(text)
     if isinstance(error, InvalidRequestError):
         return InvalidError(None, text, status=400)
@@ -130,7 +144,9 @@ def translate(error: BaseException) -> ServiceError | None:
     if isinstance(error, ActorUnavailableError):
         return UnavailableError(f"agent unavailable: {text}")
     if isinstance(error, ActorError) and error.retryable:  # lease lost, dispatcher stopped
-        return UnavailableError(f"agent unavailable: {text}", outcome_unknown=True)
+        # the request may have been applied: only the caller knows whether repeating it is
+        # safe (the service's own retry loop says so for the requests it sends)
+        return UnavailableError(f"agent unavailable: {text}", outcome_unknown=True, retryable=False)
     if isinstance(error, ConnectionError):  # this process is going down (a crashed sim node)
         return UnavailableError(f"node unavailable: {text}")
     return None

@@ -13,18 +13,28 @@ from collections.abc import Callable
 
 import attrs
 
-from kelpie_agent.agent import Keys
+from kelpie_agent.agent import Keys, Reader
 from kelpie_agent.agent._codec import unpack
 from kelpie_agent.storage import KV
 
-from ._records import INDEX, OTIDS, RUNS, IndexEntry, decode, encode, index_entry
-from ._stored import Reader
+from ._records import INDEX, IndexEntry, decode, encode, index_entry
 
 __all__ = ["RepairReport", "Window", "repair", "scan_index", "window"]
 
 _CHUNK = 200
 # Per-agent prefixes (``<prefix><agent id>/...``); ``session/<id>`` goes with the agent record.
-_PER_AGENT = (b"msg/", b"msgid/", b"passage/", b"passageid/", OTIDS, RUNS)
+# ``svc/otid/`` and ``svc/run/`` held otid and run records before the agent core kept them.
+_RUN_INDEX = b"runs/"
+_PER_AGENT = (
+    b"msg/",
+    b"msgid/",
+    b"passage/",
+    b"passageid/",
+    b"otid/",
+    _RUN_INDEX,
+    b"svc/otid/",
+    b"svc/run/",
+)
 
 
 def _end(prefix: bytes) -> bytes:
@@ -71,7 +81,7 @@ async def scan_index(
     end = high if high is not None else _end(INDEX)
     found: list[IndexEntry] = []
     while len(found) < limit and start < end:
-        rows = await read.scan(start, end, limit=_CHUNK, reverse=from_high)
+        rows = await read.scan(start, end, "the agent index", limit=_CHUNK, reverse=from_high)
         for _, value in rows:
             entry: IndexEntry = decode(IndexEntry, value)
             if keep(entry):
@@ -101,7 +111,7 @@ async def _all(read: Reader, prefix: bytes) -> list[tuple[bytes, bytes]]:
     rows: list[tuple[bytes, bytes]] = []
     start, end = prefix, _end(prefix)
     while True:
-        page = await read.scan(start, end, limit=_CHUNK)
+        page = await read.scan(start, end, "records", limit=_CHUNK)
         rows.extend(page)
         if len(page) < _CHUNK:
             return rows
@@ -113,7 +123,7 @@ async def _owners(read: Reader, prefix: bytes) -> list[str]:
     owners: list[str] = []
     start, end = prefix, _end(prefix)
     while start < end:
-        rows = await read.scan(start, end, limit=1)
+        rows = await read.scan(start, end, "records", limit=1)
         if not rows:
             break
         owner = rows[0][0][len(prefix) :].decode().split("/", 1)[0]
@@ -181,7 +191,7 @@ async def _sweep(kv: KV, read: Reader, agent_id: str, prefix: bytes) -> bool:
     agent_key = Keys(agent_id).agent
     any_deleted = False
     while True:
-        rows = await read.scan(own, _end(own), limit=_CHUNK)
+        rows = await read.scan(own, _end(own), "leftover records", limit=_CHUNK)
         if not rows:
             return any_deleted
 
@@ -191,6 +201,8 @@ async def _sweep(kv: KV, read: Reader, agent_id: str, prefix: bytes) -> bool:
                     return False  # created again meanwhile
                 for key, _ in rows:
                     await txn.delete(key)
+                    if prefix == _RUN_INDEX:  # the index names the run record
+                        await txn.delete(Keys.run(key.rsplit(b"/", 1)[1].decode()))
                 return True
 
         if not await read(attempt, "a sweep of deleted records"):

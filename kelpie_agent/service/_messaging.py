@@ -8,8 +8,9 @@ lease or a node, and the message is still run exactly once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import attrs
 import trio
@@ -22,6 +23,7 @@ from kelpie_agent.agent import (
     Keys,
     ListMessages,
     ResetMessages,
+    RunRecord,
     SendMessage,
     StreamEvent,
     TurnResult,
@@ -29,9 +31,9 @@ from kelpie_agent.agent import (
 
 from . import _validate as v
 from ._base import KIND
-from ._catalog import Catalog
-from ._errors import InvalidError, NotFoundError, translate
+from ._errors import InvalidError, NotFoundError, UnavailableError, translate
 from ._index import window
+from ._runs import Runs
 
 __all__ = ["MessageStream", "Messaging"]
 
@@ -73,7 +75,7 @@ async def _forward(
             sent[0] += 1
 
 
-class Messaging(Catalog):
+class Messaging(Runs):
     """Sending and reading an agent's messages."""
 
     async def _send_request(
@@ -83,6 +85,7 @@ class Messaging(Catalog):
         max_steps: int | None,
         use_assistant_message: bool,
         stream_tokens: bool,
+        **extra: Any,
     ) -> tuple[SendMessage, bool]:
         """The checked request, and whether the caller can repeat it safely (it gave an
         otid; the service's own retries reuse the one it adds)."""
@@ -102,6 +105,8 @@ class Messaging(Catalog):
             stream_tokens=stream_tokens,
             use_assistant_message=use_assistant_message,
             cancel=trio.Event(),
+            config={"use_assistant_message": use_assistant_message},
+            **extra,
         )
         return request, inputs[0].otid is not None
 
@@ -137,9 +142,10 @@ class Messaging(Catalog):
         """``async with service.stream_message(...) as stream: async for event in stream``.
 
         Bad arguments and an unknown agent raise on entry. Leaving the block early (or being
-        cancelled) once the first event has arrived never stops the run: the input is
-        committed and the agent finishes it. Leaving before that may withdraw the message
-        before the agent took it (then it never runs; a retry with the same otid is safe)."""
+        cancelled), even before the first event, never withdraws the message: the request
+        goes on in the background of this node (its events are dropped), the agent commits
+        the input and finishes the run; the history shows it. Only this node stopping can
+        stop it before the agent took it (a retry with the same otid is then safe)."""
         request, idempotent = await self._send_request(
             agent_id, messages, max_steps, use_assistant_message, stream_tokens
         )
@@ -147,24 +153,26 @@ class Messaging(Catalog):
         stream = MessageStream(receive)
 
         async def produce() -> None:
-            async with send:  # closed after result/error is set: the consumer then sees them
-                try:
-                    stream.result = await self._stream_into(agent_id, request, send, idempotent)
-                except Exception as error:  # the consumer's iteration raises it
-                    stream.error = translate(error) or error
+            try:  # the channel closes after result/error is set: the consumer then sees them
+                stream.result = await self._stream_into(agent_id, request, send, idempotent)
+            except Exception as error:  # the consumer's iteration raises it
+                stream.error = translate(error) or error
+            except BaseException:  # cancelled: this node is stopping
+                stream.error = UnavailableError(
+                    f"agent {agent_id}: node {self.node_id} stopped while serving the stream; "
+                    "its outcome is unknown",
+                    outcome_unknown=True,
+                    retryable=idempotent,
+                )
+                raise
+            finally:
+                send.close()
 
+        self._spawn(f"a stream to agent {agent_id}", produce)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(produce)
-                try:
-                    yield stream
-                finally:
-                    receive.close()
-                    nursery.cancel_scope.cancel()
-        except BaseExceptionGroup as group:  # the caller's own error, not a group of ours
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
+            yield stream
+        finally:
+            receive.close()  # the producer drops the consumer; the run goes on
 
     async def stream_to(
         self,
@@ -222,6 +230,52 @@ class Messaging(Catalog):
                 idempotent=idempotent,
             )
         return result
+
+    async def start_run(
+        self,
+        agent_id: str,
+        messages: Sequence[InputMessage],
+        *,
+        max_steps: int | None = None,
+        use_assistant_message: bool = True,
+        config: Mapping[str, Any] | None = None,
+    ) -> RunRecord:
+        """Start a run in the background (Letta's background mode and ``/messages/async``)
+        and return its record as soon as the agent committed the input (``running``, or
+        already finished). The run outlives the request; it is retried like any send while
+        this node runs, and resumed by the agent's next activation if the node dies. Follow
+        it with :meth:`get_run` and :meth:`follow_run`."""
+        request, idempotent = await self._send_request(
+            agent_id, messages, max_steps, use_assistant_message, False, background=True
+        )
+        if config:
+            request = attrs.evolve(request, config={**request.config, **config})
+        started: list[str] = []
+        known = trio.Event()
+        failure: list[Exception] = []
+
+        def on_start(run_id: str) -> None:
+            if not started:
+                started.append(run_id)
+            known.set()
+
+        request = attrs.evolve(request, on_start=on_start)
+
+        async def run() -> None:
+            try:
+                with self._registered(agent_id, request):
+                    await self._request(agent_id, request, idempotent=idempotent)
+            except Exception as error:
+                failure.append(translate(error) or error)
+                raise
+            finally:
+                known.set()
+
+        self._spawn(f"a background run of agent {agent_id}", run)
+        await known.wait()
+        if not started:
+            raise failure[0] if failure else UnavailableError(f"agent {agent_id}: no run started")
+        return await self.get_run(started[0])
 
     def _registered(self, agent_id: str, request: SendMessage) -> _Registration:
         return _Registration(self._cancel_events, agent_id, request.cancel)

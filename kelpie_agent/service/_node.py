@@ -19,7 +19,7 @@ from kelpie_agent.agent import AgentEnv, LoopConfig, McpToolSource
 from kelpie_agent.embeddings import Embedder, HashingEmbedder
 from kelpie_agent.llm import LlmClient
 from kelpie_agent.ports import Ports
-from kelpie_agent.sandbox import Sandbox
+from kelpie_agent.sandbox import Sandbox, SandboxRequest
 from kelpie_agent.storage import KV
 
 from ._actor import ServiceAgentActor
@@ -37,7 +37,7 @@ async def open_agent_node(
     *,
     node_id: str,
     llm: LlmClient,
-    sandbox_factory: Callable[[], Sandbox] | None = None,
+    sandbox_factory: Callable[[SandboxRequest], Sandbox] | None = None,
     embedder: Embedder | None = None,
     mcp: McpToolSource | None = None,
     loop_config: LoopConfig | None = None,
@@ -72,7 +72,13 @@ async def open_agent_node(
         observer=observer,
     )
     service = service_class(
-        dispatcher, kv, ports, loop_config=env.config, options=options, observer=observer
+        dispatcher,
+        kv,
+        ports,
+        loop_config=env.config,
+        options=options,
+        observer=observer,
+        embedder=env.embedder,
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)

@@ -1,25 +1,17 @@
-"""The service's own records, written in the same transactions as the agent state they describe.
+"""The service's own record, written in the same transactions as the agent state it describes.
 
-Three record types, all msgpack maps:
-
-========================================  ===================================================
-``svc/agents/<created µs:016x>/<agent>``   :class:`IndexEntry`: the agent list, in creation
-                                           order (name and tags for filters)
-``svc/otid/<agent>/<blake2b(otid)>``       :class:`OtidRecord`: the run an input message with
-                                           this ``otid`` started (exactly-once retries)
-``svc/run/<agent>/<run_id>``               :class:`RunRecord`: a run's status and outcome
-========================================  ===================================================
+``svc/agents/<created µs:016x>/<agent>`` -> :class:`IndexEntry`: the agent list, in creation
+order (name and tags for filters), a msgpack map.
 
 :class:`RecordingContext` wraps the actor runtime's context: every fenced transaction the agent
-core opens comes back as a :class:`RecordingTransaction`, which, whenever the agent writes its
-record (``agent/<id>``), its checkpoint (``session/<id>``) or a message, writes the derived
-record *in that same transaction*. So the index can never disagree with the agent records, and
-an input message is committed together with its otid record, whatever crashes.
+core opens comes back as a :class:`RecordingTransaction`, which, whenever the agent writes or
+deletes its record (``agent/<id>``), writes or deletes the index entry *in that same
+transaction*. So the index can never disagree with the agent records, whatever crashes. (Run
+and otid records are the agent core's own: ``kelpie_agent.agent._runs``.)
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -27,7 +19,7 @@ from typing import Any
 import attrs
 import msgpack
 
-from kelpie_agent.agent import AgentRecord, Keys, LettaUsage, SessionCheckpoint
+from kelpie_agent.agent import AgentRecord, Keys
 from kelpie_agent.agent._codec import unpack as unpack_agent_record
 from kelpie_agent.agent._config import ActorContextLike, ActorIdLike
 from kelpie_agent.ports import Ports
@@ -35,38 +27,21 @@ from kelpie_agent.storage import KV, Transaction
 
 __all__ = [
     "INDEX",
-    "OTIDS",
-    "RUNS",
     "IndexEntry",
-    "OtidRecord",
     "RecordingContext",
     "RecordingTransaction",
-    "RunRecord",
     "decode",
     "encode",
     "index_entry",
     "index_key",
-    "otid_key",
-    "run_key",
 ]
 
 INDEX = b"svc/agents/"
-OTIDS = b"svc/otid/"
-RUNS = b"svc/run/"
 
 
 def index_key(created_at: float, agent_id: str) -> bytes:
     micros = max(0, round(created_at * 1_000_000))
     return INDEX + f"{micros:016x}/{agent_id}".encode()
-
-
-def otid_key(agent_id: str, otid: str) -> bytes:
-    digest = hashlib.blake2b(otid.encode(), digest_size=16).hexdigest()
-    return OTIDS + f"{agent_id}/{digest}".encode()
-
-
-def run_key(agent_id: str, run_id: str) -> bytes:
-    return RUNS + f"{agent_id}/{run_id}".encode()
 
 
 @attrs.frozen
@@ -83,47 +58,15 @@ class IndexEntry:
         return index_key(self.created_at, self.agent_id)
 
 
-@attrs.frozen
-class OtidRecord:
-    otid: str
-    run_id: str
-    seq: int
-
-
-@attrs.frozen
-class RunRecord:
-    """A run as its last checkpoint left it."""
-
-    run_id: str
-    agent_id: str
-    status: str  # "running" or "done"
-    stop_reason: str | None
-    usage: LettaUsage
-    error: str | None
-    first_seq: int
-    started_at: float
-    updated_at: float
-
-    @property
-    def running(self) -> bool:
-        return self.status == "running"
-
-
-def encode(record: IndexEntry | OtidRecord | RunRecord) -> bytes:
+def encode(record: IndexEntry) -> bytes:
     data = attrs.asdict(record, recurse=False)
-    if isinstance(record, RunRecord):
-        usage = record.usage
-        data["usage"] = [usage.prompt_tokens, usage.completion_tokens, usage.step_count]
-    if isinstance(record, IndexEntry):
-        data["tags"] = list(record.tags)
+    data["tags"] = list(record.tags)
     out: bytes = msgpack.packb(data, use_bin_type=True)
     return out
 
 
 def decode(cls: type[Any], data: bytes) -> Any:
     fields: dict[str, Any] = msgpack.unpackb(data, raw=False)
-    if cls is RunRecord:
-        fields["usage"] = LettaUsage(*fields["usage"])
     if cls is IndexEntry:
         fields["tags"] = tuple(fields["tags"])
     known = {f.name for f in attrs.fields(cls)}
@@ -134,22 +77,8 @@ def index_entry(agent: AgentRecord) -> IndexEntry:
     return IndexEntry(agent.id, agent.created_at, agent.name, tuple(agent.tags))
 
 
-def run_record(cp: SessionCheckpoint) -> RunRecord:
-    return RunRecord(
-        cp.session_id,
-        cp.agent_id,
-        cp.status,
-        cp.stop_reason,
-        cp.usage,
-        cp.error,
-        cp.first_seq,
-        cp.started_at,
-        cp.updated_at,
-    )
-
-
 class RecordingTransaction:
-    """A fenced transaction of one agent that keeps the service's records in step."""
+    """A fenced transaction of one agent that keeps the agent index in step."""
 
     def __init__(self, txn: Transaction, keys: Keys) -> None:
         self._txn = txn
@@ -183,14 +112,6 @@ class RecordingTransaction:
                 if stale != entry.key:
                     await txn.delete(stale)
             await txn.set(entry.key, encode(entry))
-        elif key == keys.session:
-            cp: SessionCheckpoint = unpack_agent_record(value)
-            await txn.set(run_key(keys.agent_id, cp.session_id), encode(run_record(cp)))
-        elif key.startswith(keys.messages):
-            message = unpack_agent_record(value)
-            if message.otid and message.run_id:
-                record = OtidRecord(message.otid, message.run_id, message.seq)
-                await txn.set(otid_key(keys.agent_id, message.otid), encode(record))
         await txn.set(key, value)
 
     async def delete(self, key: bytes) -> None:

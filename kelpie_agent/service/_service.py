@@ -38,6 +38,9 @@ from kelpie_agent.agent import (
     UpdateBlock,
     builtin_id,
     default_tool_names,
+    load_blocks,
+    load_tools,
+    load_view,
 )
 
 from . import _validate as v
@@ -46,9 +49,13 @@ from ._errors import ConflictError, InvalidError, NotFoundError
 from ._index import RepairReport, repair, scan_index, window
 from ._messaging import Messaging
 from ._records import IndexEntry, index_entry
-from ._stored import load_blocks, load_tools, load_view
+from ._types import paginate
 
 __all__ = ["AgentService"]
+
+
+def _page(limit: int | None) -> int | None:
+    return None if limit is None else v.page_limit(limit)
 
 
 def _gone(kind: str) -> Any:
@@ -75,7 +82,11 @@ class AgentService(Messaging):
         names = v.tags(tools, "tools")
         base = default_tool_names(request.agent_type) if include_base_tools else ()
         ids = [builtin_id(n) for n in base] + list(request.tool_ids)
-        ids += [(await self.tool_named(n)).id for n in names]
+        for i, name in enumerate(names):
+            try:
+                ids.append((await self.tool_named(name)).id)
+            except NotFoundError:
+                raise InvalidError(f"tools[{i}]", f"no tool named {name!r}", status=400) from None
         tool_ids = tuple(dict.fromkeys(ids))
         for i, tool_id in enumerate(request.tool_ids):
             await self._exists(self.get_tool(tool_id), "tool", tool_id, f"tool_ids[{i}]")
@@ -84,7 +95,7 @@ class AgentService(Messaging):
         agent_id = self.ports.ids.new("agent")
         create = attrs.evolve(request, name=request.name or agent_id, tool_ids=tool_ids)
         answer = await self._request(
-            agent_id, create, settled=lambda e: isinstance(e, ConflictError)
+            agent_id, create, settled=lambda e: isinstance(e, ConflictError) and e.exists
         )
         if answer is SETTLED:  # an earlier attempt created it
             return await self.get_agent(agent_id)
@@ -93,10 +104,12 @@ class AgentService(Messaging):
 
     @staticmethod
     async def _exists(lookup: Any, kind: str, id: str, field: str) -> None:
+        """An id the request body names must exist: 400 naming the field if not (a 404 would
+        say the resource the URL names is missing)."""
         try:
             await lookup
         except NotFoundError:
-            raise NotFoundError(kind, id, f"{field}: {kind} {id!r} not found") from None
+            raise InvalidError(field, f"{kind} {id!r} not found", status=400) from None
 
     async def get_agent(self, agent_id: str) -> AgentView:
         self._check_running()
@@ -212,8 +225,28 @@ class AgentService(Messaging):
         return await repair(self.kv, self.read)
 
     # -- an agent's core memory ----------------------------------------------------------------
-    async def list_agent_blocks(self, agent_id: str) -> list[Block]:
-        return list(await load_blocks(self.read, await self._agent(agent_id)))
+    async def list_agent_blocks(
+        self,
+        agent_id: str,
+        *,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+        order: str = "asc",
+    ) -> list[Block]:
+        """The agent's blocks in attachment order (``asc``), paged with Letta's cursors
+        (block ids); all of them by default."""
+        limit, descending = _page(limit), v.order(order)
+        blocks = await load_blocks(self.read, await self._agent(agent_id))
+        return paginate(
+            blocks,
+            lambda b: b.id,
+            kind="block",
+            after=after,
+            before=before,
+            limit=limit,
+            descending=descending,
+        )
 
     async def get_agent_block(self, agent_id: str, label: str) -> Block:
         agent = await self._agent(agent_id)
@@ -244,22 +277,13 @@ class AgentService(Messaging):
             metadata=block.metadata if metadata is None else metadata,
             **({"label": new_label} if new_label is not None else {}),
         )
-        if new_label is not None and new_label != label:
-            taken = [b for b in await self.list_agent_blocks(agent_id) if b.label == new_label]
-            if taken:
-                raise ConflictError(f"agent {agent_id} already has a block labelled {new_label!r}")
         request = UpdateBlock(label, value, limit, description, read_only, new_label, metadata)
         updated: Block = await self._request(agent_id, request)
         return updated
 
     async def attach_block(self, agent_id: str, block_id: str) -> AgentView:
         await self._agent(agent_id)
-        block = await self.get_block(block_id)
-        for other in await self.list_agent_blocks(agent_id):
-            if other.label == block.label and other.id != block.id:
-                raise ConflictError(
-                    f"agent {agent_id} already has a block labelled {block.label!r} ({other.id})"
-                )
+        await self.get_block(block_id)
         view: AgentView = await self._request(agent_id, AttachBlock(block_id))
         return view
 
@@ -324,7 +348,7 @@ class AgentService(Messaging):
             None if t is None else v.number(t, f) for f, t in (("start", start), ("end", end))
         ]
         if bounds[0] is not None and bounds[1] is not None and bounds[0] > bounds[1]:
-            raise InvalidError("end", f"is before start ({end} < {start})")
+            raise InvalidError("end", f"is before start ({end} < {start})", status=400)
         request = SearchPassages(
             v.text(query, "query"),
             v.tags(tags),
@@ -342,15 +366,32 @@ class AgentService(Messaging):
         await self._request(agent_id, DeletePassage(passage_id), settled=_gone("passage"))
 
     # -- an agent's tools ----------------------------------------------------------------------
-    async def list_agent_tools(self, agent_id: str) -> list[ToolSpec]:
-        return list(await load_tools(self.read, await self._agent(agent_id)))
+    async def list_agent_tools(
+        self,
+        agent_id: str,
+        *,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+        order: str = "asc",
+    ) -> list[ToolSpec]:
+        """The agent's tools in attachment order (``asc``), paged with Letta's cursors (tool
+        ids); all of them by default."""
+        limit, descending = _page(limit), v.order(order)
+        tools = await load_tools(self.read, await self._agent(agent_id))
+        return paginate(
+            [t.spec for t in tools.tools.values()],
+            lambda t: t.id,
+            kind="tool",
+            after=after,
+            before=before,
+            limit=limit,
+            descending=descending,
+        )
 
     async def attach_tool(self, agent_id: str, tool_id: str) -> AgentView:
         await self._agent(agent_id)
-        tool = await self.get_tool(tool_id)
-        for other in await self.list_agent_tools(agent_id):
-            if other.name == tool.name and other.id != tool.id:
-                raise ConflictError(f"agent {agent_id} already has a tool named {tool.name!r}")
+        await self.get_tool(tool_id)
         view: AgentView = await self._request(agent_id, AttachTool(tool_id))
         return view
 
@@ -372,6 +413,6 @@ class AgentService(Messaging):
             result: ToolRunResult = await self._request(
                 agent_id, RunTool(name, dict(arguments)), retry_unknown=False, idempotent=False
             )
-        except InvalidError as error:  # the arguments do not fit the tool's schema
-            raise InvalidError("args", error.detail) from error
+        except InvalidError as error:  # the arguments do not fit the tool's own schema
+            raise InvalidError("args", error.detail, status=400) from error
         return result

@@ -48,11 +48,14 @@ def paginate(
     kind: str,
     after: str | None,
     before: str | None,
-    limit: int,
+    limit: int | None,
     descending: bool,
 ) -> list[T]:
     """One page of ``items`` (given oldest first) with Letta's cursor semantics (see
-    ``_index.window``); an unknown cursor is a :class:`NotFoundError` naming it."""
+    ``_index.window``); an unknown cursor is a :class:`NotFoundError` naming it. The one
+    pager of in-memory lists (``limit`` None: no limit)."""
+    if limit is None:
+        limit = len(items)
     position = {key(item): i for i, item in enumerate(items)}
     for field, cursor in (("after", after), ("before", before)):
         if cursor is not None and cursor not in position:

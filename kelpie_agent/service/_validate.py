@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -18,11 +19,13 @@ from kelpie_agent.agent import (
     ToolRule,
 )
 from kelpie_agent.agent._models import DEFAULT_BLOCK_LIMIT, check_id, check_label
+from kelpie_agent.sandbox import agent_network
 
 from ._errors import InvalidError
 
 __all__ = [
     "MAX_PAGE",
+    "NOT_BLANK",
     "block_create",
     "create_request",
     "ident",
@@ -37,6 +40,10 @@ __all__ = [
 ]
 
 MAX_PAGE = 1000
+# A text that must not be blank has a character other than ASCII whitespace; the API states the
+# same pattern in its schema (the same in Python, JSON Schema's ECMA regexes and pydantic's).
+NOT_BLANK = r"[^\t\n\v\f\r ]"
+_NOT_BLANK = re.compile(NOT_BLANK)
 _UPDATABLE = (*UPDATABLE_FIELDS, "tool_ids", "block_ids")
 
 
@@ -78,8 +85,8 @@ def order(value: object) -> bool:
 def text(value: object, field: str, *, empty: bool = False) -> str:
     if not isinstance(value, str):
         raise InvalidError(field, f"must be a string, got {type(value).__name__}")
-    if not empty and not value.strip():
-        raise InvalidError(field, "must not be empty")
+    if not empty and not _NOT_BLANK.search(value):
+        raise InvalidError(field, "must not be empty (or only spaces, tabs and newlines)")
     return value
 
 
@@ -117,7 +124,9 @@ def block_create(spec: object, field: str) -> BlockCreate:
     limit = DEFAULT_BLOCK_LIMIT if spec.limit is None else spec.limit
     if len(spec.value) > limit:
         raise InvalidError(
-            f"{field}.value", f"has {len(spec.value)} characters, over the block's limit {limit}"
+            f"{field}.value",
+            f"has {len(spec.value)} characters, over the block's limit {limit}",
+            status=400,
         )
     return spec
 
@@ -147,7 +156,13 @@ def _agent_field(name: str, value: Any, field: str) -> Any:
     if name == "tags":
         return tags(value, field)
     if name == "metadata":
-        return metadata(value, field)
+        checked = metadata(value, field)
+        try:
+            agent_network(checked)  # metadata.sandbox_allow_hosts: host patterns
+        except ValueError as error:
+            field_name, _, problem = str(error).partition(": ")
+            raise InvalidError(f"{field}.{field_name.split('.', 1)[1]}", problem) from None
+        return checked
     if name == "tool_rules":
         return _rules(value, field)
     if name in ("tool_ids", "block_ids"):
@@ -173,7 +188,9 @@ def create_request(request: object) -> CreateAgent:
     for i, spec in enumerate(request.memory_blocks):
         block_create(spec, f"memory_blocks[{i}]")
         if spec.label in labels:
-            raise InvalidError(f"memory_blocks[{i}].label", f"{spec.label!r} appears twice")
+            raise InvalidError(
+                f"memory_blocks[{i}].label", f"{spec.label!r} appears twice", status=400
+            )
         labels.append(spec.label)
     input_messages(request.initial_messages, "initial_messages", allow_empty=True)
     return request
@@ -193,6 +210,8 @@ def agent_changes(changes: object) -> dict[str, Any]:
 def input_messages(
     messages: object, field: str = "messages", *, allow_empty: bool = False
 ) -> tuple[InputMessage, ...]:
+    """Check input messages; in a request (not ``initial_messages``), the first may be an
+    approval answer (Letta's ``ApprovalCreate``)."""
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
         raise InvalidError(field, "must be a list of InputMessage values")
     out = tuple(messages)
@@ -201,11 +220,14 @@ def input_messages(
     for i, message in enumerate(out):
         if not isinstance(message, InputMessage):
             raise InvalidError(f"{field}[{i}]", f"must be an InputMessage, got {message!r}")
-        if message.role not in ("user", "system", "assistant"):
+        # an approval's decisions are checked by the agent, against the calls that wait
+        answer = message.role == "approval" and i == 0 and field == "messages"
+        if not answer and message.role not in ("user", "system", "assistant"):
             raise InvalidError(
                 f"{field}[{i}].role", f"must be user, system or assistant, got {message.role!r}"
             )
-        text(message.content, f"{field}[{i}].content")
+        if not answer or message.content:  # an approval's content is its optional reason
+            text(message.content, f"{field}[{i}].content")
         if message.otid is not None:
             text(message.otid, f"{field}[{i}].otid")
     return out

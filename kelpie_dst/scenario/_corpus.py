@@ -19,6 +19,8 @@ import attrs
 from .._errors import UsageError
 from ._loader import parse_override
 
+MAX_SEED = 2**64 - 1
+
 __all__ = ["CorpusEntry", "read_corpus"]
 
 
@@ -58,6 +60,9 @@ def _parse_line(file: Path, number: int, raw: str) -> CorpusEntry | None:
     if not words:
         return None
     where = f"{file}:{number}"
+    signed = words[0].lstrip("+-").isdigit() and not words[0].isdigit()
+    if signed or (words[0].isdigit() and int(words[0]) > MAX_SEED):
+        raise UsageError(f"{where}: a seed is a whole number from 0 to {MAX_SEED}, got {words[0]}")
     if not words[0].isdigit():
         raise UsageError(f"{where}: expected 'SEED  # note', got {raw.strip()!r}")
     if not hash_ or not note.strip():

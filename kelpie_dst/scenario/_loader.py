@@ -22,7 +22,7 @@ from .._errors import UsageError
 from ._model import Liveness, Scenario, WorkloadSpec
 from ._schema import Doc, ScenarioError, describe_value
 from ._sections import NAME as _NAME
-from ._sections import faults, simulation, swarm, topology
+from ._sections import check_targets, faults, simulation, swarm, topology
 from ._workload import BUILTIN_INVARIANTS, module_invariants, workload_info
 
 __all__ = [
@@ -35,6 +35,9 @@ __all__ = [
 ]
 
 SCENARIOS_ENV = "KELPIE_DST_SCENARIOS"
+MAX_FILE_BYTES = 4 << 20  # a scenario file is small; a larger one is a mistake
+MAX_DEPTH = 32  # tables and arrays within each other (scenarios need about 5)
+MAX_SEEDS = 1_000_000  # a scenario's default number of seeds
 _TOP = (
     "name",
     "description",
@@ -81,6 +84,8 @@ def find_scenario(ref: str) -> Path:
     """A path (anything ending in ``.toml`` or containing a slash), or a name to look up."""
     if ref.endswith(".toml") or "/" in ref or os.sep in ref:
         path = Path(ref)
+        if path.is_dir():
+            raise UsageError(f"{ref}: is a directory, not a scenario file (give a .toml file)")
         if not path.is_file():
             raise UsageError(f"no scenario file {ref!r}")
         return path
@@ -181,19 +186,61 @@ def load_scenario(ref: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     :class:`~kelpie_dst.UsageError` for anything wrong."""
     path = find_scenario(str(ref))
     source = str(ref) if str(ref).endswith(".toml") else str(path)
-    try:
-        with open(path, "rb") as f:
-            document = tomllib.load(f)
-    except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(source, "", f"invalid TOML: {error}") from None
-    except OSError as error:
-        raise ScenarioError(source, "", f"cannot read it: {error.strerror}") from None
+    document = read_document(path, source)
     for key in ("faults",):
         _split_dotted(document, key, source)
     if isinstance(document.get("swarm"), dict):
         _split_dotted(document["swarm"], "ranges", source)
     doc, touched = apply_overrides(document, overrides)
     return build_scenario(doc, str(ref), path, source, tuple(overrides), touched)
+
+
+def read_document(path: Path, source: str) -> dict[str, Any]:
+    """The TOML document in ``path``: at most MAX_FILE_BYTES of UTF-8, nested at most
+    MAX_DEPTH tables and arrays deep; otherwise one :class:`ScenarioError` line."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        raise ScenarioError(source, "", f"cannot read it: {error.strerror}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ScenarioError(source, "", f"is over {MAX_FILE_BYTES} bytes: not a scenario file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        bom = " (it looks like UTF-16)" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ScenarioError(
+            source,
+            "",
+            f"not UTF-8 text{bom}: byte 0x{raw[error.start]:02x} at offset {error.start}; "
+            "a scenario file is TOML, which is UTF-8",
+        ) from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(source, "", f"invalid TOML: {error}") from None
+    except RecursionError:
+        raise ScenarioError(source, "", f"nested too deeply (at most {MAX_DEPTH} levels)") from None
+    where = _too_deep(document)
+    if where is not None:
+        raise ScenarioError(source, where, f"nested too deeply (at most {MAX_DEPTH} levels)")
+    return document
+
+
+def _too_deep(document: Mapping[str, Any]) -> str | None:
+    """The first field nested deeper than MAX_DEPTH, if any (walked without recursion)."""
+    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return where
+        if isinstance(value, Mapping):
+            stack.extend(
+                (v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in value.items()
+            )
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
+    return None
 
 
 def build_scenario(
@@ -215,17 +262,20 @@ def build_scenario(
     liveness = _liveness(doc)
     if liveness is not None and liveness.heal_at is not None and liveness.heal_at > duration:
         doc.fail("liveness.heal_at", "must not be after the scenario's duration")
+    world = topology(doc.sub("topology"), path)
+    fault_entries = faults(doc.sub("faults"))
+    check_targets(doc.sub("faults"), fault_entries, world)
     return Scenario(
         name=name,
         ref=ref,
         path=path,
         workload=workload,
         description=doc.text("description", ""),
-        seeds=doc.integer("seeds", 100, minimum=1),
+        seeds=doc.integer("seeds", 100, minimum=1, maximum=MAX_SEEDS),
         duration=duration,
-        topology=topology(doc.sub("topology"), path),
+        topology=world,
         simulation=simulation(doc.sub("simulation")),
-        faults=faults(doc.sub("faults")),
+        faults=fault_entries,
         swarm=swarm(doc.sub("swarm")),
         invariants=invariants,
         invariant_names=tuple(n for n, _ in invariants),
@@ -278,6 +328,13 @@ def _workload(doc: Doc) -> WorkloadSpec:
     for size, minimum in info.sizes.items():
         if params[size] < minimum:
             given.fail(size, f"must be at least {minimum}, got {params[size]}")
+    for key in given.data:
+        limits = info.bounds_of(key)
+        if limits is not None and not limits[0] <= params[key] <= limits[1]:
+            low, high = (f"{v:g}" for v in limits)
+            given.fail(
+                key, f"must be from {low} to {high} (the workload's bounds), got {params[key]}"
+            )
     return WorkloadSpec(entry, fn, params, info)
 
 

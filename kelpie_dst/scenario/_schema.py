@@ -110,12 +110,21 @@ class Doc:
             self.fail(key, f"expected true or false, got {describe_value(value)}")
         return value
 
-    def integer(self, key: str, default: Any = _MISSING, *, minimum: int | None = None) -> int:
+    def integer(
+        self,
+        key: str,
+        default: Any = _MISSING,
+        *,
+        minimum: int | None = None,
+        maximum: int | None = None,
+    ) -> int:
         value = self.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(key, f"expected an integer, got {describe_value(value)}")
         if minimum is not None and value < minimum:
             self.fail(key, f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            self.fail(key, f"must be at most {maximum}, got {value}")
         return value
 
     def number(self, key: str, default: Any = _MISSING) -> float:

@@ -15,19 +15,24 @@ from ..threads._watchdog import DEFAULT_WATCHDOG
 from ._model import FaultEntry, LlmTopology, McpServer, SimOptions, Swarm, Topology
 from ._schema import Doc, describe_value
 
-__all__ = ["faults", "simulation", "swarm", "topology"]
+__all__ = ["check_targets", "faults", "simulation", "swarm", "topology"]
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+MAX_NODES = 1000
 
 
 def topology(doc: Doc, path: Path) -> Topology:
     doc.only(("nodes", "database", "llm", "sandbox", "mcp"))
     nodes_value = doc.raw("nodes", [])
     if isinstance(nodes_value, int) and not isinstance(nodes_value, bool):
-        count = doc.integer("nodes", minimum=0)
+        count = doc.integer("nodes", minimum=1, maximum=MAX_NODES)
         nodes = tuple(f"node-{i}" for i in range(1, count + 1))
     else:
         nodes = doc.str_list("nodes", [])
+        if doc.has("nodes") and not nodes:
+            doc.fail("nodes", "is empty: name at least one node, or leave nodes out")
+        if len(nodes) > MAX_NODES:
+            doc.fail("nodes", f"names {len(nodes)} nodes; at most {MAX_NODES}")
     for index, node in enumerate(nodes):
         if not NAME.match(node) or node == "main":
             doc.fail(f"nodes[{index}]", f"{node!r} is not a valid node name")
@@ -55,6 +60,19 @@ def topology(doc: Doc, path: Path) -> Topology:
         sandbox=sandbox.flag("enabled", False),
         mcp=tuple(servers),
     )
+
+
+def check_targets(doc: Doc, entries: tuple[FaultEntry, ...], topology: Topology) -> None:
+    """Every fault target names a node the topology declares (``doc`` is the faults table)."""
+    known = [*topology.nodes, *([topology.database] if topology.database else [])]
+    for entry in entries:
+        domain, _, name = entry.type.partition(".")
+        for index, target in enumerate(entry.targets):
+            where = f"{domain}.{name}.targets[{index}]"
+            if not known:
+                doc.fail(where, f"names node {target!r}, but topology.nodes declares no nodes")
+            if target not in known:
+                doc.fail(where, f"no node {target!r} in the topology", known)
 
 
 def _llm(doc: Doc, path: Path) -> LlmTopology:

@@ -76,6 +76,8 @@ class ReplayToken:
             or not isinstance(hashseed, str)
         ):
             raise UsageError("damaged replay token: copy it whole")
+        if not 0 <= seed <= 2**64 - 1:
+            raise UsageError(f"replay token: seed {seed} is not from 0 to {2**64 - 1}")
         return cls(scenario, seed, tuple(overrides), trace_hash, hashseed)
 
     def run_command(self) -> str:

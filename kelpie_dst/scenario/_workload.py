@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUILTIN_INVARIANTS",
+    "DEFAULT_LIMIT",
     "WorkloadContext",
     "WorkloadInfo",
     "invariant",
@@ -40,35 +41,66 @@ F = TypeVar("F", bound=Callable[..., Any])
 ParamValue = int | float | str | bool
 
 
+DEFAULT_LIMIT = 1_000_000  # |value| of a numeric parameter whose bounds are not declared
+
+
 @attrs.frozen
 class WorkloadInfo:
-    """What :func:`workload` declares: parameter defaults, and the shrinkable sizes with their
-    minimum values."""
+    """What :func:`workload` declares: parameter defaults, the shrinkable sizes with their
+    minimum values, and each numeric parameter's bounds (:meth:`bounds_of`)."""
 
     params: Mapping[str, ParamValue] = attrs.field(factory=dict, hash=False)
     sizes: Mapping[str, int] = attrs.field(factory=dict, hash=False)
+    bounds: Mapping[str, tuple[float, float]] = attrs.field(factory=dict, hash=False)
+
+    def bounds_of(self, name: str) -> tuple[float, float] | None:
+        """``(low, high)`` of a numeric parameter (inclusive): as declared, else a size's
+        minimum up to DEFAULT_LIMIT, else plus or minus DEFAULT_LIMIT; ``None`` for strings
+        and flags."""
+        default = self.params.get(name)
+        if isinstance(default, bool) or not isinstance(default, int | float):
+            return None
+        if name in self.bounds:
+            return self.bounds[name]
+        return (self.sizes.get(name, -DEFAULT_LIMIT), DEFAULT_LIMIT)
 
 
 def workload(
-    *, params: Mapping[str, ParamValue] | None = None, sizes: Iterable[str] | Mapping[str, int] = ()
+    *,
+    params: Mapping[str, ParamValue] | None = None,
+    sizes: Iterable[str] | Mapping[str, int] = (),
+    bounds: Mapping[str, tuple[float, float]] | None = None,
 ) -> Callable[[F], F]:
     """Declare an ``async def fn(ctx)`` as a scenario workload.
 
     ``params`` maps each parameter to its default (its type is the default's type); ``sizes``
     names the integer parameters that measure the workload's size (clients, operations), which
-    shrinking lowers, down to 1 or to the minimum given in a mapping.
+    shrinking lowers, down to 1 or to the minimum given in a mapping; ``bounds`` gives numeric
+    parameters their ``(low, high)`` range (inclusive), which the scenario loader enforces, so
+    ``clients = 1000000000`` is a usage error instead of a run that eats all memory (without
+    it: plus or minus DEFAULT_LIMIT).
     """
     defaults = dict(params or {})
     mins = dict(sizes) if isinstance(sizes, Mapping) else dict.fromkeys(sizes, 1)
+    ranges = dict(bounds or {})
     for name, minimum in mins.items():
         default = defaults.get(name)
         if isinstance(default, bool) or not isinstance(default, int):
             raise TypeError(f"size {name!r} must be an integer parameter with a default")
         if minimum > default:
             raise TypeError(f"size {name!r} has a minimum {minimum} above its default {default}")
+    for name, (low, high) in ranges.items():
+        default = defaults.get(name)
+        if isinstance(default, bool) or not isinstance(default, int | float):
+            raise TypeError(f"bounds of {name!r}: only numeric parameters have bounds")
+        if not low <= default <= high:
+            raise TypeError(f"bounds of {name!r}: the default {default} is not within them")
+        if name in mins and low < mins[name]:
+            raise TypeError(f"bounds of {name!r}: below the size's minimum {mins[name]}")
 
     def mark(fn: F) -> F:
-        fn.__kelpie_workload__ = WorkloadInfo(defaults, mins)  # type: ignore[attr-defined]
+        info = WorkloadInfo(defaults, mins, ranges)
+        fn.__kelpie_workload__ = info  # type: ignore[attr-defined]
         return fn
 
     return mark

@@ -25,6 +25,7 @@ import errno
 import io
 import os
 import posixpath
+import signal
 import sys
 import traceback
 import weakref
@@ -35,6 +36,7 @@ import attrs
 import trio
 
 from kelpie_agent.sandbox._checks import (
+    DISK_MESSAGE,
     OutputBuffer,
     check_bytes,
     check_command,
@@ -43,6 +45,7 @@ from kelpie_agent.sandbox._checks import (
     file_too_large,
 )
 from kelpie_agent.sandbox._errors import (
+    NO_BWRAP,
     ExecTimeoutError,
     PathOutsideSandboxError,
     RestoreError,
@@ -53,6 +56,7 @@ from kelpie_agent.sandbox._lifecycle import Lifecycle
 from kelpie_agent.sandbox._memfs import FBIG, FsError, MemFS
 from kelpie_agent.sandbox._minicmds import COMMANDS
 from kelpie_agent.sandbox._minishell import Shell
+from kelpie_agent.sandbox._network import SandboxNetwork
 from kelpie_agent.sandbox._port import ExecResult, SandboxLimits, SandboxState
 from kelpie_agent.sandbox._snapshot import seal, unseal
 
@@ -127,17 +131,30 @@ _Writer = _BytesWriter | _TextWriter
 
 
 class SimSandbox:
-    """An in-process sandbox in virtual time; implements ``kelpie_agent.sandbox.Sandbox``."""
+    """An in-process sandbox in virtual time; implements ``kelpie_agent.sandbox.Sandbox``.
+
+    ``isolation`` and ``network`` mirror ProcessSandbox's arguments. ``bubblewrap`` is whether
+    the simulated machine has a working bubblewrap: without it, a sandbox that needs isolation
+    refuses to boot with ProcessSandbox's :class:`SandboxIsolationError`.
+    """
 
     def __init__(
         self,
         limits: SandboxLimits | None = None,
         *,
         timings: SimTimings | None = None,
+        isolation: str = "namespaces",
+        network: SandboxNetwork | None = None,
+        bubblewrap: bool = True,
         services: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
+        if isolation not in ("namespaces", "none"):
+            raise ValueError(f"isolation must be one of ('namespaces', 'none'), got {isolation!r}")
         self._limits = limits if limits is not None else SandboxLimits()
         self.timings = timings if timings is not None else SimTimings()
+        self.isolation = isolation
+        self.network = network if network is not None else SandboxNetwork()
+        self.bubblewrap = bubblewrap
         # Simulated external services the Python code can call, as builtins of these names
         # (a test's stand-in for the network APIs a real tool would reach).
         self.services = dict(services or {})
@@ -184,6 +201,9 @@ class SimSandbox:
 
     async def boot(self) -> None:
         self._life.begin_boot()
+        if self.isolation == "namespaces" and not self.bubblewrap:
+            await trio.lowlevel.checkpoint()
+            raise self._life.fail_isolation(NO_BWRAP)
         try:
             await trio.sleep(self.timings.boot)
             await self._before_op("boot")
@@ -232,6 +252,7 @@ class SimSandbox:
         err = OutputBuffer(self._limits.max_output_bytes)
         shell = Shell(self.fs, self._sleep, COMMANDS)
         status: int | None = None
+        allowed = max(self._limits.disk_bytes, self.fs.usage())
         with self._life.command(timeout):
             await self._sleep(self.timings.exec)
             await self._before_op("exec", language=kind, command=source[:200])
@@ -250,8 +271,12 @@ class SimSandbox:
                 stdout=out.text,
                 stderr=err.text,
             )
+        stderr = err.text
+        if self.fs.usage() > allowed:  # ProcessSandbox kills it; here it has finished
+            status = -signal.SIGXFSZ
+            stderr += DISK_MESSAGE.format(self._limits.disk_bytes)
         duration = trio.current_time() - start
-        return ExecResult(out.text, err.text, status, duration, out.truncated or err.truncated)
+        return ExecResult(out.text, stderr, status, duration, out.truncated or err.truncated)
 
     async def _sleep(self, seconds: float) -> None:
         """Virtual work: takes ``seconds``, and holds while the sandbox is paused."""

@@ -33,6 +33,7 @@ from kelpie_agent.sandbox._errors import (
     SandboxBootError,
     SnapshotError,
 )
+from kelpie_agent.sandbox._network import SandboxNetwork
 from kelpie_agent.sandbox._port import SandboxLimits, SandboxState
 
 from .._errors import UsageError
@@ -140,9 +141,9 @@ class FaultySandbox(SimSandbox):
         name: str = "sandbox",
         limits: SandboxLimits | None = None,
         timings: SimTimings | None = None,
-        services: Mapping[str, Callable[..., Any]] | None = None,
+        **options: Any,
     ) -> None:
-        super().__init__(limits, timings=timings, services=services)
+        super().__init__(limits, timings=timings, **options)
         self.sim = sim
         self.node = node
         self.name = name
@@ -207,13 +208,25 @@ def open_sandbox(
     name: str = "sandbox",
     limits: SandboxLimits | None = None,
     timings: SimTimings | None = None,
+    isolation: str = "namespaces",
+    network: SandboxNetwork | None = None,
+    bubblewrap: bool = True,
     services: Mapping[str, Callable[..., Any]] | None = None,
 ) -> FaultySandbox:
-    """A simulated sandbox (not yet booted) for ``node`` (default: the calling task's node);
-    ``services`` are simulated external services its Python code can call (as builtins)."""
+    """A simulated sandbox (not yet booted) for ``node`` (default: the calling task's node).
+    ``isolation``, ``network`` and ``bubblewrap`` are :class:`SimSandbox`'s; ``services`` are
+    simulated external services its Python code can call (as builtins)."""
     sim = node.sim if node is not None else current_simulation()
     if sim is None:
         raise UsageError("open_sandbox() needs a running simulation; use SimSandbox() outside one")
     return FaultySandbox(
-        sim, node if node is not None else sim.current_node(), name, limits, timings, services
+        sim,
+        node if node is not None else sim.current_node(),
+        name,
+        limits,
+        timings,
+        isolation=isolation,
+        network=network,
+        bubblewrap=bubblewrap,
+        services=services,
     )

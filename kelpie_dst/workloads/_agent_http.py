@@ -24,6 +24,7 @@ from letta_client._base_client import get_platform
 
 from ._agent_checks import BlockState, Msg
 from ._agent_client import AgentPlan, Planned, Sent, join_pieces
+from ._agent_runs import BackgroundRuns, IncompleteFollowError
 from ._agent_world import PORT
 
 __all__ = ["HttpLink", "IncompleteStreamError", "open_http_link"]
@@ -93,8 +94,9 @@ def to_msg(m: Any, seq: int) -> Msg:
 
 
 class HttpLink:
-    def __init__(self, http: httpx.AsyncClient) -> None:
+    def __init__(self, http: httpx.AsyncClient, background: BackgroundRuns | None = None) -> None:
         self.http = http
+        self.background = background if background is not None else BackgroundRuns(0.0)
         self.ids: dict[str, str] = {}  # the workload's agent id -> the server's
         self._clients: dict[str, AsyncLetta] = {}
 
@@ -114,7 +116,11 @@ class HttpLink:
             body = error.body  # an `event: error` frame mid-stream carries its own status
             return isinstance(body, dict) and body.get("status_code") in RETRY_STATUS
         return isinstance(
-            error, letta_client.APIConnectionError | httpx.TransportError | IncompleteStreamError
+            error,
+            letta_client.APIConnectionError
+            | httpx.TransportError
+            | IncompleteStreamError
+            | IncompleteFollowError,
         )
 
     def _id(self, plan: AgentPlan) -> str:
@@ -150,6 +156,8 @@ class HttpLink:
         body: Any = {"role": "user", "content": message.text}
         if otid is not None:
             body["otid"] = otid
+        if not message.stream and self.background.chosen(otid):
+            return await self.background.send(client, self._id(plan), body, max_steps, _text)
         if not message.stream:
             reply = await client.agents.messages.create(
                 self._id(plan), messages=[body], max_steps=max_steps
@@ -241,7 +249,9 @@ def _tls() -> ssl.SSLContext:
 
 
 @asynccontextmanager
-async def open_http_link(timeout: float) -> AsyncIterator[HttpLink]:
+async def open_http_link(
+    timeout: float, background: BackgroundRuns | None = None
+) -> AsyncIterator[HttpLink]:
     """One connection pool for every client task; closed when the clients are done."""
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout), verify=_tls()) as http:
-        yield HttpLink(http)
+        yield HttpLink(http, background)

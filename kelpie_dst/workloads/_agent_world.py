@@ -354,7 +354,11 @@ class World:
                 mcp = RecordingMcp(await stack.enter_async_context(client), self.journal)
             services = {EFFECT_SERVICE: self._ledger}
             factory = (
-                (lambda: open_sandbox(node, name="agent-tools", services=services))
+                (
+                    lambda r: open_sandbox(
+                        node, name="agent-tools", network=r.network, services=services
+                    )
+                )
                 if self.sandbox
                 else None
             )

@@ -65,6 +65,7 @@ from ._agent_direct import DirectLink
 from ._agent_http import open_http_link
 from ._agent_oracles import check_effects, check_model_said
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
+from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_world import World
 
 __all__ = [
@@ -109,6 +110,7 @@ PARAMS: dict[str, int | float | str | bool] = {
     "tools": ",".join(KINDS),
     "agent_types": "memgpt_agent,letta_v1_agent",
     "stream_fraction": 0.3,
+    "background_fraction": 0.0,  # non-streamed sends made as background runs (via http)
     "max_tool_steps": 3,
     "max_steps": 8,
     "hop": 0.3,
@@ -118,6 +120,17 @@ PARAMS: dict[str, int | float | str | bool] = {
     "via": "direct",
 }
 VIAS = ("direct", "http")
+BOUNDS: dict[str, tuple[float, float]] = {
+    "agents": (1, 200),
+    "messages": (1, 1000),
+    "clients": (1, 100),
+    "stream_fraction": (0, 1),
+    "max_tool_steps": (0, 50),
+    "max_steps": (1, 100),
+    "hop": (0, 60),
+    "attempt_timeout": (0.001, 3600),
+    "block_limit": (1, 100_000),
+}
 
 
 def _names(ctx: WorkloadContext, param: str, allowed: tuple[str, ...]) -> list[str]:
@@ -132,7 +145,7 @@ def _names(ctx: WorkloadContext, param: str, allowed: tuple[str, ...]) -> list[s
     return names
 
 
-@workload(params=PARAMS, sizes=("agents", "messages", "clients"))
+@workload(params=PARAMS, sizes=("agents", "messages", "clients"), bounds=BOUNDS)
 async def agents(ctx: WorkloadContext) -> None:
     """Create the agents, send every message until acknowledged, read back the final state."""
     kinds = _names(ctx, "tools", KINDS)
@@ -173,8 +186,12 @@ async def agents(ctx: WorkloadContext) -> None:
     ctx.state.update(world=world, record=record)
     world.start()
     if via == "http":
-        async with open_http_link(float(ctx.params["attempt_timeout"])) as link:
+        background = BackgroundRuns(float(ctx.params["background_fraction"]))
+        ctx.state["background"] = background
+        async with open_http_link(float(ctx.params["attempt_timeout"]), background) as link:
             await _drive(ctx, Clients(ctx, world, record, link), plans)
+        ctx.metric("background.runs", len(background.followed))
+        ctx.metric("background.resumed", sum(f.resumed for f in background.followed.values()))
     else:
         await _drive(ctx, Clients(ctx, world, record, DirectLink(world)), plans)
     _metrics(ctx, world, record)
@@ -283,6 +300,15 @@ def _holds(problems: list[str], what: str) -> None:
         f"; ... ({len(problems)} in all)" if len(problems) > 5 else ""
     )
     assert not problems, f"{what}: {shown}"
+
+
+@invariant
+def background_runs_followed(ctx: WorkloadContext) -> None:
+    """Background runs as their clients followed them: ``seq_id`` 1, 2, 3, ... with no gap
+    or repeat across resumes, and exactly the run's stored messages once it ended."""
+    background = ctx.state.get("background")
+    if isinstance(background, BackgroundRuns):
+        _holds(check_followed(background), "background runs followed wrongly")
 
 
 @invariant

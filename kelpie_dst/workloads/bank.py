@@ -17,7 +17,7 @@ from ..shims import SimKVStore, open_kv
 __all__ = ["acknowledged_transfers_recorded", "bank_transfers", "money_conserved"]
 
 
-@workload(params={"clients": bank.CLIENTS}, sizes=("clients",))
+@workload(params={"clients": bank.CLIENTS}, sizes=("clients",), bounds={"clients": (1, 100)})
 async def bank_transfers(ctx: WorkloadContext) -> None:
     """Start the bank on node ``bank`` and run the clients until every transfer is acked."""
     server = ctx.sim.add_node("bank", bank.bank_node)

@@ -40,7 +40,11 @@ PORT = 7100
 # -- lost update -------------------------------------------------------------------------------
 
 
-@workload(params={"clients": 3, "increments": 4, "think": 2.0}, sizes=("clients", "increments"))
+@workload(
+    params={"clients": 3, "increments": 4, "think": 2.0},
+    sizes=("clients", "increments"),
+    bounds={"clients": (1, 100), "increments": (1, 10_000), "think": (0, 60)},
+)
 async def lost_update(ctx: WorkloadContext) -> None:
     """Clients on their own nodes increment one counter in a shared database: get, then set."""
     sim = ctx.sim
@@ -100,7 +104,11 @@ async def _ledger(node: Node) -> None:
     await trio.serve_tcp(handle, PORT)
 
 
-@workload(params={"deposits": 8, "timeout": 0.5}, sizes=("deposits",))
+@workload(
+    params={"deposits": 8, "timeout": 0.5},
+    sizes=("deposits",),
+    bounds={"deposits": (1, 10_000), "timeout": (0.001, 60)},
+)
 async def duplicate_deposit(ctx: WorkloadContext) -> None:
     """One client deposits 1 unit ``deposits`` times, retrying any attempt that times out."""
     ledger = ctx.sim.add_node("ledger", _ledger)
@@ -139,7 +147,11 @@ async def _udp_echo(node: Node) -> None:
         await sock.sendto(data, source)
 
 
-@workload(params={"requests": 20, "interval": 0.5}, sizes=("requests",))
+@workload(
+    params={"requests": 20, "interval": 0.5},
+    sizes=("requests",),
+    bounds={"requests": (1, 10_000), "interval": (0, 60)},
+)
 async def udp_no_timeout(ctx: WorkloadContext) -> None:
     """A client asks an echo server ``requests`` times over UDP and waits for each answer."""
     ctx.sim.add_node("echo", _udp_echo)
@@ -173,7 +185,11 @@ async def _buffered_store(node: Node) -> None:
             buffer.pop(0)
 
 
-@workload(params={"writes": 12, "think": 0.5}, sizes=("writes",))
+@workload(
+    params={"writes": 12, "think": 0.5},
+    sizes=("writes",),
+    bounds={"writes": (1, 10_000), "think": (0, 60)},
+)
 async def ack_before_durable(ctx: WorkloadContext) -> None:
     """A client writes keys through a server that acknowledges them once they are buffered."""
     server = ctx.sim.add_node("store", _buffered_store)

@@ -25,6 +25,13 @@ __all__ = ["all_operations_issued", "kv_linearizability"]
 @workload(
     params={"clients": 6, "ops": 20, "keys": 3, "think": 0.05, "cas_ratio": 0.3},
     sizes=("clients", "ops", "keys"),
+    bounds={
+        "clients": (1, 200),
+        "ops": (1, 100_000),
+        "keys": (1, 10_000),
+        "think": (0, 60),
+        "cas_ratio": (0, 1),
+    },
 )
 async def kv_linearizability(ctx: WorkloadContext) -> None:
     sim = ctx.sim

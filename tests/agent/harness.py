@@ -54,6 +54,7 @@ STOP_REASONS = {
     "no_tool_call",
     "tool_rule",
     "cancelled",
+    "requires_approval",
 }
 
 
@@ -85,7 +86,7 @@ def make_env(
     mcp: Any = None,
 ) -> AgentEnv:
     llm = SimLlmClient(policy, timing=timing or LlmTiming.instant())
-    factory = (lambda: open_sandbox(name="agent-tools")) if sandbox else None
+    factory = (lambda r: open_sandbox(name="agent-tools", network=r.network)) if sandbox else None
     return AgentEnv(llm=llm, sandbox_factory=factory, config=config or LoopConfig(), mcp=mcp)
 
 
@@ -168,7 +169,7 @@ async def check_history(kv: KV, agent_id: str) -> list[AgentMessage]:
     assert len(returns) == len(set(returns)), "a tool call answered twice"
     assert set(returns) <= set(calls), "a tool return without its call"
     session = await stored_session(kv, agent_id)
-    if session is not None and not session.running:
+    if session is not None and not session.running and not session.awaiting_approval:
         assert session.pending == ()
         assert session.stop_reason in STOP_REASONS
         mine = {c for c, m in calls.items() if m.run_id == session.session_id}

@@ -27,6 +27,7 @@ from kelpie_agent.agent import (
     ListMessages,
     ListPassages,
     ListTools,
+    NameConflictError,
     RunTool,
     SearchPassages,
     ToolRunResult,
@@ -239,8 +240,9 @@ async def test_run_code_runs_python_and_shell_in_the_sandbox() -> None:
 @pytest.mark.dst(seeds=3, guards="strict")
 async def test_shared_blocks_registry_and_typed_errors() -> None:
     """A standalone block attached to two agents: an edit by one is seen by the other. The tool
-    registry lists built-ins and custom tools, rejects duplicate names, and the actor gives
-    typed errors: unknown agent, bad label, limit exceeded, react agents without memory."""
+    registry lists built-ins and custom tools, rejects duplicate names (a typed conflict, checked
+    in the writing transaction), and the actor gives typed errors: unknown agent, bad label,
+    limit exceeded, a label already taken, react agents without memory."""
     kv = node_kv()
     blocks = BlockStore(kv, sim_ports())
     shared = await blocks.create("team", "We like tides.", limit=100)
@@ -254,12 +256,12 @@ async def test_shared_blocks_registry_and_typed_errors() -> None:
         await b.handle(UpdateBlock("team", value="x" * 101))
     with pytest.raises(BlockNotFoundError, match="no block labelled 'nope'"):
         await b.handle(UpdateBlock("nope", value="x"))
-    with pytest.raises(InvalidRequestError, match="already has a block labelled 'team'"):
+    with pytest.raises(NameConflictError, match="already has a block labelled 'team'"):
         await a.handle(AttachBlock((await blocks.create("team")).id))
 
     tools = ToolStore(kv, sim_ports())
     spec = await tools.create("def shout(text: str) -> str:\n    return text.upper()\n")
-    with pytest.raises(InvalidRequestError, match="already exists"):
+    with pytest.raises(NameConflictError, match="already exists"):
         await tools.create("def shout(words: str) -> str:\n    return words\n")
     replaced = await tools.upsert("def shout(words: str) -> str:\n    return words.upper() + '!'\n")
     assert replaced.id == spec.id and "words" in replaced.parameters["properties"]

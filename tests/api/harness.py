@@ -54,7 +54,7 @@ async def service_node(
         sim_ports(node),
         node_id=node.name,
         llm=SimLlmClient(policy or HelpfulPolicy(), timing=timing or LlmTiming()),
-        sandbox_factory=lambda: kelpie_dst.open_sandbox(name="tools"),
+        sandbox_factory=lambda _: kelpie_dst.open_sandbox(name="tools"),
         loop_config=config,
         dispatcher_options=OPTIONS,
         options=ServiceOptions(request_timeout=30.0),
@@ -81,7 +81,6 @@ async def api(
             api_key=api_key,
             observer=kelpie_dst.log,
             ping_interval=ping_interval,
-            background=nursery,
         )
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:

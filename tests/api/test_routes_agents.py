@@ -49,7 +49,7 @@ async def test_create_get_update_delete_in_letta_shapes() -> None:
         assert agent["sources"] == [] and agent["tags"] == ["blue", "x"]
         assert agent["metadata"] == {"k": [1, 2.5, None]}
         assert agent["tool_rules"] == [
-            {"tool_name": "send_message", "type": "exit_loop", "max_count_limit": None}
+            {"tool_name": "send_message", "type": "exit_loop", "prompt_template": None}
         ]
         assert agent["created_at"].startswith("2026-") and agent["last_stop_reason"] is None
 
@@ -80,7 +80,7 @@ async def test_base_tools_tool_names_and_defaults() -> None:
         bare = await _create(a.client, include_base_tools=False, tools=["send_message"])
         assert [t["name"] for t in bare["tools"]] == ["send_message"]
         missing = await a.client.post("/v1/agents/", json={**AGENT, "tools": ["nope_tool"]})
-        assert missing.status_code == 404 and "nope_tool" in missing.json()["detail"]
+        assert missing.status_code == 400 and "nope_tool" in missing.json()["detail"]
 
 
 @pytest.mark.dst(seeds=1, **STRICT)
@@ -176,7 +176,7 @@ async def test_invalid_bodies_are_422_naming_the_field_and_semantic_errors_400()
             "/v1/agents/",
             json={"memory_blocks": [{"label": "a"}, {"label": "a"}]},
         )
-        assert twice.status_code == 422 and "memory_blocks[1].label" in twice.json()["detail"]
+        assert twice.status_code == 400 and "memory_blocks[1].label" in twice.json()["detail"]
         bad_label = await c.post("/v1/agents/", json={"memory_blocks": [{"label": "a b"}]})
         assert bad_label.status_code == 422 and "label" in bad_label.json()["detail"]
         bad_id = await c.get("/v1/agents/has space")

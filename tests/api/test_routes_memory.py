@@ -37,7 +37,7 @@ async def test_core_memory_blocks_by_label() -> None:
         assert renamed.json()["label"] == "user"
         assert (await c.get(f"{base}/human")).status_code == 404
         over = await c.patch(f"{base}/persona", json={"value": "x" * 2001})
-        assert over.status_code == 422 and "limit" in over.json()["detail"]
+        assert over.status_code == 400 and "limit" in over.json()["detail"]
         clash = await c.patch(f"{base}/user", json={"label": "persona"})
         assert clash.status_code == 409 and clash.headers["x-should-retry"] == "false"
         bad = await c.patch(f"{base}/persona", json={"limit": 0})
@@ -77,9 +77,13 @@ async def test_standalone_blocks_attach_detach_and_list() -> None:
         assert deleted.status_code == 200 and "deleted" in deleted.json()["message"]
         assert (await c.get(f"/v1/blocks/{block['id']}")).status_code == 404
         assert (await c.patch(attach)).status_code == 404
-        for body in ({"value": "x"}, {"label": "a b"}, {"label": "x", "value": "yy", "limit": 1}):
+        for body, status in (
+            ({"value": "x"}, 422),
+            ({"label": "a b"}, 422),
+            ({"label": "x", "value": "yy", "limit": 1}, 400),  # over its own limit: semantic
+        ):
             response = await c.post("/v1/blocks/", json=body)
-            assert response.status_code == 422, (body, response.text)
+            assert response.status_code == status, (body, response.text)
 
 
 @pytest.mark.dst(seeds=2, **STRICT)

@@ -107,7 +107,8 @@ async def test_stream_errors_before_the_first_frame_are_plain_json() -> None:
         assert missing.status_code == 404 and missing.headers["content-type"] == "application/json"
         agent = await _agent(a.client)
         empty = await a.client.post(f"/v1/agents/{agent}/messages/stream", json={"input": " "})
-        assert empty.status_code == 422 and "content" in empty.json()["detail"]
+        assert empty.status_code == 422 and "body.input" in empty.json()["detail"]
+        assert "must not be blank" in empty.json()["detail"]
 
 
 @pytest.mark.dst(seeds=1, **STRICT)

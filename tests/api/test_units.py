@@ -1,5 +1,5 @@
-"""Unit checks of the API's helpers: pagination rules, error classification, validation
-messages, and the storable-input checks of request bodies."""
+"""Unit checks of the API's helpers: pagination rules (the service's pager), error
+classification, validation messages, and the storable-input checks of request bodies."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from kelpie_agent.agent import (
     InvalidRequestError,
 )
 from kelpie_agent.api import create_app
-from kelpie_agent.api._errors import ApiError, classify, validation_detail
+from kelpie_agent.api._errors import classify, validation_detail
 from kelpie_agent.api._models_agents import AgentCreate
 from kelpie_agent.api._models_messages import MessageRequest
-from kelpie_agent.api._paging import page
-from kelpie_agent.service import InvalidError, UnavailableError
+from kelpie_agent.service import InvalidError, NotFoundError, ServiceError, UnavailableError
+from kelpie_agent.service._types import paginate
 
 IDS = [f"x{i}" for i in range(10)]
 
@@ -36,8 +36,9 @@ def _nested(depth: int) -> object:
     return value
 
 
-def _page(**kw: object) -> list[str]:
-    return page(IDS, lambda x: x, what="item", **kw)  # type: ignore[arg-type]
+def _page(*, order: str, **kw: object) -> list[str]:
+    """The one pager (the service's), as the routes call it."""
+    return paginate(IDS, lambda x: x, kind="item", descending=order == "desc", **kw)  # type: ignore[arg-type]
 
 
 def test_pages_follow_the_requested_order_and_cursors_are_relative_to_it() -> None:
@@ -50,7 +51,7 @@ def test_pages_follow_the_requested_order_and_cursors_are_relative_to_it() -> No
     assert _page(after=None, before="x5", limit=2, order="desc") == ["x7", "x6"]
     assert _page(after="x1", before="x5", limit=10, order="asc") == ["x2", "x3", "x4"]
     assert _page(after="x9", before=None, limit=3, order="asc") == []
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(NotFoundError) as caught:
         _page(after="nope", before=None, limit=3, order="asc")
     assert caught.value.status == 404 and caught.value.detail == "after: item 'nope' not found"
 
@@ -97,10 +98,13 @@ def test_errors_map_to_status_codes_and_retry_hints() -> None:
         "memory_blocks[1].label: bad",
         False,
     )
-    assert classify(ApiError(401, "no key")) == (401, "no key", False)
+    assert classify(ServiceError("no key", status=401)) == (401, "no key", False)
     assert classify(UnavailableError("storage down")) == (503, "storage down", True)
-    unknown = UnavailableError("lease lost mid-send", outcome_unknown=True)
+    # an unknown outcome: the SDK may resend the same body only if the request is idempotent
+    unknown = UnavailableError("lease lost mid-send", outcome_unknown=True, retryable=False)
     assert classify(unknown) == (503, "lease lost mid-send", False)
+    same_otid = UnavailableError("lease lost mid-send", outcome_unknown=True, retryable=True)
+    assert classify(same_otid) == (503, "lease lost mid-send", True)
     assert classify(ExceptionGroup("g", [AgentNotFoundError("a")]))[0] == 404
     status, detail, retry = classify(ZeroDivisionError("boom"))
     assert (status, retry) == (500, False) and "boom" not in detail
@@ -135,8 +139,8 @@ def test_message_requests_are_checked(body: dict[str, object], problem: str) -> 
 @pytest.mark.parametrize(
     "metadata, problem",
     [
-        ({"x": math.nan}, "at metadata.x: number must be finite"),
-        ({"x": 2**64}, "at metadata.x: integer out of the 64-bit range"),
+        ({"x": math.nan}, "at x: number must be finite"),  # (the 422 says body.metadata.x)
+        ({"x": 2**64}, "at x: integer out of the 64-bit range"),
         ({"x": _nested(40)}, "nested deeper than 32"),
         ({"\udc00": 1}, "lone surrogate"),
     ],

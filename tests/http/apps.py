@@ -149,6 +149,9 @@ def raw_app(log: AppLog) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
             return
         elif path == "/ignore-body":
             await _json(send, 200, {"ignored": True})
+        elif path == "/first-chunk":  # asks for the body (a 100 goes out), reads one chunk only
+            message = await receive()
+            await _json(send, 200, {"first": len(message.get("body", b""))})
         elif path == "/bad-header":
             await send(
                 {"type": "http.response.start", "status": 200, "headers": [(b"x", b"a\r\nb")]}

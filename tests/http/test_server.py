@@ -352,6 +352,27 @@ async def test_expect_100_continue() -> None:
         assert raw.startswith(b"HTTP/1.1 200 ") and b"100 Continue" not in raw
 
 
+async def test_after_100_continue_the_rest_of_the_body_is_drained_and_the_connection_kept() -> None:
+    """The app asked for the body (so a 100 went out) and answered after reading part of it:
+    the client sends the rest, the server reads past it and serves the next request on the
+    same connection."""
+    async with running() as (server, log):
+        stream = await connect(server)
+        async with stream:
+            await stream.send_all(
+                b"POST /first-chunk HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n" + EXPECT
+            )
+            interim = await read_until(stream, b"\r\n\r\n")
+            assert interim.startswith(b"HTTP/1.1 100 ")
+            await stream.send_all(b"hello")
+            first = await read_until(stream, b"}")
+            assert first.startswith(b"HTTP/1.1 200 ") and b'"first": 5' in first
+            await stream.send_all(b"world" + b"GET /hello HTTP/1.1\r\nhost: x\r\n\r\n")
+            second = await read_until(stream, b"}")
+            assert second.startswith(b"HTTP/1.1 200 ") and b"hello" in second
+        assert [r.status for r in log.access] == [200, 200]
+
+
 async def test_unread_small_body_is_drained_and_the_connection_kept() -> None:
     async with running() as (server, _):
         raw = await exchange(

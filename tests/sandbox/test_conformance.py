@@ -16,12 +16,14 @@ from .conftest import make_sim
 
 
 @pytest.mark.trio
+@pytest.mark.bubblewrap
 @pytest.mark.parametrize("name", list(CHECKS))
 async def test_process_sandbox(name: str, make_process: Callable[[], Awaitable[Sandbox]]) -> None:
     await run_check(name, make_process)
 
 
 @pytest.mark.trio
+@pytest.mark.bubblewrap
 async def test_process_sandbox_leaves_no_directory_behind(
     make_process: Callable[[], Awaitable[Sandbox]], tmp_path: Path
 ) -> None:

@@ -130,6 +130,7 @@ async def python_transcript(sandbox: Sandbox) -> list[tuple[str, str, str, int]]
     return lines
 
 
+@pytest.mark.bubblewrap
 def test_sim_python_matches_a_real_interpreter(tmp_path: Path) -> None:
     real = trio.run(python_transcript, ProcessSandbox(parent_dir=tmp_path))
     clock = trio.testing.MockClock(autojump_threshold=0)
@@ -138,6 +139,7 @@ def test_sim_python_matches_a_real_interpreter(tmp_path: Path) -> None:
     assert mismatches == []
 
 
+@pytest.mark.bubblewrap
 def test_sim_shell_matches_the_real_shell(tmp_path: Path) -> None:
     real = trio.run(transcript, ProcessSandbox(parent_dir=tmp_path))
     clock = trio.testing.MockClock(autojump_threshold=0)

@@ -7,7 +7,7 @@ import trio
 from kelpie_dst.scenario import WorkloadContext, invariant, workload
 
 
-@workload(params={"sleep": 10.0, "steps": 3}, sizes=("steps",))
+@workload(params={"sleep": 10.0, "steps": 3}, sizes=("steps",), bounds={"steps": (1, 10_000)})
 async def sleepy(ctx: WorkloadContext) -> None:
     """Sleeps ``steps`` times for ``sleep / steps`` seconds, noting whether faults had healed."""
     ctx.sim.add_node("idler")  # something for process faults to hit

@@ -94,7 +94,9 @@ class Load:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = [
-            threading.Thread(target=self._client, args=(f"c{a}{k}", agent), daemon=True)
+            threading.Thread(
+                target=self._client, args=(f"c{a}{k}", agent), name=f"c{a}{k}", daemon=True
+            )
             for a, agent in enumerate(agents)
             for k in range(clients_per_agent)
         ]
@@ -113,6 +115,14 @@ class Load:
     def count(self) -> int:
         with self._lock:
             return len(self.acked)
+
+    def per_client(self) -> dict[str, int]:
+        """Acknowledged messages per client, every client named (0 for none yet)."""
+        counts = {thread.name: 0 for thread in self._threads}
+        with self._lock:
+            for sent in self.acked:
+                counts[sent.client] += 1
+        return counts
 
     def _client(self, name: str, agent_id: str) -> None:
         clients: dict[str, Letta] = {}

@@ -72,18 +72,68 @@ def test_an_api_key_guards_every_route_but_health(tmp_path: Path) -> None:
         with pytest.raises(letta_client.AuthenticationError):
             server.client("wrong-key").agents.list()
         assert server.client("s3cret-key").agents.list().items == []
+        key = {"Authorization": "Bearer s3cret-key"}
+        for path in ("/openapi.json", "/docs", "/redoc"):  # the schema needs the key too
+            assert httpx.get(server.url + path).status_code == 401
+            assert httpx.get(server.url + path, headers=key).status_code == 200
+        schema = httpx.get(server.url + "/openapi.json", headers=key).json()
+        assert "/openapi.json" not in schema["paths"] and "/v1/agents/" in schema["paths"]
     finally:
         assert server.stop() == 0, server.describe()
-    assert [m[3] for m in server.access_lines()] == ["200", "401", "401", "200"]
+    assert [m[3] for m in server.access_lines()] == ["200", "401", "401", "200"] + [
+        "401",
+        "200",
+    ] * 3 + ["200"]
     assert "s3cret-key" not in server.stdout() + server.stderr()
     env.pop("ANTHROPIC_API_KEY")  # (its SDK's import costs a second)
-    flagged = start(tmp_path, "--api-key", "flag-key", env=env)  # the flag wins
+    env.pop("KELPIE_API_KEY")
+    (tmp_path / "key").write_text("file-key\n")
+    from_file = start(tmp_path, "--api-key-file", str(tmp_path / "key"), env=env)
+    try:
+        assert from_file.client("file-key").agents.list().items == []
+        with pytest.raises(letta_client.AuthenticationError):
+            from_file.client("s3cret-key").agents.list()
+    finally:
+        assert from_file.stop() == 0, from_file.describe()
+    assert "file-key" not in from_file.stdout() + from_file.stderr()
+    flagged = start(tmp_path, "--api-key", "flag-key", env=env)  # discouraged, still works
     try:
         assert flagged.client("flag-key").agents.list().items == []
-        with pytest.raises(letta_client.AuthenticationError):
-            flagged.client("s3cret-key").agents.list()
+        assert (
+            "kelpie: warning: --api-key is visible to every local user (ps, /proc); "
+            "use KELPIE_API_KEY or --api-key-file"
+        ) in flagged.stdout().splitlines()
     finally:
         assert flagged.stop() == 0, flagged.describe()
+
+
+def test_wrong_methods_and_oversized_chunked_bodies(tmp_path: Path) -> None:
+    server = start(tmp_path)
+    try:
+        cases = {
+            ("DELETE", "/v1/agents/"): "GET, POST",
+            ("PUT", "/v1/agents/agent-x"): "DELETE, GET, PATCH",
+            ("POST", "/v1/tools/tool-x"): "DELETE, GET, PATCH",
+        }
+        for (method, path), allow in cases.items():
+            response = httpx.request(method, server.url + path)
+            assert (response.status_code, response.headers["allow"]) == (405, allow), path
+        with socket.create_connection(server.url.removeprefix("http://").split(":")) as sock:
+            sock.sendall(
+                b"POST /v1/agents/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            chunk = b"%x\r\n%s\r\n" % (1 << 20, b"a" * (1 << 20))
+            try:
+                for _ in range(20):  # 20 MiB, past the 16 MiB limit
+                    sock.sendall(chunk)
+            except OSError:
+                pass  # the server answered and closed
+            answer = sock.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 413 "), answer
+    finally:
+        assert server.stop() == 0, server.describe()
+    assert server.stderr() == ""  # no internal error logged
 
 
 def _busy_port() -> socket.socket:
@@ -102,8 +152,12 @@ def _busy_port() -> socket.socket:
         (["--port", "http"], {}, "Invalid value for '--port'"),
         (["--llm", "anthropic"], {}, "--llm anthropic needs ANTHROPIC_API_KEY"),
         (["--llm", "gpt"], {}, "Invalid value for '--llm'"),
-        (["--api-key", " "], {}, "--api-key (or KELPIE_API_KEY) is empty"),
-        ([], {"KELPIE_API_KEY": ""}, "--api-key (or KELPIE_API_KEY) is empty"),
+        (["--api-key", " "], {}, "--api-key is empty; unset it for no auth"),
+        ([], {"KELPIE_API_KEY": ""}, "KELPIE_API_KEY is empty; unset it for no auth"),
+        (["--api-key", "k"], {"KELPIE_API_KEY": "k"}, "the API key is given twice"),
+        (["--api-key-file", "{file}/x"], {}, "--api-key-file {file}/x: cannot read it"),
+        (["--api-key-file", "{empty}"], {}, "must hold one non-empty line"),
+        (["--sandbox-allow-host", "a b"], {}, "--sandbox-allow-host: host pattern 'a b'"),
         (["--node-id", "a b"], {}, "--node-id 'a b': use 1-200 letters"),
         (["--nope"], {}, "No such option"),
         (["--db", "postgresql://kelpie@127.0.0.1:1/kelpie"], {}, "cannot open the database"),
@@ -116,10 +170,13 @@ def test_bad_input_is_one_line_and_exit_64(
     tmp_path: Path, args: list[str], env: dict[str, str], expected: str
 ) -> None:
     (tmp_path / "file").write_text("not a directory")
+    (tmp_path / "empty").write_text("\n")
     busy = _busy_port()
     try:
         port = str(busy.getsockname()[1])
-        argv = [a.format(file=tmp_path / "file", busy=port) for a in args]
+        names = {"file": tmp_path / "file", "empty": tmp_path / "empty", "busy": port}
+        argv = [a.format(**names) for a in args]
+        expected = expected.format(**names)
         if "--port" not in argv:
             argv = ["--port", "0", *argv]
         result = run(tmp_path, "serve", *argv, env=environment(tmp_path / "home", **env))

@@ -45,7 +45,7 @@ async def service_node(
         sim_ports(node),
         node_id=node.name,
         llm=SimLlmClient(policy or HelpfulPolicy(), timing=timing or LlmTiming()),
-        sandbox_factory=(lambda: kelpie_dst.open_sandbox(name="tools")) if sandbox else None,
+        sandbox_factory=(lambda _: kelpie_dst.open_sandbox(name="tools")) if sandbox else None,
         loop_config=config,
         dispatcher_options=OPTIONS,
         options=options,

@@ -98,13 +98,13 @@ async def test_create_agent_errors_name_the_field_or_the_id() -> None:
             (
                 otto(memory_blocks=(BlockCreate("h", "x" * 11, limit=10),)),
                 InvalidError,
-                422,
+                400,
                 "memory_blocks[0].value: has 11 characters, over the block's limit 10",
             ),
             (
                 otto(memory_blocks=(BlockCreate("h"), BlockCreate("h"))),
                 InvalidError,
-                422,
+                400,
                 "memory_blocks[1].label: 'h' appears twice",
             ),
             (
@@ -118,14 +118,14 @@ async def test_create_agent_errors_name_the_field_or_the_id() -> None:
             (otto(tags=("ok", 3)), InvalidError, 422, "tags[1]"),
             (
                 otto(tool_ids=("tool-missing",)),
-                NotFoundError,
-                404,
+                InvalidError,
+                400,
                 "tool_ids[0]: tool 'tool-missing' not found",
             ),
             (
                 otto(block_ids=("block-missing",)),
-                NotFoundError,
-                404,
+                InvalidError,
+                400,
                 "block_ids[0]: block 'block-missing' not found",
             ),
             (otto(tool_ids=("bad id!",)), InvalidError, 422, "tool_ids[0]: not a valid id"),
@@ -133,7 +133,7 @@ async def test_create_agent_errors_name_the_field_or_the_id() -> None:
         ]
         for request, cls, status, needle in bad:
             await _fails(svc.create_agent(request), cls, status, needle)
-        await _fails(svc.create_agent(otto(), tools=("nope",)), NotFoundError, 404, "'nope'")
+        await _fails(svc.create_agent(otto(), tools=("nope",)), InvalidError, 400, "'nope'")
         # Refused by the agent core (400): a react agent has no memory tools.
         react = CreateAgent(
             name="r", agent_type="react_agent", tool_ids=(builtin_id("core_memory_append"),)
@@ -155,8 +155,8 @@ async def test_get_update_delete_errors() -> None:
         await _fails(svc.update_agent(agent_id, {"max_tokens": 0}), InvalidError, 422, "max_tokens")
         await _fails(
             svc.update_agent(agent_id, {"tool_ids": ["tool-x"]}),
-            NotFoundError,
-            404,
+            InvalidError,
+            400,
             "tool_ids[0]: tool 'tool-x'",
         )
         await _fails(svc.update_agent(agent_id, "name"), InvalidError, 422, "changes")  # type: ignore[arg-type]
@@ -253,6 +253,7 @@ async def test_the_index_follows_creates_updates_deletes_and_repair_rebuilds_it(
         assert (report.entries_added, report.entries_removed, report.orphans_swept) == (1, 1, 1)
         assert [v.agent.id for v in await svc.list_agents(order="asc")] == [ids[0], ids[1], ids[3]]
         assert await kv.scan_prefix(Keys("agent-ghost").messages) == []
-        assert await kv.scan_prefix(b"svc/otid/" + ids[2].encode()) == []  # delete cleaned up
+        gone = Keys(ids[2])  # the delete cleaned up the otid records, runs and their index
+        assert await kv.scan_prefix(gone.otids) == [] == await kv.scan_prefix(gone.runs)
         report = await svc.repair()
         assert (report.entries_added, report.entries_removed, report.orphans_swept) == (0, 0, 0)

@@ -65,7 +65,7 @@ async def test_passage_errors() -> None:
             "tag_match_mode",
         )
         await _fails(
-            svc.search_passages(agent_id, "q", start=10.0, end=5.0), InvalidError, 422, "end"
+            svc.search_passages(agent_id, "q", start=10.0, end=5.0), InvalidError, 400, "end"
         )
         await _fails(
             svc.search_passages(agent_id, "q", start=float("nan")), InvalidError, 422, "start"
@@ -109,7 +109,7 @@ async def test_tool_errors() -> None:
     async with service_node() as svc:
         tool = await svc.create_tool(ADD)
         await _fails(svc.create_tool(ADD), ConflictError, 409, "a tool named 'add' already exists")
-        await _fails(svc.create_tool("x = 1\n"), InvalidError, 422, "source_code")
+        await _fails(svc.create_tool("x = 1\n"), InvalidError, 400, "source_code")
         await _fails(svc.create_tool(""), InvalidError, 422, "source_code: must not be empty")
         await _fails(
             svc.create_tool(ADD.replace("add", "other"), return_char_limit=0),
@@ -148,7 +148,7 @@ async def test_an_agents_tools_attach_list_run_detach_and_errors() -> None:
         found = await svc.run_tool(agent_id, "conversation_search", {"query": "x"})
         assert found.status == "success"
 
-        await _fails(svc.run_tool(agent_id, "add", {"a": "two", "b": 3}), InvalidError, 422, "args")
+        await _fails(svc.run_tool(agent_id, "add", {"a": "two", "b": 3}), InvalidError, 400, "args")
         await _fails(svc.run_tool(agent_id, "nope", {}), NotFoundError, 404, "'nope'")
         await _fails(svc.run_tool(agent_id, "add", "a=1"), InvalidError, 422, "args")  # type: ignore[arg-type]
         await _fails(svc.attach_tool(agent_id, "tool-nope"), NotFoundError, 404, "tool-nope")

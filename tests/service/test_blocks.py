@@ -55,13 +55,13 @@ async def test_an_agents_block_errors() -> None:
         await _fails(
             svc.update_agent_block(agent_id, "human", value="x" * 20_001),
             InvalidError,
-            422,
+            400,
             "value: has 20001 characters, over its limit 20000",
         )
         await _fails(
             svc.update_agent_block(agent_id, "human", value="abc", limit=2),
             InvalidError,
-            422,
+            400,
             "value: has 3 characters, over its limit 2",
         )
         await _fails(svc.update_agent_block(agent_id, "human", limit=0), InvalidError, 422, "limit")
@@ -124,7 +124,7 @@ async def test_standalone_block_errors() -> None:
         await _fails(
             svc.create_block("h", "x" * 6, limit=5),
             InvalidError,
-            422,
+            400,
             "value: has 6 characters, over its limit 5",
         )
         await _fails(svc.create_block("h", limit=0), InvalidError, 422, "limit")
@@ -134,7 +134,7 @@ async def test_standalone_block_errors() -> None:
         await _fails(svc.get_block("a/b"), InvalidError, 422, "block_id")
         await _fails(svc.update_block(block.id, colour="red"), InvalidError, 422, "colour")
         await _fails(
-            svc.update_block(block.id, value="toolong"), InvalidError, 422, "over its limit 5"
+            svc.update_block(block.id, value="toolong"), InvalidError, 400, "over its limit 5"
         )
         await _fails(svc.update_block("block-nope", value="x"), NotFoundError, 404)
         await _fails(svc.delete_block("block-nope"), NotFoundError, 404)

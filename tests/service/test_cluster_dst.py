@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+import kelpie_agent.agent._session
 import kelpie_dst
-from kelpie_agent.service import ServiceAgentActor
 
 from ..agent.harness import check_history
 from . import chaos
@@ -67,13 +67,13 @@ def test_no_acknowledged_message_lost_single_activation_no_mixing_and_liveness_u
 def test_the_checkers_catch_messages_run_twice_without_otid_deduplication(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Canary: without the actor's otid records, retries whose first attempt's outcome was
-    lost start a second run (the agent core only recognises a retry of its *last* run)."""
+    """Canary: without the agent core's otid records, retries whose first attempt's outcome
+    was lost start a second run."""
 
-    async def no_replay(self: ServiceAgentActor, request: Any) -> None:
+    async def no_replay(rt: Any, otid: str | None) -> None:
         return None
 
-    monkeypatch.setattr(ServiceAgentActor, "_replay", no_replay)
+    monkeypatch.setattr(kelpie_agent.agent._session, "find_retried_run", no_replay)
     caught = []
     for seed in range(10):
         _, out = _run(seed)

@@ -119,9 +119,9 @@ async def test_send_message_errors_name_the_field() -> None:
 
 @pytest.mark.dst(seeds=3, guards="strict")
 async def test_a_message_retried_with_its_otid_runs_once_even_after_other_messages() -> None:
-    """The agent core alone recognises a retry of its last run only; the service's otid
-    records make any later retry (after other messages, after deactivation) return the
-    original run, streamed or not, without running it again."""
+    """The agent core's otid records make any later retry (after other messages, after
+    deactivation) return the original run, streamed or not, without running it again; a
+    replayed stream carries what the live one did (no user-role messages)."""
     async with service_node() as svc:
         agent_id = (await svc.create_agent(otto())).agent.id
         first = await svc.send_message(agent_id, user("note one", otid="otid-1"))
@@ -132,7 +132,7 @@ async def test_a_message_retried_with_its_otid_runs_once_even_after_other_messag
         async with svc.stream_message(agent_id, user("note one", otid="otid-1")) as stream:
             events = [event async for event in stream]
         assert stream.result == first
-        assert events == [*first.messages, LettaStopReason("end_turn"), first.usage]
+        assert events == [*first.response_messages, LettaStopReason("end_turn"), first.usage]
         counts = await _inputs(svc, agent_id)
         assert counts["otid-1"] == 1 and sum(counts.values()) == 2
 

@@ -39,7 +39,7 @@ async def _node(path: Path, node_id: str = "local") -> AsyncIterator[AgentServic
             system_ports(),
             node_id=node_id,
             llm=SimLlmClient(HelpfulPolicy(), timing=LlmTiming.instant()),
-            sandbox_factory=lambda: ProcessSandbox(parent_dir=path.parent),
+            sandbox_factory=lambda _: ProcessSandbox(parent_dir=path.parent),
             dispatcher_options=FAST,
         ) as service:
             yield service
@@ -52,6 +52,7 @@ def _say(text: str, otid: str | None = None) -> tuple[InputMessage, ...]:
 
 
 @pytest.mark.trio
+@pytest.mark.bubblewrap
 async def test_agents_blocks_messages_passages_and_tools_survive_a_restart(
     tmp_path: Path,
 ) -> None:

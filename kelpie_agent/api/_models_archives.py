@@ -1,0 +1,73 @@
+"""Archives in Letta's shapes: ``Archive``, its create/update bodies and passage bodies."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from kelpie_agent.agent import ArchiveRecord
+
+from ._models_common import RequestModel, ResponseModel, epoch_datetime
+
+__all__ = [
+    "Archive",
+    "ArchiveCreate",
+    "ArchivePassage",
+    "ArchivePassages",
+    "ArchiveUpdate",
+    "archive_out",
+]
+
+
+class ArchiveCreate(RequestModel):
+    name: str = Field(min_length=1, max_length=200)
+    description: str | None = None
+    embedding: str | None = Field(default=None, max_length=200)
+    metadata: dict[str, Any] | None = None
+
+
+class ArchiveUpdate(RequestModel):
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = None
+
+    def changes(self) -> dict[str, Any]:
+        return {k: v for k, v in (("name", self.name), ("description", self.description)) if v}
+
+
+class ArchivePassage(RequestModel):
+    """A passage for an archive (``created_at``: an ISO datetime; absent, now)."""
+
+    text: str = Field(min_length=1)
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    created_at: datetime | None = None
+
+    def item(self) -> tuple[str, tuple[str, ...], dict[str, Any], float | None]:
+        when = self.created_at.timestamp() if self.created_at is not None else None
+        return (self.text, tuple(self.tags or ()), dict(self.metadata or {}), when)
+
+
+class ArchivePassages(RequestModel):
+    passages: list[ArchivePassage] = Field(min_length=1, max_length=1000)
+
+
+class Archive(ResponseModel):
+    id: str
+    name: str
+    created_at: datetime
+    updated_at: datetime | None = None
+    description: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def archive_out(record: ArchiveRecord) -> Archive:
+    return Archive(
+        id=record.id,
+        name=record.name,
+        created_at=epoch_datetime(record.created_at),
+        updated_at=epoch_datetime(record.updated_at),
+        description=record.description,
+        metadata=dict(record.metadata),
+    )

@@ -1,0 +1,55 @@
+"""Human in the loop: whether calls of one of an agent's tools wait for a client's approval.
+
+``PATCH /v1/agents/{agent_id}/tools/approval/{tool_name}`` with ``{"requires_approval": bool}``
+(or the query parameter) adds or removes the agent's ``requires_approval`` rule for the tool,
+as Letta does. The answer to a run that stopped on such a call goes through ``messages.create``
+(an ``approval`` message: :class:`InputMessageModel` with ``type: "approval"``).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Body, Query
+
+from kelpie_agent.agent import ToolRule
+from kelpie_agent.service import InvalidError, NotFoundError
+
+from ._context import current_service
+from ._models_agents import AgentState, agent_out
+from ._routing import ERROR_RESPONSES
+
+__all__ = ["approvals_router"]
+
+
+def approvals_router() -> APIRouter:
+    router = APIRouter(tags=["tools"], responses=ERROR_RESPONSES)
+
+    @router.patch("/v1/agents/{agent_id}/tools/approval/{tool_name}")
+    async def update_approval(
+        agent_id: str,
+        tool_name: str,
+        body_requires_approval: bool | None = Body(
+            default=None, alias="requires_approval", embed=True
+        ),
+        query_requires_approval: bool | None = Query(default=None, alias="requires_approval"),
+    ) -> AgentState:
+        """Set whether calls of the agent's tool ``tool_name`` need the client's approval
+        (the agent's ``requires_approval`` tool rule for it)."""
+        flag = body_requires_approval
+        if flag is None:
+            flag = query_requires_approval
+        if flag is None:
+            raise InvalidError("body.requires_approval", "give true or false")
+        service = current_service()
+        view = await service.get_agent(agent_id)
+        if tool_name not in {t.name for t in view.tools}:
+            raise NotFoundError("tool", tool_name, f"the agent has no tool named {tool_name!r}")
+        rules = [
+            r
+            for r in view.agent.tool_rules
+            if not (r.type == "requires_approval" and r.tool_name == tool_name)
+        ]
+        if flag:
+            rules.append(ToolRule(tool_name, "requires_approval"))
+        return agent_out(await service.update_agent(agent_id, {"tool_rules": tuple(rules)}))
+
+    return router

@@ -1,0 +1,80 @@
+"""Messages across agents (Letta's top-level ``/v1/messages/``), read from storage.
+
+Every agent's history is under ``msg/<agent>/``, so listing every message is one scan of
+``msg/`` (then a sort by date: it reads every message, fine for a simulated deployment's
+sizes, not for a large one). Finding a message by id asks each agent's ``msgid/`` index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kelpie_agent.agent import AgentMessage, Keys, render_messages
+from kelpie_agent.agent._codec import unpack
+
+from . import _validate as v
+from ._directory import Directory
+from ._errors import NotFoundError
+from ._index import _all, _owners
+from ._types import paginate
+
+__all__ = ["History"]
+
+_MESSAGES = b"msg/"
+_MESSAGE_IDS = b"msgid/"
+
+
+class History(Directory):
+    """Messages across agents."""
+
+    async def all_messages(
+        self,
+        *,
+        after: str | None = None,
+        before: str | None = None,
+        limit: int = 100,
+        order: str = "desc",
+        types: Sequence[str] | None = None,
+        conversation_id: str | None = None,
+    ) -> list[AgentMessage]:
+        """Every agent's messages by date (then id), newest first by default, as Letta shows
+        them; ``types`` keeps those message types; ``after``/``before`` are message ids in
+        the listing order. A ``conversation_id`` is a 404: there are no conversations yet."""
+        self._check_running()
+        limit, descending = v.page_limit(limit), v.order(order)
+        if conversation_id is not None:
+            v.ident(conversation_id, "conversation_id")
+            raise NotFoundError("conversation", conversation_id)
+        by_agent: dict[str, list[AgentMessage]] = {}
+        for key, value in await _all(self.read, _MESSAGES):
+            by_agent.setdefault(key.split(b"/")[1].decode(), []).append(unpack(value))
+        shown = [m for messages in by_agent.values() for m in render_messages(messages)]
+        if types is not None:
+            wanted = set(types)
+            shown = [m for m in shown if m.message_type in wanted]
+        shown.sort(key=lambda m: (m.date, m.id))
+        return paginate(
+            shown,
+            lambda m: m.id,
+            kind="message",
+            after=after,
+            before=before,
+            limit=limit,
+            descending=descending,
+        )
+
+    async def get_message(self, message_id: str) -> list[AgentMessage]:
+        """Message ``message_id``, whichever agent has it, as Letta shows it (a list: Letta
+        may show one stored message as several; a ``send_message`` call is its assistant
+        message, and its return, hidden in listings, is shown as stored)."""
+        self._check_running()
+        v.ident(message_id, "message_id")
+        for agent_id in await _owners(self.read, _MESSAGE_IDS):
+            keys = Keys(agent_id)
+            seq = await self.read.get(keys.message_id(message_id), f"message {message_id}")
+            if seq is not None:
+                data = await self.read.get(keys.message(unpack(seq)), f"message {message_id}")
+                if data is not None:
+                    message: AgentMessage = unpack(data)
+                    return render_messages([message]) or [message]
+        raise NotFoundError("message", message_id)

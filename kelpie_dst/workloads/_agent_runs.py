@@ -1,0 +1,119 @@
+"""Background runs in the agent workload: some sends start a run with ``create_async`` and
+follow it with ``runs.messages.stream``, resuming after the last ``seq_id`` seen when a node
+crashes or the connection breaks (Letta's background mode).
+
+Each attempt first asks for the run again with the send's ``otid`` (idempotent: the agent
+answers with the run the first attempt started, and activating the agent resumes a run its
+dead node left), then follows it from where the client stopped. The oracle, at the client's
+boundary (:func:`check_followed`): the frames a client was shown are numbered 1, 2, 3, ...
+with no gap and no repeat across every resume, and, once the run ended, they are exactly the
+run's stored messages (``runs.messages.list``), in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from ._agent_client import Sent
+
+__all__ = ["BackgroundRuns", "Followed", "IncompleteFollowError", "check_followed"]
+
+
+@attrs.define
+class Followed:
+    """One background send as its client saw it, across attempts."""
+
+    otid: str
+    run_id: str = ""
+    frames: list[tuple[int, str, str]] = attrs.Factory(list)  # (seq_id, id, message_type)
+    stored: list[tuple[str, str]] | None = None  # (id, message_type) once the run ended
+    attempts: int = 0
+    resumed: int = 0  # attempts that followed from a seq_id > 0
+    problems: list[str] = attrs.Factory(list)
+
+
+class IncompleteFollowError(Exception):
+    """The run's stream ended before its stop reason (the node went away): retry."""
+
+
+class BackgroundRuns:
+    """Which sends go through background mode (a fixed share, chosen by the otid's hash, so
+    no random stream of the workload moves), and what their clients saw."""
+
+    def __init__(self, fraction: float) -> None:
+        self.fraction = fraction
+        self.followed: dict[str, Followed] = {}
+
+    def chosen(self, otid: str | None) -> bool:
+        if otid is None or self.fraction <= 0:
+            return False
+        digest = hashlib.blake2b(otid.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") / 2**64 < self.fraction
+
+    async def send(
+        self,
+        client: Any,
+        agent_id: str,
+        body: dict[str, Any],
+        max_steps: int,
+        text: Callable[[Any], str],
+    ) -> Sent:
+        otid = str(body["otid"])
+        seen = self.followed.setdefault(otid, Followed(otid))
+        seen.attempts += 1
+        run = await client.agents.messages.create_async(
+            agent_id, messages=[body], max_steps=max_steps
+        )
+        if seen.run_id and run.id != seen.run_id:
+            seen.problems.append(f"{otid}: the retry started run {run.id}, not {seen.run_id}")
+        seen.run_id = run.id
+        after = len(seen.frames)
+        seen.resumed += after > 0
+        stream = await client.runs.messages.stream(run.id, starting_after=after)
+        stop, steps = None, None
+        chunk: Any
+        async for chunk in stream:
+            kind = chunk.message_type
+            if kind == "stop_reason":
+                stop = chunk.stop_reason
+            elif kind == "usage_statistics":
+                steps = chunk.step_count
+            elif kind != "ping":
+                number = getattr(chunk, "seq_id", None)
+                if number != len(seen.frames) + 1:
+                    seen.problems.append(
+                        f"{otid}: run {run.id} sent seq_id {number} after "
+                        f"{len(seen.frames)} frames (from starting_after={after})"
+                    )
+                seen.frames.append((number or 0, chunk.id, kind))
+        if stop is None:
+            raise IncompleteFollowError(f"the stream of run {run.id} ended before its stop")
+        page = await client.runs.messages.list(run.id, limit=1000, order="asc")
+        seen.stored = [(m.id, m.message_type) for m in page.items]
+        texts = [text(m) for m in page.items if m.message_type == "assistant_message"]
+        return Sent(
+            run.id,
+            tuple(i for i, _ in seen.stored),
+            str(stop),
+            reply=texts[-1] if texts else None,
+            steps=steps,
+        )
+
+
+def check_followed(runs: BackgroundRuns) -> list[str]:
+    """Every followed run: frames numbered without gaps or repeats across resumes, and, for
+    a run the client saw end, exactly the run's stored messages in order."""
+    problems: list[str] = []
+    for seen in runs.followed.values():
+        problems += seen.problems
+        if seen.stored is not None:
+            shown = [(i, kind) for _, i, kind in seen.frames]
+            if shown != seen.stored:
+                problems.append(
+                    f"{seen.otid}: run {seen.run_id} streamed {shown}, stored {seen.stored}"
+                )
+    return problems

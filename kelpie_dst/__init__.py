@@ -7,7 +7,13 @@ from one seed, faults injected at the I/O boundary, and a replayable seed for ev
     print(result.summary_line())
 
 See docs/tutorial.md.
+
+Importing the package is cheap: the simulated ports (``open_kv``, ``open_sandbox``, and
+``kelpie_dst.shims``), which need ``kelpie_agent``, load on first use, and so do the fault
+types they register (``fault_types()`` and an unknown fault name load them first).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ._buggify import buggify as buggify
 from ._determinism import DeterminismReport as DeterminismReport
@@ -45,7 +51,22 @@ from ._trace import load_trace as load_trace
 from ._wallclock import NodeClock as NodeClock
 from .net import NetworkConfig as NetworkConfig
 from .net import SimNetwork as SimNetwork
-from .shims import open_kv as open_kv
-from .shims import open_sandbox as open_sandbox
+
+if TYPE_CHECKING:
+    from .shims import open_kv as open_kv
+    from .shims import open_sandbox as open_sandbox
+
+_SHIMS = frozenset({"open_kv", "open_sandbox"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SHIMS:
+        from . import shims
+
+        value = getattr(shims, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __version__ = "0.1.0"

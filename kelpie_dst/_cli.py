@@ -7,10 +7,10 @@ Other tooling depends on these spellings; keep them stable. Usage errors print o
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import random
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -18,22 +18,25 @@ from typing import Any, NoReturn
 
 import click
 
-from . import _cli_scenario
-from ._cli_common import SEED, check_output, interruptible, print_report, set_option
+from ._cli_common import (
+    REEXEC_ALLOWED,
+    SEED,
+    check_output,
+    entry_run_options,
+    interruptible,
+    print_report,
+    profile_option,
+    profiled,
+    run_options,
+    scenario_overrides,
+    set_option,
+)
 from ._cli_common import console as _console
-from ._cli_mutate import mutant_run_command, mutate_command
-from ._cli_scenario import list_command, run_scenario_command
-from ._cli_scenario import replay_command as replay_token_command
-from ._cli_shrink import shrink_command
-from ._cli_sweep import sweep_command
-from ._determinism import check_determinism
-from ._entry import format_duration, load_entry, parse_duration
+from ._entry import load_entry, replay_command
 from ._errors import UsageError
 from ._faults import Fault, FaultPlan, fault_types
 from ._run import run as run_simulation
-from ._trace_cli import trace
-from .scenario import current_hashseed
-from .threads._watchdog import DEFAULT_WATCHDOG, REPLAY_HINT
+from .threads._watchdog import REPLAY_HINT
 
 __all__ = ["main"]
 
@@ -46,96 +49,38 @@ def _seed_option(f: Any) -> Any:
     return click.option("--seed", type=SEED, default=None, help="The seed (default: random).")(f)
 
 
-def _run_options(f: Any, *, entry_required: bool = True) -> Any:
-    options = [
-        click.option("--entry", required=entry_required, help="package.module:function to run."),
-        click.option("--strict", is_flag=True, help="Fail (exit 4) on wall clock/entropy/threads."),
-        click.option(
-            "--strategy",
-            type=click.Choice(["random", "pct"]),
-            default=None,
-            help="Scheduling strategy (default: random).",
-        ),
-        click.option(
-            "--fault", "faults", multiple=True, metavar="TYPE=PROB", help="Enable a fault type."
-        ),
-        click.option(
-            "--swarm/--no-swarm",
-            default=None,
-            help="Let the seed choose a fault profile too (or not).",
-        ),
-        click.option("--max-time", default=None, metavar="DURATION", help="Virtual time limit."),
-        click.option(
-            "--watchdog",
-            default=None,
-            metavar="DURATION",
-            help=(
-                "Real time a call may block outside the simulation before the run fails "
-                f"(exit 2; default: {format_duration(DEFAULT_WATCHDOG)})."
-            ),
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+# kept under their old names for other modules of the CLI
+_run_options = run_options
+_options = entry_run_options
 
 
-def _options(
-    strict: bool,
-    strategy: str | None,
-    faults: Sequence[str],
-    swarm: bool | None,
-    max_time: str | None,
-    watchdog: str | None = None,
-) -> dict[str, Any]:
-    parsed = [Fault.parse(f) for f in faults]  # validates early, with a one-line error
-    options = {
-        "guards": "strict" if strict else "redirect",
-        "strategy": strategy or "random",
-        "faults": [f"{f.type}={f.probability!r}" for f in parsed],
-        "swarm": bool(swarm),
-        "max_time": parse_duration(max_time) if max_time is not None else None,
-    }
-    if watchdog is not None:
-        options["watchdog"] = _watchdog_seconds(watchdog)
-    return options
+# Commands whose modules load only when they are invoked (or listed by --help), so a plain
+# `run --entry` imports neither the scenario machinery nor rich.
+_LAZY_COMMANDS = {
+    "list": ("._cli_scenario", "list_command"),
+    "mutate": ("._cli_mutate", "mutate_command"),
+    "_mutant-run": ("._cli_mutate", "mutant_run_command"),
+    "replay": ("._cli_scenario", "replay_command"),
+    "shrink": ("._cli_shrink", "shrink_command"),
+    "sweep": ("._cli_sweep", "sweep_command"),
+    "trace": ("._trace_cli", "trace"),
+}
 
 
-def _watchdog_seconds(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except UsageError:
-        raise UsageError(
-            f"bad --watchdog {text!r}: use a positive real-time duration, like 5s or 500ms"
-        ) from None
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        lazy = _LAZY_COMMANDS.get(cmd_name)
+        if lazy is None:
+            return super().get_command(ctx, cmd_name)
+        command = getattr(importlib.import_module(lazy[0], __package__), lazy[1])
+        assert isinstance(command, click.Command)
+        return command
 
 
-def replay_command(entry: str, seed: int, options: dict[str, Any]) -> str:
-    """The copy-pasteable command that replays ``seed`` with the same options."""
-    parts = ["kelpie-dst", "run", "--entry", entry, "--seed", str(seed)]
-    if options.get("guards") == "strict":
-        parts.append("--strict")
-    if options.get("strategy", "random") != "random":
-        parts += ["--strategy", options["strategy"]]
-    for fault in options.get("faults", ()):
-        parts += ["--fault", fault]
-    if options.get("swarm"):
-        parts.append("--swarm")
-    if options.get("max_time") is not None:
-        parts += ["--max-time", format_duration(options["max_time"])]
-    if options.get("watchdog", DEFAULT_WATCHDOG) != DEFAULT_WATCHDOG:
-        parts += ["--watchdog", format_duration(options["watchdog"])]
-    hashseed = current_hashseed()
-    if hashseed is None:
-        return (
-            "unavailable: this process runs under a random PYTHONHASHSEED, so the run may not "
-            "replay; set PYTHONHASHSEED (or unset KELPIE_DST_NO_REEXEC)"
-        )
-    prefix = f"PYTHONHASHSEED={hashseed} " if hashseed != "0" else ""
-    return prefix + shlex.join(parts)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kelpie", prog_name="kelpie-dst")
 def cli() -> None:
     """Deterministic simulation testing for trio programs."""
@@ -147,6 +92,7 @@ def cli() -> None:
 @_seed_option
 @set_option
 @click.option("--trace", "trace_path", default=None, metavar="FILE", help="Write the full trace.")
+@profile_option
 def run_command(
     scenario: str | None,
     entry: str | None,
@@ -159,6 +105,7 @@ def run_command(
     seed: int | None,
     sets: tuple[str, ...],
     trace_path: str | None,
+    profile_path: str | None,
 ) -> None:
     """Run one seed of SCENARIO (a name or a .toml file), or of --entry, an unmodified trio
     program, in the simulator."""
@@ -168,19 +115,10 @@ def run_command(
     if scenario is not None:
         if max_time is not None:
             raise UsageError("--max-time is for --entry runs; use --set duration=... instead")
-        overrides = list(sets)
-        if strict:
-            overrides.append("simulation.guards=strict")
-        if strategy is not None:
-            overrides.append(f"simulation.strategy={strategy}")
-        for fault in faults:
-            parsed = Fault.parse(fault)
-            overrides.append(f"faults.{parsed.type}.probability={parsed.probability!r}")
-        if swarm is not None:
-            overrides.append(f"swarm.enabled={str(swarm).lower()}")
-        if watchdog is not None:
-            overrides.append(f"simulation.watchdog={_watchdog_seconds(watchdog)!r}")
-        run_scenario_command(scenario, seed, overrides, trace_path)
+        overrides = scenario_overrides(sets, strict, strategy, faults, swarm, watchdog)
+        from ._cli_scenario import run_scenario_command
+
+        run_scenario_command(scenario, seed, overrides, trace_path, profile_path)
     assert entry is not None
     if sets:
         raise UsageError("--set is for scenarios; --entry runs take --fault/--swarm/--max-time")
@@ -198,7 +136,7 @@ def run_command(
         _console.print(f"faults: {', '.join(f.describe() for f in chosen)}", markup=False)
     replay = replay_command(entry, seed, options)
     REPLAY_HINT[0] = replay  # printed if the watchdog must end the process
-    with interruptible():  # a path ending in .gz is written gzip-compressed
+    with interruptible(), profiled(profile_path):  # a .gz trace path is written compressed
         result = run_simulation(main_fn, seed=seed, trace_file=trace_path, **options)
     print_report(result, "replay: " + replay)
     sys.exit(result.exit_code)
@@ -228,6 +166,8 @@ def check_determinism_command(
     vary_hashseed: bool,
 ) -> None:
     """Run one seed several times (same process and fresh ones) and compare trace hashes."""
+    from ._determinism import check_determinism
+
     options = _options(strict, strategy, faults, swarm, max_time, watchdog)
     report = check_determinism(
         entry, seed=seed, runs=runs, vary_hashseed=vary_hashseed, options=options
@@ -325,23 +265,11 @@ def _pin_hashseed() -> None:
         os.execve(sys.executable, [sys.executable, "-m", "kelpie_dst", *sys.argv[1:]], env)
 
 
-for _command in (
-    replay_token_command,
-    sweep_command,
-    shrink_command,
-    list_command,
-    trace,
-    mutate_command,
-    mutant_run_command,
-):
-    cli.add_command(_command)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point: maps usage errors to one line and exit 64, Ctrl-C to exit 130."""
     if argv is None:
         _pin_hashseed()
-    _cli_scenario.REEXEC_ALLOWED[0] = argv is None
+    REEXEC_ALLOWED[0] = argv is None
     try:
         cli.main(
             args=list(argv) if argv is not None else None,

@@ -1,28 +1,42 @@
-"""Helpers shared by the ``kelpie-dst`` commands: output, failure reports, Ctrl-C, options."""
+"""Helpers shared by the ``kelpie-dst`` commands: output, failure reports, Ctrl-C, options.
+
+Plain lines go through :data:`console` (``print``); rich, which costs a tenth of a second to
+import, is loaded only by the commands that draw progress bars or tables (``sweep``).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
+from ._entry import format_duration, parse_duration
+from ._errors import UsageError
+from ._faults import Fault
 from ._result import RunResult
+from .threads._watchdog import DEFAULT_WATCHDOG
 
 __all__ = [
     "MAX_SEED",
+    "REEXEC_ALLOWED",
     "SEED",
     "check_output",
     "console",
-    "err_console",
+    "entry_run_options",
     "interruptible",
     "print_report",
+    "profile_option",
+    "profiled",
+    "run_options",
+    "scenario_overrides",
     "set_option",
+    "speed_ratio",
+    "watchdog_seconds",
 ]
 
 MAX_SEED = 2**64 - 1
@@ -75,8 +89,23 @@ def check_output(path: str | None, flag: str) -> None:
         target.unlink()
 
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
+# Set by the console entry point: an in-process main(argv) (tests) must never re-execute.
+REEXEC_ALLOWED = [False]
+
+
+class _Lines:
+    """Plain lines on stdout, printed verbatim (``markup``/``highlight`` are accepted and
+    ignored: nothing is ever interpreted as markup)."""
+
+    def print(self, text: str = "", **_: Any) -> None:
+        print(text)
+
+    @property
+    def width(self) -> int:
+        return shutil.get_terminal_size().columns
+
+
+console = _Lines()
 
 
 def set_option(f: Any) -> Any:
@@ -89,6 +118,131 @@ def set_option(f: Any) -> Any:
     )(f)
 
 
+def run_options(f: Any, *, entry_required: bool = True) -> Any:
+    """``--entry`` and the options of an entry run (also for scenarios: see
+    :func:`scenario_overrides`)."""
+    options = [
+        click.option("--entry", required=entry_required, help="package.module:function to run."),
+        click.option("--strict", is_flag=True, help="Fail (exit 4) on wall clock/entropy/threads."),
+        click.option(
+            "--strategy",
+            type=click.Choice(["random", "pct"]),
+            default=None,
+            help="Scheduling strategy (default: random).",
+        ),
+        click.option(
+            "--fault", "faults", multiple=True, metavar="TYPE=PROB", help="Enable a fault type."
+        ),
+        click.option(
+            "--swarm/--no-swarm",
+            default=None,
+            help="Let the seed choose a fault profile too (or not).",
+        ),
+        click.option("--max-time", default=None, metavar="DURATION", help="Virtual time limit."),
+        click.option(
+            "--watchdog",
+            default=None,
+            metavar="DURATION",
+            help=(
+                "Real time a call may block outside the simulation before the run fails "
+                f"(exit 2; default: {format_duration(DEFAULT_WATCHDOG)})."
+            ),
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def entry_run_options(
+    strict: bool,
+    strategy: str | None,
+    faults: Sequence[str],
+    swarm: bool | None,
+    max_time: str | None,
+    watchdog: str | None = None,
+) -> dict[str, Any]:
+    """The :func:`kelpie_dst.run` keyword arguments the run options ask for."""
+    parsed = [Fault.parse(f) for f in faults]  # validates early, with a one-line error
+    options = {
+        "guards": "strict" if strict else "redirect",
+        "strategy": strategy or "random",
+        "faults": [f"{f.type}={f.probability!r}" for f in parsed],
+        "swarm": bool(swarm),
+        "max_time": parse_duration(max_time) if max_time is not None else None,
+    }
+    if watchdog is not None:
+        options["watchdog"] = watchdog_seconds(watchdog)
+    return options
+
+
+def watchdog_seconds(text: str) -> float:
+    """``--watchdog``'s real-time duration in seconds (a one-line usage error if bad)."""
+    try:
+        return parse_duration(text)
+    except UsageError:
+        raise UsageError(
+            f"bad --watchdog {text!r}: use a positive real-time duration, like 5s or 500ms"
+        ) from None
+
+
+def scenario_overrides(
+    sets: Sequence[str],
+    strict: bool,
+    strategy: str | None,
+    faults: Sequence[str],
+    swarm: bool | None,
+    watchdog: str | None = None,
+) -> list[str]:
+    """The scenario overrides (``--set``) the run options stand for."""
+    overrides = list(sets)
+    if strict:
+        overrides.append("simulation.guards=strict")
+    if strategy is not None:
+        overrides.append(f"simulation.strategy={strategy}")
+    for fault in faults:
+        parsed = Fault.parse(fault)
+        overrides.append(f"faults.{parsed.type}.probability={parsed.probability!r}")
+    if swarm is not None:
+        overrides.append(f"swarm.enabled={str(swarm).lower()}")
+    if watchdog is not None:
+        overrides.append(f"simulation.watchdog={watchdog_seconds(watchdog)!r}")
+    return overrides
+
+
+def profile_option(f: Any) -> Any:
+    return click.option(
+        "--profile",
+        "profile_path",
+        default=None,
+        metavar="FILE",
+        help="Write a cProfile of the run to FILE (read it with python -m pstats FILE).",
+    )(f)
+
+
+@contextlib.contextmanager
+def profiled(path: str | None) -> Iterator[None]:
+    """Profile the block with cProfile into ``path`` (nothing without a path). The CLI
+    re-executes Python to pin the hash seed, so ``python -m cProfile kelpie-dst`` profiles
+    only the launcher; this profiles the run itself."""
+    if path is None:
+        yield
+        return
+    import cProfile
+
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        yield
+    finally:
+        profile.disable()
+        try:
+            profile.dump_stats(path)
+        except OSError as error:
+            raise UsageError(f"--profile {path}: cannot write it: {error.strerror}") from None
+        print(f"profile written to {path} (python -m pstats {path})", file=sys.stderr)
+
+
 def print_report(result: RunResult, replay: str, out: IO[str] | None = None) -> None:
     """The end of a run's output: faults fired, times, the failure, summary and replay lines
     (docs/cli.md, "Output contract"). Messages are printed verbatim, never as rich markup."""
@@ -98,7 +252,7 @@ def print_report(result: RunResult, replay: str, out: IO[str] | None = None) -> 
     wall = max(result.wall_seconds, 1e-9)
     console.print(
         f"virtual time {result.virtual_time:.3f}s in {wall:.3f}s of wall time "
-        f"({result.virtual_time / wall:,.0f}x), {result.events} events",
+        f"({speed_ratio(result.virtual_time / wall)}), {result.events} events",
         markup=False,
     )
     if result.redirected:
@@ -110,13 +264,20 @@ def print_report(result: RunResult, replay: str, out: IO[str] | None = None) -> 
         )
         console.print(f"guards redirected {sites} call site(s){why}", markup=False)
     if result.failure is not None:
-        console.print(f"[bold red]{escape(result.failure.describe())}[/]")
+        click.secho(result.failure.describe(), fg="red", bold=True)
         print(result.summary_line())
         print(replay)
     else:
         console.print("[bold green]PASSED[/]")  # the verdict; the summary line stays last
         print(result.summary_line())
     sys.stdout.flush()
+
+
+def speed_ratio(ratio: float) -> str:
+    """Virtual/wall time as ``1,234x``, ``12x``, ``3.4x`` or ``0.05x`` (never ``0x``)."""
+    if ratio >= 10 or ratio == 0:
+        return f"{ratio:,.0f}x"
+    return f"{ratio:.2g}x"
 
 
 @contextlib.contextmanager

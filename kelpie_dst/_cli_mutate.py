@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ._cli_common import console, err_console, interruptible, set_option
+from ._cli_common import console, interruptible, set_option
 from ._entry import parse_duration
 from ._errors import UsageError
 from .mutate import (
@@ -37,6 +37,8 @@ from .mutate._report import DEFAULT_SPEC, finished_line, print_report, write_jso
 from .scenario import ReplayToken, load_scenario
 
 __all__ = ["mutant_run_command", "mutate_command"]
+
+err_console = Console(stderr=True, highlight=False)  # progress (rich loads with this command)
 
 
 @click.command("mutate")

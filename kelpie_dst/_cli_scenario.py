@@ -10,7 +10,14 @@ from typing import NoReturn
 
 import click
 
-from ._cli_common import check_output, console, interruptible, print_report
+from ._cli_common import (
+    REEXEC_ALLOWED,
+    check_output,
+    console,
+    interruptible,
+    print_report,
+    profiled,
+)
 from ._errors import UsageError
 from .scenario import (
     ReplayToken,
@@ -25,9 +32,6 @@ from .scenario import (
 from .scenario._model import Scenario
 
 __all__ = ["list_command", "replay_command", "run_scenario_command"]
-
-# Set by the console entry point: an in-process main(argv) (tests) must never re-execute.
-REEXEC_ALLOWED = [False]
 
 
 def _announce(scenario: Scenario, seed: int, verb: str = "running") -> None:
@@ -47,8 +51,10 @@ def _announce(scenario: Scenario, seed: int, verb: str = "running") -> None:
     sys.stdout.flush()
 
 
-def _run(scenario: Scenario, seed: int, trace_path: str | None) -> ScenarioRun:
-    with interruptible():  # a path ending in .gz is written gzip-compressed
+def _run(
+    scenario: Scenario, seed: int, trace_path: str | None, profile_path: str | None = None
+) -> ScenarioRun:
+    with interruptible(), profiled(profile_path):  # a .gz trace path is written compressed
         return run_scenario(scenario, seed, trace_file=trace_path)
 
 
@@ -59,13 +65,17 @@ def _metrics(run: ScenarioRun) -> None:
 
 
 def run_scenario_command(
-    ref: str, seed: int | None, overrides: Sequence[str], trace_path: str | None
+    ref: str,
+    seed: int | None,
+    overrides: Sequence[str],
+    trace_path: str | None,
+    profile_path: str | None = None,
 ) -> NoReturn:
     scenario = load_scenario(ref, overrides)
     if seed is None:
         seed = random.SystemRandom().randrange(2**32)
     _announce(scenario, seed)
-    run = _run(scenario, seed, trace_path)
+    run = _run(scenario, seed, trace_path, profile_path)
     _metrics(run)
     print_report(run.result, run.replay_line())
     sys.exit(run.exit_code)

@@ -123,7 +123,7 @@ def _print(result: ShrinkResult, out_path: str | None) -> None:
     else:
         console.print("no fault fired before the failure", markup=False)
     if isinstance(minimal, EntryRun):
-        from ._cli import replay_command  # the run command of an --entry (late: no cycle)
+        from ._entry import replay_command  # the run command of an --entry
 
         command = replay_command(minimal.entry, minimal.seed, minimal.options)
         console.print("run: " + command, markup=False)

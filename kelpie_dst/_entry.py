@@ -6,14 +6,17 @@ import importlib
 import math
 import os
 import re
+import shlex
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
 from ._errors import UsageError
+from ._hashseed import current_hashseed
+from .threads._watchdog import DEFAULT_WATCHDOG
 
-__all__ = ["entry_name", "format_duration", "load_entry", "parse_duration"]
+__all__ = ["entry_name", "format_duration", "load_entry", "parse_duration", "replay_command"]
 
 _ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|)")
@@ -99,3 +102,33 @@ def format_duration(seconds: float) -> str:
             return f"{int(seconds) // size}{unit}"
     text = format(Decimal(repr(float(seconds))), "f")
     return f"{text}s"
+
+
+def replay_command(
+    entry: str, seed: int, options: Mapping[str, Any], *, hashseed: str | None = "current"
+) -> str:
+    """The copy-pasteable command that replays ``seed`` of ``entry`` with the same options
+    (``kelpie_dst.run`` keyword arguments), under ``hashseed`` (this process's by default;
+    ``None``: it was random, so there is no replay)."""
+    parts = ["kelpie-dst", "run", "--entry", entry, "--seed", str(seed)]
+    if options.get("guards") == "strict":
+        parts.append("--strict")
+    if options.get("strategy", "random") != "random":
+        parts += ["--strategy", options["strategy"]]
+    for fault in options.get("faults", ()):
+        parts += ["--fault", fault]
+    if options.get("swarm"):
+        parts.append("--swarm")
+    if options.get("max_time") is not None:
+        parts += ["--max-time", format_duration(options["max_time"])]
+    if options.get("watchdog", DEFAULT_WATCHDOG) != DEFAULT_WATCHDOG:
+        parts += ["--watchdog", format_duration(options["watchdog"])]
+    if hashseed == "current":
+        hashseed = current_hashseed()
+    if hashseed is None:
+        return (
+            "unavailable: this process runs under a random PYTHONHASHSEED, so the run may not "
+            "replay; set PYTHONHASHSEED (or unset KELPIE_DST_NO_REEXEC)"
+        )
+    prefix = f"PYTHONHASHSEED={hashseed} " if hashseed != "0" else ""
+    return prefix + shlex.join(parts)

@@ -68,9 +68,35 @@ def register_fault(spec: FaultSpec) -> FaultSpec:
     return spec
 
 
+_BUILTIN_LOADED = [False]
+
+
+def _load_builtin() -> None:
+    """Register the shims' fault domains (storage, llm, sandbox, mcp): importing
+    ``kelpie_dst.shims`` imports ``kelpie_agent``, so it waits until a fault type is needed."""
+    if not _BUILTIN_LOADED[0]:
+        _BUILTIN_LOADED[0] = True
+        from . import shims  # noqa: F401  (registers on import)
+
+
 def fault_types() -> dict[str, FaultSpec]:
-    """Every registered fault type, by name, in sorted order."""
+    """Every fault type, built-in or registered, by name, in sorted order."""
+    _load_builtin()
     return dict(sorted(_REGISTRY.items()))
+
+
+def loaded_fault_types() -> frozenset[str]:
+    """The fault types registered so far, without loading the built-in shims (for modules
+    that register their own types while the package is still importing)."""
+    return frozenset(_REGISTRY)
+
+
+def _spec(name: str) -> FaultSpec | None:
+    spec = _REGISTRY.get(name)
+    if spec is None and not _BUILTIN_LOADED[0]:
+        _load_builtin()
+        spec = _REGISTRY.get(name)
+    return spec
 
 
 def _check_probability(_: object, attribute: attrs.Attribute[float], value: float) -> None:
@@ -90,7 +116,7 @@ class Fault:
     params: tuple[tuple[str, float], ...] = ()
 
     def __attrs_post_init__(self) -> None:
-        spec = _REGISTRY.get(self.type)
+        spec = _spec(self.type)
         if spec is None:
             known = ", ".join(fault_types()) or "none registered"
             raise UsageError(f"unknown fault type {self.type!r} (known: {known})")

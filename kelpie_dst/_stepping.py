@@ -18,7 +18,6 @@ from typing import IO, Any, TypeVar
 
 import outcome
 import trio
-import trio.testing
 
 from ._errors import DstError
 from ._faults import Fault
@@ -96,6 +95,8 @@ class SimulationHandle:
 
     def settle(self) -> None:
         """Run every task that can run now, without advancing virtual time."""
+        import trio.testing  # imports pytest: only when used
+
         self.step(trio.testing.wait_all_tasks_blocked)
 
     @property

@@ -30,6 +30,31 @@ import pytest
 if TYPE_CHECKING:
     from kelpie_agent.storage import PostgresKV
 
+
+# Inside an xdist worker, a pytest that a test runs (pytester, a subprocess) starts no workers
+# of its own: xdist's own hook reads this too, for runs that do not load this file.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"] = "0"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many xdist workers ``-n auto`` (in addopts) starts: one per core for the suite or
+    a directory; none (the tests run in this process, with plain output) when every argument
+    names a test file or a test, e.g. ``DST_SEED=7 pytest tests/x.py::test``. Set
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` to choose. Each worker is its own process, with its own
+    PostgreSQL cluster (``postgres_dsn``), temporary directories and free ports."""
+    chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if chosen and chosen.isdigit():
+        return int(chosen)
+    args = [a for a in config.args if not a.startswith("-")]
+    if args and all("::" in a or a.endswith(".py") for a in args):
+        return 0
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 _NO_BWRAP = (
     "!!! bubblewrap (bwrap) NOT FOUND: the sandbox is NOT being tested !!! "
     "(apt-get install bubblewrap)"

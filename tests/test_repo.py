@@ -74,6 +74,9 @@ def test_every_registered_fault_type_is_documented() -> None:
 OPTIONAL_IMPORTS = {
     "pytest": {"kelpie_dst/pytest_plugin.py"},
     "opentelemetry": {"kelpie_dst/shims/llm/_api_host.py"},
+    # the `cluster` extra: imported when `sweep --cluster` is used, with a one-line error
+    # naming the extra when it is missing
+    "distributed": {"kelpie_dst/scenario/_dask.py"},
 }
 
 

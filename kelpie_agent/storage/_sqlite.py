@@ -1,8 +1,11 @@
 """SqliteKV: the embedded production backend, one SQLite file.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, so a write is fsynced to the WAL
-before it is acknowledged. The file is opened with ``locking_mode=EXCLUSIVE``: this process is
-its only reader and writer, which is what lets transactions be validated in memory by
+before it is acknowledged. Group commit: commits that arrive while another is being written wait
+for it, then the first of them applies all of them in one SQLite transaction, so they share one
+fsync; each returns only once its own writes are durable (docs/storage.md, "Group commit").
+The file is opened with ``locking_mode=EXCLUSIVE``: this process is its only reader and
+writer, which is what lets transactions be validated in memory by
 :class:`~kelpie_agent.storage._occ.ConflictTracker` (a second opener gets
 ``StorageUnavailableError``). Buffered transaction writes are applied in one SQLite transaction
 (``BEGIN IMMEDIATE ... COMMIT``).
@@ -86,6 +89,21 @@ def _connect(path: str) -> sqlite3.Connection:
     return conn
 
 
+class _Commit:
+    """One commit waiting in :class:`SqliteKV`'s group-commit queue."""
+
+    def __init__(self, writes: Sequence[Write], validate: Callable[[], None] | None) -> None:
+        self.writes = writes
+        self.validate = validate
+        self.taken = False  # a leader has it: it will be applied or failed, not withdrawn
+        self.error: BaseException | None = None
+        self.done = trio.Event()
+
+    def finish(self, error: BaseException | None) -> None:
+        self.error = error
+        self.done.set()
+
+
 class SqliteKV:
     """The storage port on one SQLite file. Create with ``await SqliteKV.open(path)``."""
 
@@ -95,6 +113,8 @@ class SqliteKV:
         self._lock = trio.Lock()
         self._tracker = ConflictTracker()
         self._closed = False
+        self._queue: list[_Commit] = []  # commits waiting for the next group commit
+        self.batches = 0  # SQLite transactions written (one fsync each), for tests and figures
 
     @classmethod
     async def open(cls, path: str | os.PathLike[str]) -> SqliteKV:
@@ -134,11 +154,14 @@ class SqliteKV:
         )
         return [(key, unframe(key, framed)) for key, framed in cursor]
 
-    def _apply_sync(self, writes: Sequence[Write]) -> None:
+    def _apply_sync(self, batch: Sequence[Sequence[Write]]) -> None:
+        """Every commit of ``batch``, in order, in one SQLite transaction (one fsync)."""
         self._conn.execute("BEGIN IMMEDIATE")
         try:
-            self._conn.executemany(_SET, [(k, frame(k, v)) for k, v in writes if v is not None])
-            self._conn.executemany(_DELETE, [(k,) for k, v in writes if v is None])
+            for writes in batch:
+                sets = [(k, frame(k, v)) for k, v in writes if v is not None]
+                self._conn.executemany(_SET, sets)
+                self._conn.executemany(_DELETE, [(k,) for k, v in writes if v is None])
             self._conn.execute("COMMIT")
         except BaseException:
             if self._conn.in_transaction:
@@ -148,16 +171,63 @@ class SqliteKV:
     async def _apply(
         self, writes: Sequence[Write], validate: Callable[[], None] | None = None
     ) -> None:
-        async with self._lock:
-            if self._closed:
-                raise RuntimeError("SqliteKV is closed")
-            if validate is not None:
-                validate()
+        """Commit ``writes`` (after ``validate``), durably, possibly with others (group commit).
+
+        Every commit joins the queue, then waits for the connection. The first to get it takes
+        the whole queue, validates each commit in order (recording it, so later ones in the
+        batch are validated against it), writes the valid ones in one transaction, and answers
+        each; the others find their answer when they get the connection. A commit cancelled
+        before a leader took it is withdrawn; once taken, it completes and is answered.
+        """
+        entry = _Commit(writes, validate)
+        self._queue.append(entry)
+        try:
+            async with self._lock:
+                if not entry.taken:
+                    await self._commit_queue()
+        except trio.Cancelled:
+            if not entry.taken:
+                self._queue.remove(entry)
+                raise
+            with trio.CancelScope(shield=True):  # in flight: it is applied, or it fails
+                await entry.done.wait()
+        if entry.error is not None:
+            raise entry.error
+
+    async def _commit_queue(self) -> None:
+        batch, self._queue = self._queue, []
+        valid: list[_Commit] = []
+        for entry in batch:
+            entry.taken = True
             try:
-                await trio.to_thread.run_sync(self._apply_sync, writes)
-            except sqlite3.Error as exc:
-                raise _translate(exc) from exc
-            self._tracker.record(key for key, _ in writes)
+                if self._closed:
+                    raise RuntimeError("SqliteKV is closed")
+                if entry.validate is not None:
+                    entry.validate()
+            except Exception as refused:
+                entry.finish(refused)
+                continue
+            # recorded now, so the next commits of the batch see it; if the batch then fails,
+            # the record only makes some open transactions conflict (and retry) needlessly
+            self._tracker.record(key for key, _ in entry.writes)
+            valid.append(entry)
+        if not valid:
+            return
+        try:
+            await trio.to_thread.run_sync(self._apply_sync, [e.writes for e in valid])
+        except sqlite3.Error as exc:
+            failed = _translate(exc)
+            failed.__cause__ = exc
+            for entry in valid:
+                entry.finish(failed)
+            return
+        except BaseException as exc:
+            for entry in valid:
+                entry.finish(StorageError(f"SQLite: the commit failed: {exc!r}"))
+            raise
+        self.batches += 1
+        for entry in valid:
+            entry.finish(None)
 
     # -- KV --------------------------------------------------------------------------------
 

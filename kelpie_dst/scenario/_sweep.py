@@ -1,41 +1,94 @@
-"""Sweeps: many seeds of one or more scenarios, in this process or in worker processes.
+"""Sweeps: many seeds of scenarios or of a plain ``--entry`` program, on an executor.
 
-The work is a list of :class:`SweepItem` (scenario, overrides, seed) in a fixed order; a shard
-``k/n`` takes items ``k-1, k-1+n, ...`` of that order, so the shards of one sweep partition it.
-With ``jobs > 1`` the items run in spawned worker processes with ``PYTHONHASHSEED`` pinned;
-each seed's result depends only on the seed and the scenario, so the results equal those of
+The work is a list of :class:`SweepItem` (scenario, overrides, seed; or an entry and its run
+options, seed) in a fixed order. An executor (``_executors.py``: this process, a pool of local
+worker processes, a Dask cluster, each optionally restricted to a shard ``k/n``) runs them;
+each seed's result depends only on the item, so every executor gives the results of
 ``jobs=1`` (only wall times differ). ``fail_fast`` and ``time_budget`` stop submitting work.
+
+Before a failure is reported, the seed runs again in a fresh process (``_sweep_worker.py``): a
+failure whose trace differs there depended on state that earlier seeds left in the worker
+process, and is reported as such (exit 4) instead of with a replay line that would not
+reproduce it.
 """
 
 from __future__ import annotations
 
-import functools
-import multiprocessing
-import os
-import queue
-import signal
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._entry import replay_command
 from .._errors import UsageError
-from ._loader import load_scenario
-from ._model import Scenario
-from ._runtime import ScenarioRun, describe_faults, run_scenario
-from ._token import ReplayToken, current_hashseed
+from .._result import RunResult
+from ..threads._watchdog import DEFAULT_WATCHDOG
+from ._runtime import ScenarioRun, describe_faults
+from ._token import ReplayToken
 
-__all__ = ["SeedResult", "SweepItem", "SweepOutcome", "parse_shard", "plan", "run_items"]
+if TYPE_CHECKING:
+    from ._executors import Executor
+
+__all__ = [
+    "CarriedOver",
+    "EntryOptions",
+    "SeedResult",
+    "SweepItem",
+    "SweepOutcome",
+    "drive",
+    "parse_shard",
+    "plan",
+    "run_items",
+    "totals",
+]
+
+
+@attrs.frozen
+class EntryOptions:
+    """How a plain ``--entry`` program runs (the options of ``kelpie-dst run --entry``)."""
+
+    guards: str = "redirect"
+    strategy: str = "random"
+    faults: tuple[str, ...] = ()
+    swarm: bool = False
+    max_time: float | None = None
+    watchdog: float = DEFAULT_WATCHDOG
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`kelpie_dst.run`."""
+        return {
+            "guards": self.guards,
+            "strategy": self.strategy,
+            "faults": list(self.faults),
+            "swarm": self.swarm,
+            "max_time": self.max_time,
+            "watchdog": self.watchdog,
+        }
 
 
 @attrs.frozen
 class SweepItem:
+    """One seed to run: of scenario ``ref`` with ``overrides``, or, when ``entry`` is set, of
+    the program ``ref`` (``module:function``) with those run options."""
+
     index: int
     ref: str
     overrides: tuple[str, ...]
     seed: int
+    entry: EntryOptions | None = None
+
+
+@attrs.frozen
+class CarriedOver:
+    """A failure that a fresh process did not reproduce: what the fresh run gave, the seeds
+    this worker process ran before, and the module-level state that differs."""
+
+    fresh_hash: str
+    fresh_exit_code: int
+    earlier: tuple[str, ...]  # "scenario seed=N", oldest first (the last 20)
+    earlier_count: int
+    state: tuple[str, ...]  # "module.name: list of 3 here, list of 1 in a fresh process"
 
 
 @attrs.frozen
@@ -58,6 +111,33 @@ class SeedResult:
     metrics: tuple[tuple[str, float], ...]
     hashseed: str | None
     wall_seconds: float = attrs.field(default=0.0, eq=False)
+    entry: EntryOptions | None = None
+    carried_over: CarriedOver | None = None
+
+    @classmethod
+    def from_entry(
+        cls, item: SweepItem, result: RunResult, faults: str, hashseed: str | None
+    ) -> SeedResult:
+        failure = result.failure
+        return cls(
+            scenario=item.ref,
+            ref=item.ref,
+            overrides=(),
+            seed=item.seed,
+            exit_code=result.exit_code,
+            failure_class=failure.kind.name.lower() if failure else None,
+            message=failure.message if failure else "",
+            details=failure.details if failure else "",
+            trace_hash=result.trace_hash,
+            virtual_time=result.virtual_time,
+            events=result.events,
+            faults=faults,
+            faults_fired=tuple(sorted(result.faults_fired.items())),
+            metrics=(),
+            hashseed=hashseed,
+            wall_seconds=result.wall_seconds,
+            entry=item.entry,
+        )
 
     @classmethod
     def from_run(cls, run: ScenarioRun) -> SeedResult:
@@ -86,18 +166,37 @@ class SeedResult:
         return self.exit_code == 0
 
     def token(self) -> ReplayToken | None:
-        if self.hashseed is None:
+        """The scenario replay token (``None`` for an entry, or under a random hash seed)."""
+        if self.hashseed is None or self.entry is not None:
             return None
         return ReplayToken(self.ref, self.seed, self.overrides, self.trace_hash, self.hashseed)
 
-    def replay_line(self) -> str:
+    def replay(self) -> str | None:
+        """The command that replays this seed, or ``None`` when there is none that would."""
+        if self.carried_over is not None or self.hashseed is None:
+            return None
+        if self.entry is not None:
+            options = self.entry.as_kwargs()
+            return replay_command(self.ref, self.seed, options, hashseed=self.hashseed)
         token = self.token()
-        if token is None:
+        return f"kelpie-dst replay {token.encode()}" if token is not None else None
+
+    def replay_line(self) -> str:
+        if self.carried_over is not None:
+            return (
+                "replay: none: the failure depends on seeds run earlier in the same process "
+                "(a fresh process gives another trace; see above)"
+            )
+        if self.hashseed is None:
             return "replay: unavailable: the seed ran under a random PYTHONHASHSEED"
+        if self.entry is not None:
+            return f"replay: {self.replay()}"
+        token = self.token()
+        assert token is not None
         return token.replay_line()
 
     def to_json(self) -> dict[str, Any]:
-        token = self.token()
+        carried = self.carried_over
         return {
             "scenario": self.scenario,
             "ref": self.ref,
@@ -116,7 +215,9 @@ class SeedResult:
             "metrics": dict(self.metrics),
             "hashseed": self.hashseed,
             "wall_seconds": self.wall_seconds,
-            "replay": f"kelpie-dst replay {token.encode()}" if token else None,
+            "entry": attrs.asdict(self.entry) if self.entry is not None else None,
+            "carried_over": attrs.asdict(carried) if carried is not None else None,
+            "replay": self.replay(),
         }
 
 
@@ -164,40 +265,44 @@ def plan(
     return [item for item in items if item.index % n == k - 1]
 
 
-_CACHE: dict[tuple[str, tuple[str, ...]], Scenario] = {}
-
-
-def run_item(item: SweepItem) -> SeedResult:
-    key = (item.ref, item.overrides)
-    scenario = _CACHE.get(key)
-    if scenario is None:
-        scenario = _CACHE[key] = load_scenario(item.ref, item.overrides)
-    return SeedResult.from_run(run_scenario(scenario, item.seed))
-
-
-def _init_worker(path: list[str], cwd: str) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-    os.chdir(cwd)
-    sys.path[:] = path
-
-
-def _answer(
-    answers: queue.SimpleQueue[tuple[SweepItem, SeedResult | BaseException]],
-    item: SweepItem,
-    answer: SeedResult | BaseException,
-) -> None:
-    answers.put((item, answer))
-
-
 def run_items(
     items: Sequence[SweepItem],
     *,
     jobs: int = 1,
+    executor: Executor | None = None,
     fail_fast: bool = False,
     time_budget: float | None = None,
+    recheck: bool = True,
     on_result: Callable[[SeedResult], None] | None = None,
 ) -> SweepOutcome:
-    """Run ``items``; results come back in item order whatever ``jobs`` is."""
+    """Run ``items`` on ``executor`` (default: this process for ``jobs=1``, else a pool of
+    ``jobs`` local workers), which this call starts and stops; results come back in item
+    order whatever runs them. ``recheck``: re-run each failure in a fresh process before
+    reporting it (see the module docstring)."""
+    from ._executors import local_executor
+
+    chosen = executor if executor is not None else local_executor(jobs)
+    with chosen:
+        return drive(
+            chosen,
+            chosen.select(items),
+            fail_fast=fail_fast,
+            time_budget=time_budget,
+            recheck=recheck,
+            on_result=on_result,
+        )
+
+
+def drive(
+    executor: Executor,
+    items: Sequence[SweepItem],
+    *,
+    fail_fast: bool = False,
+    time_budget: float | None = None,
+    recheck: bool = True,
+    on_result: Callable[[SeedResult], None] | None = None,
+) -> SweepOutcome:
+    """Run ``items`` on an executor the caller has started (see :func:`run_items`)."""
     start = time.monotonic()
     done: dict[int, SeedResult] = {}
     stopped: list[str] = []
@@ -210,77 +315,16 @@ def run_items(
         return bool(stopped)
 
     def record(item: SweepItem, result: SeedResult) -> None:
+        if item.index in done:  # a re-run after a lost worker already answered
+            return
         done[item.index] = result
         if on_result is not None:
             on_result(result)
 
-    if jobs <= 1:
-        for item in items:
-            if should_stop():
-                break
-            record(item, run_item(item))
-    else:
-        _run_parallel(items, jobs, should_stop, record)
+    executor.run(items, recheck, should_stop, record)
     ordered = tuple(done[i.index] for i in items if i.index in done)
     elapsed = time.monotonic() - start
     return SweepOutcome(len(items), ordered, elapsed, stopped[0] if stopped else None)
-
-
-def _spawn_pool(context: Any, jobs: int) -> Any:
-    """A pool of spawned workers that ignore SIGINT from their first instruction (an ignored
-    disposition survives exec, and Python keeps it), so Ctrl-C reaches only the parent."""
-    args = (list(sys.path), os.getcwd())
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread
-        return context.Pool(jobs, _init_worker, args)
-    try:
-        return context.Pool(jobs, _init_worker, args)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _run_parallel(
-    items: Sequence[SweepItem],
-    jobs: int,
-    should_stop: Callable[[], bool],
-    record: Callable[[SweepItem, SeedResult], None],
-) -> None:
-    hashseed = current_hashseed() or "0"
-    saved = os.environ.get("PYTHONHASHSEED")
-    os.environ["PYTHONHASHSEED"] = hashseed  # read by each spawned interpreter at startup
-    try:
-        context = multiprocessing.get_context("spawn")
-        answers: queue.SimpleQueue[tuple[SweepItem, SeedResult | BaseException]] = (
-            queue.SimpleQueue()
-        )
-        with _spawn_pool(context, jobs) as pool:
-            pending = iter(items)
-            in_flight = 0
-            while True:
-                while in_flight < 2 * jobs and not should_stop():
-                    item = next(pending, None)
-                    if item is None:
-                        break
-                    pool.apply_async(
-                        run_item,
-                        (item,),
-                        callback=functools.partial(_answer, answers, item),
-                        error_callback=functools.partial(_answer, answers, item),
-                    )
-                    in_flight += 1
-                if in_flight == 0:
-                    break
-                item, answer = answers.get()
-                in_flight -= 1
-                if isinstance(answer, BaseException):
-                    raise answer
-                record(item, answer)
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONHASHSEED", None)
-        else:
-            os.environ["PYTHONHASHSEED"] = saved
 
 
 def totals(results: Iterable[SeedResult]) -> Mapping[str, Any]:

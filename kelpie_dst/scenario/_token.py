@@ -16,27 +16,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import shlex
-import sys
 import zlib
 
 import attrs
 
 from .._errors import UsageError
+from .._hashseed import current_hashseed as current_hashseed
 
 __all__ = ["PREFIX", "ReplayToken", "current_hashseed"]
 
 PREFIX = "kd1."
-
-
-def current_hashseed() -> str | None:
-    """The ``PYTHONHASHSEED`` this process runs under, or ``None`` when it is random (so a
-    replay in another process might not match)."""
-    value = os.environ.get("PYTHONHASHSEED", "")
-    if value in ("", "random"):
-        return "0" if sys.flags.hash_randomization == 0 else None
-    return value
 
 
 @attrs.frozen

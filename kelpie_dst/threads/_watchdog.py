@@ -154,6 +154,11 @@ class _Monitor:
             self.started = True
             Real.start_new_thread(self._run, ())
 
+    def forked(self) -> None:
+        """In a forked child (a sweep's worker): the parent's thread did not come along."""
+        self.watches.clear()
+        self.started = False
+
     def unwatch(self, ident: int) -> None:
         watch = self.watches.pop(ident, None)
         if watch is not None and watch.async_exc:
@@ -240,3 +245,4 @@ def restore_signal_handler(previous: Any) -> None:
 
 
 monitor = _Monitor()
+os.register_at_fork(after_in_child=monitor.forked)

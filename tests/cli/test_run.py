@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +118,30 @@ def test_a_pinned_hash_seed_is_named_and_replayed_under_it() -> None:
     again = subprocess_cli("replay", token.encode(), env={"PYTHONHASHSEED": "0"})
     assert again.code == 1, again
     assert f"reproduced: same trace hash {token.trace_hash}" in again.out
+
+
+def test_profile_writes_a_cprofile_of_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import pstats
+
+    for args in (["--entry", "kelpie_dst.examples.bank:main"], ["bank"]):
+        path = tmp_path / "run.prof"
+        out = cli(capsys, "run", *args, "--seed", "1", "--profile", str(path))
+        assert out.code == 0 and f"profile written to {path}" in out.err
+        stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+        assert "unrolled_run" in {name for _, _, name in stats}  # trio's loop: the run itself
+        path.unlink()
+
+
+def test_speed_ratios_below_one_are_not_printed_as_zero() -> None:
+    from kelpie_dst._cli_common import speed_ratio
+
+    assert [speed_ratio(r) for r in (0.0042, 0.42, 3.456, 12.4, 2400.0, 0.0)] == [
+        "0.0042x",
+        "0.42x",
+        "3.5x",
+        "12x",
+        "2,400x",
+        "0x",
+    ]

@@ -4,6 +4,7 @@ parse, fail-fast and time budgets stop early, the corpus passes; `kelpie-dst lis
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ def test_two_jobs_give_the_same_results_as_one(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     args = (LOST, "kv_linearizability", "bank", "http_echo", "--seeds", "5")
-    serial = sweep_json(capsys, tmp_path, *args)
+    serial = sweep_json(capsys, tmp_path, *args, "--jobs", "1")
     parallel = sweep_json(capsys, tmp_path, *args, "--jobs", "2")
     assert without_wall(serial["results"]) == without_wall(parallel["results"])
     assert len(serial["results"]) == 20
@@ -97,14 +98,14 @@ def test_reports_and_failure_lines(capsys: pytest.CaptureFixture[str], tmp_path:
 
 
 def test_fail_fast_and_time_budget(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    fast = sweep_json(capsys, tmp_path, LOST, "--seeds", "20", "--fail-fast")
+    fast = sweep_json(capsys, tmp_path, LOST, "--seeds", "20", "--fail-fast", "--jobs", "1")
     results = fast["results"]
     assert fast["summary"]["stopped"] == "fail-fast" and not results[-1]["ok"]
     assert all(r["ok"] for r in results[:-1]) and len(results) < 20
     assert "stopped early" in fast["_out"].out
     budget = sweep_json(
         capsys, tmp_path, "kv_linearizability", "--seeds", "1000", "--time-budget", "300ms"
-    )
+    )  # on every core (the default)
     assert budget["summary"]["stopped"] == "time budget"
     assert 0 < budget["summary"]["seeds_run"] < 1000 and budget["_out"].code == 0
 
@@ -146,3 +147,11 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert kv.split()[1] == "200" and "linearizable" in kv
     canaries = cli(capsys, "list", "--path", str(QUALITY))
     assert canaries.out.count("canary_") == 4
+
+
+def test_a_sweep_whose_stderr_is_not_a_terminal_prints_plain_progress(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = cli(capsys, "sweep", "bank", "--seeds", "3", "--jobs", "1")
+    assert out.code == 0
+    assert re.search(r"^sweep: 3/3 seeds, 0 failed, \d+s, [\d,]+ seeds/min$", out.err, re.M)

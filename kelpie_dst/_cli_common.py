@@ -268,7 +268,7 @@ def print_report(result: RunResult, replay: str, out: IO[str] | None = None) -> 
         print(result.summary_line())
         print(replay)
     else:
-        console.print("[bold green]PASSED[/]")  # the verdict; the summary line stays last
+        click.secho("PASSED", fg="green", bold=True)  # the verdict; the summary line stays last
         print(result.summary_line())
     sys.stdout.flush()
 

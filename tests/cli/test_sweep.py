@@ -146,7 +146,7 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     kv = next(line for line in lines if line.startswith("kv_linearizability "))
     assert kv.split()[1] == "200" and "linearizable" in kv
     canaries = cli(capsys, "list", "--path", str(QUALITY))
-    assert canaries.out.count("canary_") == 4
+    assert canaries.out.count("canary_") == 5
 
 
 def test_a_sweep_whose_stderr_is_not_a_terminal_prints_plain_progress(

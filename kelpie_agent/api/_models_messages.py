@@ -16,7 +16,7 @@ from pydantic.config import JsonDict
 
 from kelpie_agent.agent import ApprovalDecision, InputMessage
 
-from ._models_common import NOT_BLANK, NonBlank, RequestModel, ResponseModel
+from ._models_common import NOT_BLANK, Id, NonBlank, RequestModel, ResponseModel
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -252,7 +252,7 @@ class SendRequest(MessageRequest):
 class CancelRequest(RequestModel):
     """``POST /v1/agents/{id}/messages/cancel``: which runs (all running ones if absent)."""
 
-    run_ids: list[str] | None = None
+    run_ids: list[Id] | None = None
 
 
 # -- messages ------------------------------------------------------------------------------------

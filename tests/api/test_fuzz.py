@@ -48,7 +48,7 @@ from .sdk_surface import routed, sdk_methods
 REQUESTS = int(os.environ.get("KELPIE_API_FUZZ", "200"))
 # KELPIE_API_FUZZ_SEED=N: draw with Hypothesis seed N (and the simulation's seed N) instead of
 # the derandomized default (seed 11).
-SEED = os.environ.get("KELPIE_API_FUZZ_SEED")
+SEED = os.environ.get("KELPIE_API_FUZZ_SEED") or None
 CHECKS = [
     not_a_server_error,
     response_schema_conformance,

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from kelpie_agent.agent import ArchiveRecord
 
-from ._models_common import NonBlank, RequestModel, ResponseModel, epoch_datetime
+from ._models_common import JsonObject, NonBlank, RequestModel, ResponseModel, epoch_datetime
 from ._params import DateTime, epoch_seconds
 
 __all__ = [
@@ -26,7 +26,7 @@ class ArchiveCreate(RequestModel):
     name: str = Field(min_length=1, max_length=200)
     description: str | None = None
     embedding: str | None = Field(default=None, max_length=200)
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
 
 
 class ArchiveUpdate(RequestModel):
@@ -42,7 +42,7 @@ class ArchivePassage(RequestModel):
 
     text: NonBlank
     tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
     created_at: DateTime | None = None
 
     def item(

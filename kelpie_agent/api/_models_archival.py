@@ -9,7 +9,8 @@ from pydantic import Field
 
 from kelpie_agent.agent import PassageHit, PassageRecord
 
-from ._models_common import NonBlank, RequestModel, ResponseModel, epoch_datetime
+from ._models_common import Id, NonBlank, RequestModel, ResponseModel, epoch_datetime
+from ._params import DateTime
 
 __all__ = [
     "Passage",
@@ -79,14 +80,14 @@ def search_out(hits: list[PassageHit]) -> PassageSearchResponse:
 class PassageSearchAll(RequestModel):
     """``POST /v1/passages/search`` (Letta's PassageSearchRequest)."""
 
-    query: str | None = None
-    agent_id: str | None = None
-    archive_id: str | None = None
+    query: NonBlank | None = None
+    agent_id: Id | None = None
+    archive_id: Id | None = None
     tags: list[str] | None = None
     tag_match_mode: Literal["any", "all"] = "any"
     limit: int = Field(default=50, ge=0, le=1000)
-    start_date: str | None = None
-    end_date: str | None = None
+    start_date: DateTime | None = None
+    end_date: DateTime | None = None
 
 
 class PassageSearchItem(ResponseModel):

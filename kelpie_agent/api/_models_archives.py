@@ -9,7 +9,8 @@ from pydantic import Field
 
 from kelpie_agent.agent import ArchiveRecord
 
-from ._models_common import RequestModel, ResponseModel, epoch_datetime
+from ._models_common import JsonObject, NonBlank, RequestModel, ResponseModel, epoch_datetime
+from ._params import DateTime, epoch_seconds
 
 __all__ = [
     "Archive",
@@ -25,7 +26,7 @@ class ArchiveCreate(RequestModel):
     name: str = Field(min_length=1, max_length=200)
     description: str | None = None
     embedding: str | None = Field(default=None, max_length=200)
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
 
 
 class ArchiveUpdate(RequestModel):
@@ -37,15 +38,17 @@ class ArchiveUpdate(RequestModel):
 
 
 class ArchivePassage(RequestModel):
-    """A passage for an archive (``created_at``: an ISO datetime; absent, now)."""
+    """A passage for an archive (``created_at``: an RFC 3339 date-time; absent, now)."""
 
-    text: str = Field(min_length=1)
+    text: NonBlank
     tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
-    created_at: datetime | None = None
+    metadata: JsonObject | None = None
+    created_at: DateTime | None = None
 
-    def item(self) -> tuple[str, tuple[str, ...], dict[str, Any], float | None]:
-        when = self.created_at.timestamp() if self.created_at is not None else None
+    def item(
+        self, field: str = "created_at"
+    ) -> tuple[str, tuple[str, ...], dict[str, Any], float | None]:
+        when = epoch_seconds(self.created_at, field, "body")
         return (self.text, tuple(self.tags or ()), dict(self.metadata or {}), when)
 
 

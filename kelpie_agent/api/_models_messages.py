@@ -16,7 +16,7 @@ from pydantic.config import JsonDict
 
 from kelpie_agent.agent import ApprovalDecision, InputMessage
 
-from ._models_common import NOT_BLANK, NonBlank, RequestModel, ResponseModel
+from ._models_common import NOT_BLANK, Id, NonBlank, RequestModel, ResponseModel
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -88,8 +88,26 @@ def _joined(content: str | list[TextContent]) -> str:
     return content if isinstance(content, str) else "\n".join(part.text for part in content)
 
 
+def _present(*names: str) -> JsonDict:
+    """The schema of an object in which each of ``names`` is given and not null."""
+    return {"required": list(names), "properties": {n: {"not": {"type": "null"}} for n in names}}
+
+
+def _when_type(value: str, then: JsonDict, otherwise: JsonDict) -> JsonDict:
+    """``then`` applies when ``type`` is ``value``, ``otherwise`` when not (the validators)."""
+    return {
+        "if": {"properties": {"type": {"const": value}}, "required": ["type"]},
+        "then": then,
+        "else": otherwise,
+    }
+
+
 class ApprovalItem(RequestModel):
     """One call's answer: ``approval`` (approve, reason) or ``tool`` (the client's result)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_when_type("tool", _present("tool_return", "status"), _present("approve"))
+    )
 
     type: Literal["approval", "tool"] = "approval"
     tool_call_id: str = Field(min_length=1, max_length=200)
@@ -122,6 +140,22 @@ class InputMessageModel(RequestModel):
     every call of ``approval_request_id``). One model, so a bad message's error names its
     field rather than the union's branches."""
 
+    model_config = ConfigDict(
+        json_schema_extra=_when_type(
+            "approval",
+            {
+                "anyOf": [
+                    {
+                        "required": ["approvals"],
+                        "properties": {"approvals": {"type": "array", "minItems": 1}},
+                    },
+                    _present("approve"),
+                ]
+            },
+            _present("role", "content"),
+        )
+    )
+
     role: Literal["user", "system", "assistant"] | None = None
     content: NonBlank | list[TextContent] | None = Field(default=None, json_schema_extra=_SOME_TEXT)
     name: str | None = None
@@ -130,7 +164,7 @@ class InputMessageModel(RequestModel):
     approvals: list[ApprovalItem] | None = None
     approve: bool | None = None
     approval_request_id: str | None = Field(default=None, max_length=200)
-    reason: str | None = None
+    reason: str | None = Field(default=None, pattern=f"^$|{NOT_BLANK}")  # empty: no reason
 
     @model_validator(mode="after")
     def _complete(self) -> InputMessageModel:
@@ -252,7 +286,7 @@ class SendRequest(MessageRequest):
 class CancelRequest(RequestModel):
     """``POST /v1/agents/{id}/messages/cancel``: which runs (all running ones if absent)."""
 
-    run_ids: list[str] | None = None
+    run_ids: list[Id] | None = None
 
 
 # -- messages ------------------------------------------------------------------------------------

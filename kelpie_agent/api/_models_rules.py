@@ -5,7 +5,10 @@ A request rule is one object with ``tool_name`` and ``type`` (one of
 ``InitToolRule``, ``TerminalToolRule``, ``ContinueToolRule``, ``ChildToolRule``,
 ``ParentToolRule``, ``ConditionalToolRule``, ``RequiredBeforeExitToolRule``,
 ``MaxCountPerStepToolRule``, ``RequiresApprovalToolRule``). The agent core checks each rule
-(:class:`kelpie_agent.agent.ToolRule`); what it refuses is a 422 naming the rule.
+(:class:`kelpie_agent.agent.ToolRule`). What the schema states per type (``_NEEDS``: a
+``max_count_limit``, ``children``, a ``child_output_mapping``) is a 422 naming the rule;
+what it cannot (a ``child_arg_nodes`` name that is not among ``children``) is refused when
+the route builds the rule, a 400.
 A response rule carries only the fields of its type, so the SDK's union tells them apart.
 """
 
@@ -13,11 +16,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
-from kelpie_agent.agent import InvalidRequestError, ToolRule
+from kelpie_agent.agent import ToolRule
 
-from ._models_common import RequestModel
+from ._models_common import JsonObject, RequestModel
 
 __all__ = ["ToolRuleModel", "rule_out"]
 
@@ -33,23 +37,42 @@ RuleType = Literal[
     "requires_approval",
 ]
 _NAME = Field(min_length=1, max_length=200)
+# What a rule of a type needs besides tool_name: (type, field, the field's schema), as the
+# agent core's ToolRule checks it.
+_NEEDS: tuple[tuple[str, str, JsonDict], ...] = (
+    ("max_count_per_step", "max_count_limit", {"type": "integer"}),
+    ("constrain_child_tools", "children", {"type": "array", "minItems": 1}),
+    ("parent_last_tool", "children", {"type": "array", "minItems": 1}),
+    ("conditional", "child_output_mapping", {"type": "object", "minProperties": 1}),
+)
+_RULE_SCHEMA: JsonDict = {
+    "allOf": [
+        {
+            "if": {"properties": {"type": {"const": kind}}, "required": ["type"]},
+            "then": {"properties": {field: schema}, "required": [field]},
+        }
+        for kind, field, schema in _NEEDS
+    ]
+}
 
 
 class ChildArgNode(RequestModel):
     """A child of a ``constrain_child_tools`` rule with arguments prefilled."""
 
     name: str = _NAME
-    args: dict[str, Any] | None = None
+    args: JsonObject | None = None
 
 
 class ToolRuleModel(RequestModel):
     """One tool rule (the fields its ``type`` does not use are ignored)."""
 
+    model_config = ConfigDict(json_schema_extra=_RULE_SCHEMA)
+
     tool_name: str = _NAME
     type: RuleType
     max_count_limit: int | None = Field(default=None, ge=1, le=1_000_000)
     children: list[str] | None = None
-    args: dict[str, Any] | None = None
+    args: JsonObject | None = None
     child_arg_nodes: list[ChildArgNode] | None = None
     child_output_mapping: dict[str, str] | None = None
     default_child: str | None = None
@@ -58,10 +81,9 @@ class ToolRuleModel(RequestModel):
 
     @model_validator(mode="after")
     def _valid(self) -> ToolRuleModel:
-        try:
-            self.to_record()
-        except InvalidRequestError as e:
-            raise ValueError(str(e)) from None
+        for kind, field, _ in _NEEDS:
+            if self.type == kind and not getattr(self, field):
+                raise ValueError(f"tool rule for {self.tool_name!r}: {kind} needs {field}")
         return self
 
     def to_record(self) -> ToolRule:

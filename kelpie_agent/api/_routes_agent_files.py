@@ -13,6 +13,7 @@ from kelpie_agent.service._portability import export_agent_file, import_agent_fi
 
 from ._context import current_service
 from ._models_common import ResponseModel
+from ._params import AgentId
 from ._routing import ERROR_RESPONSES
 
 __all__ = ["agent_files_router"]
@@ -28,7 +29,7 @@ def agent_files_router() -> APIRouter:
     router = APIRouter(tags=["agents"], responses=ERROR_RESPONSES)
 
     @router.get("/v1/agents/{agent_id}/export", response_model=None)
-    async def export_file(agent_id: str, scrub_messages: bool = False) -> JSONResponse:
+    async def export_file(agent_id: AgentId, scrub_messages: bool = False) -> JSONResponse:
         """The agent as an agent file (Letta's v2 format): its settings, blocks, tools, tool
         rules, folders with their files, and messages (none with ``scrub_messages``)."""
         document = await export_agent_file(
@@ -58,7 +59,7 @@ def agent_files_router() -> APIRouter:
             "model": model or override_model_handle,
         }
         if len(raw) > MAX_FILE:
-            raise InvalidError("file", f"larger than {MAX_FILE} bytes")
+            raise InvalidError("file", f"larger than {MAX_FILE} bytes", status=400)
         ids = await import_agent_file_to(current_service(), raw, **options)
         return ImportedAgents(agent_ids=ids)
 

@@ -15,6 +15,7 @@ from kelpie_agent.service import InvalidError, NotFoundError
 
 from ._context import current_service
 from ._models_agents import AgentState, agent_out
+from ._params import AgentId, ToolName
 from ._routing import ERROR_RESPONSES
 
 __all__ = ["approvals_router"]
@@ -25,8 +26,8 @@ def approvals_router() -> APIRouter:
 
     @router.patch("/v1/agents/{agent_id}/tools/approval/{tool_name}")
     async def update_approval(
-        agent_id: str,
-        tool_name: str,
+        agent_id: AgentId,
+        tool_name: ToolName,
         body_requires_approval: bool | None = Body(
             default=None, alias="requires_approval", embed=True
         ),
@@ -38,7 +39,7 @@ def approvals_router() -> APIRouter:
         if flag is None:
             flag = query_requires_approval
         if flag is None:
-            raise InvalidError("body.requires_approval", "give true or false")
+            raise InvalidError("body.requires_approval", "give true or false", status=400)
         service = current_service()
         view = await service.get_agent(agent_id)
         if tool_name not in {t.name for t in view.tools}:

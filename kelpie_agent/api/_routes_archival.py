@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import TypeAdapter, ValidationError
 
 from kelpie_agent.service import InvalidError
 from kelpie_agent.service._validate import NOT_BLANK
@@ -23,36 +20,11 @@ from ._models_archival import (
     search_item_out,
     search_out,
 )
-from ._params import RFC3339, AgentId, Cursor, DateTimeQuery, PassageId
+from ._params import AgentId, Cursor, DateTimeQuery, PassageId, epoch_seconds
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES
 
 __all__ = ["archival_router"]
-
-
-# Parsed with an adapter built at import: route signatures avoid ``datetime``, whose module
-# global a simulation's guards replace (FastAPI resolves the annotations in create_app).
-_DATETIME = TypeAdapter(datetime)
-
-
-def _epoch(text: str | None, field: str, where: str = "query") -> float | None:
-    """An ISO 8601 datetime (of the query, or the body) as epoch seconds (a time without a
-    zone is UTC)."""
-    if text is None:
-        return None
-    if not re.fullmatch(RFC3339, text):
-        raise InvalidError(f"{where}.{field}", f"not an RFC 3339 date-time: {text!r}")
-    try:
-        moment = _DATETIME.validate_python(text)
-    except ValidationError as error:
-        problem = error.errors()[0]["msg"]
-        raise InvalidError(f"{where}.{field}", f"{problem}: {text!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    try:
-        return moment.timestamp()
-    except (OverflowError, ValueError):
-        raise InvalidError(f"{where}.{field}", f"out of range: {moment.isoformat()}") from None
 
 
 def archival_router() -> APIRouter:
@@ -98,8 +70,8 @@ def archival_router() -> APIRouter:
             tags=tuple(tags or ()),
             tag_match_mode=tag_match_mode,
             top_k=5 if top_k is None else top_k,
-            start=_epoch(start_datetime, "start_datetime"),
-            end=_epoch(end_datetime, "end_datetime"),
+            start=epoch_seconds(start_datetime, "start_datetime"),
+            end=epoch_seconds(end_datetime, "end_datetime"),
         )
         return search_out(hits)
 
@@ -108,17 +80,21 @@ def archival_router() -> APIRouter:
         """Semantic search over one agent's archival memory (``agent_id``) or every
         agent's, best first; ``metadata.agent_id`` names the passage's agent."""
         if body.archive_id is not None:
-            raise InvalidError("body.archive_id", "archives are not served: search by agent_id")
+            raise InvalidError(
+                "body.archive_id",
+                "searching one archive is not served: search by agent_id",
+                status=400,
+            )
         if body.query is None:
-            raise InvalidError("body.query", "a search needs a query")
+            raise InvalidError("body.query", "a search needs a query", status=400)
         found = await current_service().search_all_passages(
             body.query,
             agent_id=body.agent_id,
             tags=tuple(body.tags or ()),
             tag_match_mode=body.tag_match_mode,
             limit=body.limit,
-            start=_epoch(body.start_date, "start_date", "body"),
-            end=_epoch(body.end_date, "end_date", "body"),
+            start=epoch_seconds(body.start_date, "start_date", "body"),
+            end=epoch_seconds(body.end_date, "end_date", "body"),
         )
         return [search_item_out(agent, hit) for agent, hit in found]
 

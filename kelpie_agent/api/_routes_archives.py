@@ -19,6 +19,7 @@ from ._models_archives import (
     ArchiveUpdate,
     archive_out,
 )
+from ._params import AgentId, ArchiveId, Cursor, IdQuery, PassageId
 from ._routes_agents import MAX_PAGE
 from ._routing import ERROR_RESPONSES, collection_route
 
@@ -39,9 +40,9 @@ def archives_router() -> APIRouter:
 
     async def list_archives(
         name: str | None = None,
-        agent_id: str | None = None,
-        after: str | None = None,
-        before: str | None = None,
+        agent_id: IdQuery = None,
+        after: Cursor = None,
+        before: Cursor = None,
         limit: Limit = 50,
         order: Literal["asc", "desc"] = "desc",
         order_by: Literal["created_at"] = "created_at",
@@ -62,11 +63,11 @@ def archives_router() -> APIRouter:
     collection_route(router, "/v1/archives/", list_archives, ["GET"], response_model=list[Archive])
 
     @router.get("/v1/archives/{archive_id}")
-    async def get_archive(archive_id: str) -> Archive:
+    async def get_archive(archive_id: ArchiveId) -> Archive:
         return archive_out(await archives.get_archive(current_service(), archive_id))
 
     @router.patch("/v1/archives/{archive_id}")
-    async def update_archive(archive_id: str, body: ArchiveUpdate) -> Archive:
+    async def update_archive(archive_id: ArchiveId, body: ArchiveUpdate) -> Archive:
         service = current_service()
         changes = body.changes()
         if not changes:
@@ -74,38 +75,40 @@ def archives_router() -> APIRouter:
         return archive_out(await archives.update_archive(service, archive_id, changes))
 
     @router.delete("/v1/archives/{archive_id}", status_code=204, response_model=None)
-    async def delete_archive(archive_id: str) -> None:
+    async def delete_archive(archive_id: ArchiveId) -> None:
         """Detach the archive from its agents, then delete it and its passages."""
         await archives.delete_archive(current_service(), archive_id)
 
     @router.post("/v1/archives/{archive_id}/passages")
-    async def create_passage(archive_id: str, body: ArchivePassage) -> Passage:
+    async def create_passage(archive_id: ArchiveId, body: ArchivePassage) -> Passage:
         """Embed and store one passage (every attached agent's archival memory sees it)."""
         [record] = await archives.add_archive_passages(current_service(), archive_id, [body.item()])
         return passage_out(record)
 
     @router.post("/v1/archives/{archive_id}/passages/batch")
-    async def create_passages(archive_id: str, body: ArchivePassages) -> list[Passage]:
+    async def create_passages(archive_id: ArchiveId, body: ArchivePassages) -> list[Passage]:
         """Embed and store passages in one transaction (all or none)."""
         records = await archives.add_archive_passages(
-            current_service(), archive_id, [p.item() for p in body.passages]
+            current_service(),
+            archive_id,
+            [p.item(f"passages[{i}].created_at") for i, p in enumerate(body.passages)],
         )
         return [passage_out(r) for r in records]
 
     @router.delete(
         "/v1/archives/{archive_id}/passages/{passage_id}", status_code=204, response_model=None
     )
-    async def delete_passage(archive_id: str, passage_id: str) -> None:
+    async def delete_passage(archive_id: ArchiveId, passage_id: PassageId) -> None:
         await archives.delete_archive_passage(current_service(), archive_id, passage_id)
 
     @router.patch("/v1/agents/{agent_id}/archives/attach/{archive_id}")
-    async def attach_archive(agent_id: str, archive_id: str) -> dict[str, Any]:
+    async def attach_archive(agent_id: AgentId, archive_id: ArchiveId) -> dict[str, Any]:
         """Attach the archive: the agent's archival memory includes its passages."""
         await archives.attach_archive(current_service(), agent_id, archive_id)
         return {}
 
     @router.patch("/v1/agents/{agent_id}/archives/detach/{archive_id}")
-    async def detach_archive(agent_id: str, archive_id: str) -> dict[str, Any]:
+    async def detach_archive(agent_id: AgentId, archive_id: ArchiveId) -> dict[str, Any]:
         await archives.detach_archive(current_service(), agent_id, archive_id)
         return {}
 

@@ -12,7 +12,7 @@ from kelpie_agent.agent import AgentMessage, letta_json
 from ._context import current_service
 from ._models_agents import AgentState, agent_out
 from ._models_messages import LettaMessage, MessageType
-from ._params import AgentId, Cursor
+from ._params import AgentId, Cursor, IdQuery, MessageId
 from ._routes_agents import MAX_PAGE
 from ._routes_messages import keeper
 from ._routing import ERROR_RESPONSES, collection_route
@@ -65,7 +65,7 @@ def history_router() -> APIRouter:
         before: Cursor = None,
         limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 100,
         order: Literal["asc", "desc"] = "desc",
-        conversation_id: str | None = None,
+        conversation_id: IdQuery = None,
         include_return_message_types: Annotated[list[MessageType] | None, Query()] = None,
     ) -> list[LettaMessage]:
         """Every agent's messages by date, newest first by default; ``after``/``before``
@@ -85,7 +85,7 @@ def history_router() -> APIRouter:
     )
 
     @router.get("/v1/messages/{message_id}")
-    async def retrieve_message(message_id: str) -> list[LettaMessage]:
+    async def retrieve_message(message_id: MessageId) -> list[LettaMessage]:
         """One message by id, whichever agent has it."""
         messages = await current_service().get_message(message_id)
         return [letta_json(m) for m in messages]  # type: ignore[misc]

@@ -12,10 +12,10 @@ from kelpie_agent.agent import StreamEvent, letta_json
 from kelpie_agent.service import InvalidError
 
 from ._context import current, current_service
-from ._models_common import RequestModel
+from ._models_common import Id, NonBlank, RequestModel
 from ._models_messages import LettaMessage, StopReasonType
 from ._models_runs import Run, RunStatus, RunUsage, run_out, usage_out
-from ._params import Cursor
+from ._params import Cursor, IdListQuery, IdQuery, RunId
 from ._routes_agents import Limit
 from ._routing import ERROR_RESPONSES, collection_route
 from ._sse import SseResponse, pinger
@@ -26,9 +26,9 @@ __all__ = ["RunStreamRequest", "runs_router"]
 class RunStreamRequest(RequestModel):
     """``POST /v1/runs/{run_id}/stream`` (Letta's RetrieveStreamRequest)."""
 
-    agent_id: str | None = None
-    run_id: str | None = None
-    otid: str | None = None
+    agent_id: Id | None = None
+    run_id: Id | None = None
+    otid: NonBlank | None = None
     starting_after: int = Field(default=0, ge=0)
     include_pings: bool = True
     poll_interval: float = Field(default=0.1, gt=0, le=60)
@@ -41,9 +41,13 @@ def follow_response(run_id: str, body: RunStreamRequest) -> SseResponse:
     node = current()
     service = node.service
     if body.run_id is not None and body.run_id != run_id:
-        raise InvalidError("run_id", f"names run {body.run_id!r}, the path run {run_id!r}")
+        raise InvalidError(
+            "run_id", f"names run {body.run_id!r}, the path run {run_id!r}", status=400
+        )
     if body.otid is not None:
-        raise InvalidError("otid", "looking a run up by otid is not supported: name the run")
+        raise InvalidError(
+            "otid", "looking a run up by otid is not supported: name the run", status=400
+        )
 
     async def produce(channel: trio.MemorySendChannel[StreamEvent]) -> None:
         await service.follow_run(
@@ -68,9 +72,9 @@ def runs_router() -> APIRouter:
     router = APIRouter(tags=["runs"], responses=ERROR_RESPONSES)
 
     async def list_runs(
-        agent_id: str | None = None,
-        agent_ids: Annotated[list[str] | None, Query()] = None,
-        conversation_id: str | None = None,
+        agent_id: IdQuery = None,
+        agent_ids: IdListQuery = None,
+        conversation_id: IdQuery = None,
         statuses: Annotated[list[RunStatus] | None, Query()] = None,
         active: bool = False,
         background: bool | None = None,
@@ -104,18 +108,18 @@ def runs_router() -> APIRouter:
     collection_route(router, "/v1/runs/", list_runs, ["GET"], response_model=list[Run])
 
     @router.get("/v1/runs/{run_id}")
-    async def retrieve_run(run_id: str) -> Run:
+    async def retrieve_run(run_id: RunId) -> Run:
         """One run: its status, stop reason, times and request config."""
         return run_out(await current_service().get_run(run_id))
 
     @router.get("/v1/runs/{run_id}/usage")
-    async def run_usage(run_id: str) -> RunUsage:
+    async def run_usage(run_id: RunId) -> RunUsage:
         """The tokens the run's LLM calls used."""
         return usage_out(await current_service().get_run(run_id))
 
     @router.get("/v1/runs/{run_id}/messages")
     async def run_messages(
-        run_id: str,
+        run_id: RunId,
         after: Cursor = None,
         before: Cursor = None,
         limit: Limit = 100,
@@ -130,7 +134,7 @@ def runs_router() -> APIRouter:
         return [letta_json(m) for m in messages]  # type: ignore[misc]
 
     @router.post("/v1/runs/{run_id}/stream", response_class=SseResponse, status_code=200)
-    async def stream_run(run_id: str, body: RunStreamRequest) -> SseResponse:
+    async def stream_run(run_id: RunId, body: RunStreamRequest) -> SseResponse:
         """Follow a run (background mode): its messages after ``starting_after`` as they are
         stored, then its stop reason and usage, from any node."""
         return follow_response(run_id, body)

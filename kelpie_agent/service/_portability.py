@@ -63,7 +63,7 @@ async def import_agent_file_to(
     try:
         plan = parse_agent_file(raw)
     except InvalidRequestError as error:
-        raise InvalidError("file", str(error)) from None
+        raise InvalidError("file", str(error), status=400) from None
 
     async def create(request: CreateAgent) -> AgentView:
         return await service.create_agent(request, include_base_tools=False)

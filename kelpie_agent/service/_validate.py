@@ -222,6 +222,12 @@ def input_messages(
             raise InvalidError(f"{field}[{i}]", f"must be an InputMessage, got {message!r}")
         # an approval's decisions are checked by the agent, against the calls that wait
         answer = message.role == "approval" and i == 0 and field == "messages"
+        if not answer and message.role == "approval":  # well-formed, but answers nothing here
+            raise InvalidError(
+                f"{field}[{i}].type",
+                "an approval answers the run that waits: only as the first of messages",
+                status=400,
+            )
         if not answer and message.role not in ("user", "system", "assistant"):
             raise InvalidError(
                 f"{field}[{i}].role", f"must be user, system or assistant, got {message.role!r}"

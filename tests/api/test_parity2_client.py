@@ -141,7 +141,7 @@ def test_rules_and_approvals_same_seed_same_trace_hash() -> None:
 
 async def agent_file_flow() -> list[str]:
     """agents.export_file then agents.import_file: a copy with the same blocks, tools, rules
-    and history; a bad file is a 422 naming the field."""
+    and history; a bad file is a 400 naming the field (the schema allows any bytes)."""
     async with api(policy=PayPolicy()) as a:
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=a.app), base_url=BASE)
         client = AsyncLetta(base_url=BASE, http_client=http, max_retries=0)
@@ -172,7 +172,7 @@ async def agent_file_flow() -> list[str]:
 
         named = await client.agents.import_file(file=("a.af", exported.encode()), name="second")
         assert (await client.agents.retrieve(named.agent_ids[0])).name == "second"
-        with pytest.raises(letta_client.UnprocessableEntityError, match="file"):
+        with pytest.raises(letta_client.BadRequestError, match="file"):
             await client.agents.import_file(file=("bad.af", b"{not json"))
         with pytest.raises(letta_client.NotFoundError):
             await client.agents.export_file("agent-missing")

@@ -3,7 +3,8 @@
 # its exit code, so the quoted output can be refreshed after the simulator changes (trace hashes
 # change whenever the simulator's own events change). Run from anywhere with the virtualenv's bin
 # directory on PATH:   PATH=$PWD/.venv/bin:$PATH sh docs/examples/transcript.sh > /tmp/transcript.txt
-# Takes about a minute. Each section is headed "### <doc page>: <what>".
+# Takes two to three minutes (the watchdog example alone waits 5 s of real time). Each section
+# is headed "### <doc page>: <what>".
 
 cd "$(dirname "$0")" || exit 1
 export PYTHONDONTWRITEBYTECODE=1
@@ -82,3 +83,30 @@ show python -c "\"import kelpie_dst; print(', '.join(f.describe() for f in kelpi
 echo "### api"
 show PYTHONHASHSEED=0 python run_api_demo.py
 show python stepping_demo.py
+echo "### threads: the watchdog (5 s of real time)"
+show kelpie-dst run --entry watchdog_app:main --seed 1
+echo "### cli: a scenario, a sweep and a replay token (from the repository root)"
+show 'cd ../.. && kelpie-dst run kv_linearizability --seed 3'
+show 'cd ../.. && kelpie-dst sweep tests/quality/scenarios/duplicate_deposit.toml --seeds 10 --jobs 1'
+show 'cd ../.. && kelpie-dst replay $(kelpie-dst sweep tests/quality/scenarios/duplicate_deposit.toml --seeds 10 --jobs 1 | sed -n "s/^replay: kelpie-dst replay //p" | head -1)'
+echo "### scenarios: liveness, bad input, shrink"
+show 'cd ../.. && kelpie-dst run bank --seed 1 --set duration=20s --set liveness.within=1s'
+show 'cd ../.. && kelpie-dst run tests/cli/bad/fault_unknown_type.toml'
+show 'cd ../.. && kelpie-dst run kv_linearizability --set faults.network.partition.probability=2'
+show 'cd ../.. && kelpie-dst run tests/cli/bad/invariant_unknown.toml'
+show 'cd ../.. && kelpie-dst shrink tests/quality/scenarios/duplicate_deposit.toml --seed 2'
+echo "### sweeps: a failure that depends on earlier seeds"
+show 'cd ../.. && kelpie-dst sweep --entry tests.cli.programs:leaky --seeds 3 -j 1'
+echo "### tutorial: PCT depth 1, handoff"
+show python sweep.py kelpie_dst.examples.race:main 100 pct 1
+show python sweep.py kelpie_dst.examples.handoff:main 300 pct
+echo "### traces: save, show, diff (files in /tmp)"
+show 'kelpie-dst run --entry kelpie_dst.examples.replication:main --seed 4 --fault process.crash=0.04 --fault process.pause=0.03 --fault network.partition=0.3 --fault network.delay=0.05 --fault network.reset=0.01 --trace /tmp/replication.trace'
+show 'cd /tmp && kelpie-dst trace show replication.trace --node f3 --kind node --kind fault --from 15s --to 22s'
+show 'PYTHONHASHSEED=1 kelpie-dst run --entry hashseed_order:main --seed 1 --trace /tmp/a.trace > /dev/null; PYTHONHASHSEED=2 kelpie-dst run --entry hashseed_order:main --seed 1 --trace /tmp/b.trace > /dev/null; cd /tmp && kelpie-dst trace diff a.trace b.trace'
+echo "### mcp: the chaos workload (tests/mcp/workloads.py)"
+show 'cd ../.. && python -c "import kelpie_dst; from tests.mcp import workloads; r = kelpie_dst.run(workloads.chaos, seed=1, faults=workloads.ALL_FAULTS); print(r.summary_line()); print(\"faults fired:\", \", \".join(f\"{k}={v}\" for k, v in r.faults_fired.items()))"'
+echo "### hypothesis: the toy KV machine, in a fresh directory (no repository pytest options)"
+show 'd=$(mktemp -d) && printf "from kelpie_dst.examples.toy_kv_service import FixedToyKVMachine, ToyKVMachine\n\nTestToyKV = ToyKVMachine.TestCase\nTestFixedToyKV = FixedToyKVMachine.TestCase\n" > $d/test_toy_kv_machine.py && cd $d && python -m pytest -q -p no:cacheprovider test_toy_kv_machine.py; rc=$?; rm -rf $d; exit $rc'
+echo "### README: counter.py, copied from the README"
+show 'd=$(mktemp -d) && awk "/^# counter.py/,/^\`\`\`\$/" ../../README.md | grep -v "^\`\`\`" > $d/counter.py && cd $d && kelpie-dst run --entry counter:main --seed 1; rc=$?; rm -rf $d; exit $rc'

@@ -20,18 +20,19 @@ come from the Ids port, so two agents inserting at once never collide.
 from __future__ import annotations
 
 import struct
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from kelpie_agent.embeddings import Embedder
 from kelpie_agent.ports import Ports
-from kelpie_agent.storage import KV, ConflictError, StorageError, Transaction
+from kelpie_agent.storage import KV, Transaction
 
 from ._codec import pack, register, unpack
-from ._errors import AgentStorageError, InvalidRequestError, ResourceNotFoundError
+from ._errors import InvalidRequestError, ResourceNotFoundError
 from ._models import PassageRecord, check_id
+from ._retry import Reader
 
 __all__ = [
     "ArchiveRecord",
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 _ATTEMPTS = 8
+_BACKOFF = 0.05
 ARCHIVES = b"archive/"
 
 
@@ -98,16 +100,6 @@ async def archive_passages(kv: KV | Transaction, archive_id: str) -> list[Passag
     return sorted(found, key=lambda p: (p.created_at, p.id))
 
 
-async def _retry(op: Callable[[], Awaitable[Any]], what: str) -> Any:
-    for attempt in range(_ATTEMPTS):
-        try:
-            return await op()
-        except (ConflictError, StorageError) as error:
-            if attempt + 1 == _ATTEMPTS:
-                raise AgentStorageError(f"{what} failed {_ATTEMPTS} times: {error}") from error
-    raise AssertionError("unreachable")
-
-
 def vector_bytes(vector: Iterable[float]) -> bytes:
     values = list(vector)
     return struct.pack(f"<{len(values)}d", *values)
@@ -119,13 +111,7 @@ class ArchiveStore:
     def __init__(self, kv: KV, ports: Ports) -> None:
         self.kv = kv
         self.ports = ports
-
-    async def _commit(self, build: Callable[[Transaction], Awaitable[Any]], what: str) -> Any:
-        async def attempt() -> Any:
-            async with self.kv.transaction() as txn:
-                return await build(txn)
-
-        return await _retry(attempt, what)
+        self.read = Reader(kv, ports.rng, _ATTEMPTS, _BACKOFF)
 
     async def create(self, name: str, **fields: Any) -> ArchiveRecord:
         now = self.ports.clock.now()
@@ -136,18 +122,18 @@ class ArchiveStore:
         async def build(txn: Transaction) -> None:
             await txn.set(archive_key(record.id), pack(record))
 
-        await self._commit(build, f"archive {name}")
+        await self.read.transact(build, f"archive {name}")
         return record
 
     async def get(self, archive_id: str) -> ArchiveRecord:
-        data = await _retry(lambda: self.kv.get(archive_key(archive_id)), "an archive")
+        data = await self.read(lambda: self.kv.get(archive_key(archive_id)), "an archive")
         if data is None:
             raise ResourceNotFoundError("archive", archive_id)
         record: ArchiveRecord = unpack(data)
         return record
 
     async def all(self) -> list[ArchiveRecord]:
-        rows = await _retry(lambda: self.kv.scan_prefix(ARCHIVES), "archives")
+        rows = await self.read(lambda: self.kv.scan_prefix(ARCHIVES), "archives")
         found: list[ArchiveRecord] = [unpack(v) for _, v in rows]
         return sorted(found, key=lambda a: (a.created_at, a.id))
 
@@ -161,13 +147,13 @@ class ArchiveStore:
             await txn.set(archive_key(archive_id), pack(new))
             return new
 
-        updated: ArchiveRecord = await self._commit(build, f"archive {archive_id}")
+        updated: ArchiveRecord = await self.read.transact(build, f"archive {archive_id}")
         return updated
 
     async def agents(self, archive_id: str) -> list[str]:
         await self.get(archive_id)
         prefix = f"archiveagent/{archive_id}/".encode()
-        rows = await _retry(lambda: self.kv.scan_prefix(prefix), "the archive's agents")
+        rows = await self.read(lambda: self.kv.scan_prefix(prefix), "the archive's agents")
         return [key[len(prefix) :].decode() for key, _ in rows]
 
     async def delete(self, archive_id: str) -> list[str]:
@@ -181,7 +167,7 @@ class ArchiveStore:
                 await txn.delete(passage_id_key(unpack(value).id))
             await txn.delete(archive_key(archive_id))
 
-        await self._commit(build, f"archive {archive_id}")
+        await self.read.transact(build, f"archive {archive_id}")
         return attached
 
     async def add_passages(
@@ -220,7 +206,7 @@ class ArchiveStore:
                 for key, value in archive_passage_writes(record):
                     await txn.set(key, value)
 
-        await self._commit(build, f"passages of archive {archive_id}")
+        await self.read.transact(build, f"passages of archive {archive_id}")
         return records
 
     async def delete_passage(self, archive_id: str, passage_id: str) -> None:
@@ -232,4 +218,4 @@ class ArchiveStore:
             await txn.delete(passage_key(archive_id, passage_id))
             await txn.delete(passage_id_key(passage_id))
 
-        await self._commit(build, f"passage {passage_id}")
+        await self.read.transact(build, f"passage {passage_id}")

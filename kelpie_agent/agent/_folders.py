@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import posixpath
 import struct
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from kelpie_agent.embeddings import Embedder
 from kelpie_agent.ports import Ports
-from kelpie_agent.storage import KV, ConflictError, StorageError, Transaction
+from kelpie_agent.storage import KV, Transaction
 
 from ._codec import pack, register, unpack
 from ._documents import (
@@ -44,8 +44,9 @@ from ._documents import (
     file_type,
     parse_document,
 )
-from ._errors import AgentStorageError, InvalidRequestError, ResourceNotFoundError
+from ._errors import InvalidRequestError, ResourceNotFoundError
 from ._models import check_id
+from ._retry import Reader
 
 __all__ = [
     "FilePassage",
@@ -61,6 +62,7 @@ __all__ = [
 _BLOB = 256 * 1024
 _EMBED_BATCH = 16
 _ATTEMPTS = 8
+_BACKOFF = 0.05
 STATUSES = ("pending", "parsing", "embedding", "completed", "error")
 DUPLICATES = ("skip", "error", "suffix", "replace")
 
@@ -162,16 +164,6 @@ def _end(prefix: bytes) -> bytes:
     return prefix[:-1] + bytes([prefix[-1] + 1])
 
 
-async def _retry(op: Callable[[], Awaitable[Any]], what: str) -> Any:
-    for attempt in range(_ATTEMPTS):
-        try:
-            return await op()
-        except (ConflictError, StorageError) as error:
-            if attempt + 1 == _ATTEMPTS:
-                raise AgentStorageError(f"{what} failed {_ATTEMPTS} times: {error}") from error
-    raise AssertionError("unreachable")
-
-
 async def load_folder(kv: KV | Transaction, folder_id: str) -> Folder | None:
     data = await kv.get(folder_key(folder_id))
     return unpack(data) if data is not None else None
@@ -233,16 +225,7 @@ class FolderStore:
     def __init__(self, kv: KV, ports: Ports) -> None:
         self.kv = kv
         self.ports = ports
-
-    async def _commit(self, build: Callable[[Transaction], Awaitable[Any]], what: str) -> Any:
-        async def attempt() -> Any:
-            async with self.kv.transaction() as txn:
-                return await build(txn)
-
-        return await _retry(attempt, what)
-
-    async def _read(self, op: Callable[[], Awaitable[Any]], what: str) -> Any:
-        return await _retry(op, what)
+        self.read = Reader(kv, ports.rng, _ATTEMPTS, _BACKOFF)
 
     # -- folders -------------------------------------------------------------------------------
     async def create(self, name: str, **fields: Any) -> Folder:
@@ -261,18 +244,18 @@ class FolderStore:
             await txn.set(name_key(name), pack(folder.id))
             return folder
 
-        created: Folder = await self._commit(build, f"folder {name}")
+        created: Folder = await self.read.transact(build, f"folder {name}")
         return created
 
     async def get(self, folder_id: str) -> Folder:
-        folder = await self._read(lambda: load_folder(self.kv, folder_id), f"folder {folder_id}")
+        folder = await self.read(lambda: load_folder(self.kv, folder_id), f"folder {folder_id}")
         if folder is None:
             raise ResourceNotFoundError("folder", folder_id)
         assert isinstance(folder, Folder)
         return folder
 
     async def all(self) -> list[Folder]:
-        rows = await self._read(lambda: self.kv.scan_prefix(FOLDERS), "folders")
+        rows = await self.read(lambda: self.kv.scan_prefix(FOLDERS), "folders")
         folders: list[Folder] = [unpack(v) for _, v in rows]
         return sorted(folders, key=lambda f: (f.created_at, f.id))
 
@@ -291,21 +274,21 @@ class FolderStore:
             await txn.set(folder_key(folder_id), pack(new))
             return new
 
-        updated: Folder = await self._commit(build, f"folder {folder_id}")
+        updated: Folder = await self.read.transact(build, f"folder {folder_id}")
         return updated
 
     async def agents(self, folder_id: str) -> list[str]:
         """Ids of the agents the folder is attached to."""
         await self.get(folder_id)
         prefix = f"folderagent/{folder_id}/".encode()
-        rows = await self._read(lambda: self.kv.scan_prefix(prefix), "the folder's agents")
+        rows = await self.read(lambda: self.kv.scan_prefix(prefix), "the folder's agents")
         return [key[len(prefix) :].decode() for key, _ in rows]
 
     async def delete(self, folder_id: str) -> list[str]:
         """Delete the folder and its files; returns the agents it was attached to (the caller
         detaches it from them)."""
         attached = await self.agents(folder_id)
-        for record in await self._read(lambda: folder_files(self.kv, folder_id), "files"):
+        for record in await self.read(lambda: folder_files(self.kv, folder_id), "files"):
             await self.delete_file(folder_id, record.id)
 
         async def build(txn: Transaction) -> None:
@@ -315,7 +298,7 @@ class FolderStore:
             await txn.delete(folder_key(folder_id))
             await txn.delete(name_key(folder.name))
 
-        await self._commit(build, f"folder {folder_id}")
+        await self.read.transact(build, f"folder {folder_id}")
         return attached
 
     # -- files ---------------------------------------------------------------------------------
@@ -377,11 +360,11 @@ class FolderStore:
             await txn.set(job_key(file_id), b"")
             return record
 
-        stored: FileRecord | None = await self._commit(build, f"upload {clean}")
+        stored: FileRecord | None = await self.read.transact(build, f"upload {clean}")
         return stored
 
     async def file(self, file_id: str, folder_id: str | None = None) -> FileRecord:
-        record = await self._read(lambda: load_file(self.kv, file_id), f"file {file_id}")
+        record = await self.read(lambda: load_file(self.kv, file_id), f"file {file_id}")
         if record is None or (folder_id is not None and record.folder_id != folder_id):
             raise ResourceNotFoundError("file", file_id)
         assert isinstance(record, FileRecord)
@@ -389,13 +372,13 @@ class FolderStore:
 
     async def files(self, folder_id: str) -> list[FileRecord]:
         await self.get(folder_id)
-        listed: list[FileRecord] = await self._read(
+        listed: list[FileRecord] = await self.read(
             lambda: folder_files(self.kv, folder_id), "files"
         )
         return listed
 
     async def content(self, record: FileRecord) -> str:
-        text: str = await self._read(lambda: file_text(self.kv, record), f"file {record.id}")
+        text: str = await self.read(lambda: file_text(self.kv, record), f"file {record.id}")
         return text
 
     async def delete_file(self, folder_id: str, file_id: str) -> None:
@@ -405,11 +388,11 @@ class FolderStore:
                 raise ResourceNotFoundError("file", file_id)
             await _delete_file(txn, unpack(data))
 
-        await self._commit(build, f"file {file_id}")
+        await self.read.transact(build, f"file {file_id}")
 
     async def pending(self, limit: int = 50) -> list[str]:
         """Files whose processing is not finished (to run again after a crash)."""
-        rows = await self._read(lambda: self.kv.scan_prefix(JOBS, limit=limit), "file jobs")
+        rows = await self.read(lambda: self.kv.scan_prefix(JOBS, limit=limit), "file jobs")
         return [key[len(JOBS) :].decode() for key, _ in rows]
 
     # -- processing ----------------------------------------------------------------------------
@@ -437,7 +420,7 @@ class FolderStore:
                 await txn.delete(job_key(new.id))
             return new
 
-        result: FileRecord | None = await self._commit(build, f"processing file {file_id}")
+        result: FileRecord | None = await self.read.transact(build, f"processing file {file_id}")
         return result
 
     async def process(
@@ -445,11 +428,11 @@ class FolderStore:
     ) -> FileRecord | None:
         """Parse, chunk and embed one file, then mark it ``completed`` (or ``error``). Safe to
         run again, and concurrently: every write is idempotent."""
-        found: FileRecord | None = await self._read(
+        found: FileRecord | None = await self.read(
             lambda: load_file(self.kv, file_id), f"file {file_id}"
         )
         if found is None:
-            await self._commit(lambda txn: txn.delete(job_key(file_id)), "a stale file job")
+            await self.read.transact(lambda txn: txn.delete(job_key(file_id)), "a stale file job")
             return None
         if found.done:
             return found
@@ -459,7 +442,7 @@ class FolderStore:
         if record is None:
             return None
         chunks = record.raw_chunks
-        raw = await self._read(lambda: _blob(self.kv, "fileraw", file_id, chunks), "the upload")
+        raw = await self.read(lambda: _blob(self.kv, "fileraw", file_id, chunks), "the upload")
         try:
             text = parse_document(record.file_name, raw, record.file_type)
         except DocumentError as error:

@@ -9,23 +9,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
 from kelpie_agent.ports import Ports
-from kelpie_agent.storage import KV, ConflictError, StorageError, Transaction
+from kelpie_agent.storage import KV, Transaction
 
 from ._codec import pack, register, unpack
-from ._errors import AgentStorageError, InvalidRequestError, ResourceNotFoundError
+from ._errors import InvalidRequestError, ResourceNotFoundError
 from ._models import check_id
+from ._retry import Reader
 
 __all__ = ["IDENTITY_TYPES", "IdentityProperty", "IdentityRecord", "IdentityStore", "link_key"]
 
 IDENTITY_TYPES = ("org", "user", "other")
 PROPERTY_TYPES = ("string", "number", "boolean", "json")
 _ATTEMPTS = 8
+_BACKOFF = 0.05
 IDENTITIES = b"identity/"
 
 
@@ -86,27 +88,11 @@ def link_key(identity_id: str, agent_id: str) -> bytes:
     return f"identityagent/{identity_id}/{agent_id}".encode()
 
 
-async def _retry(op: Callable[[], Awaitable[Any]], what: str) -> Any:
-    for attempt in range(_ATTEMPTS):
-        try:
-            return await op()
-        except (ConflictError, StorageError) as error:
-            if attempt + 1 == _ATTEMPTS:
-                raise AgentStorageError(f"{what} failed {_ATTEMPTS} times: {error}") from error
-    raise AssertionError("unreachable")
-
-
 class IdentityStore:
     def __init__(self, kv: KV, ports: Ports) -> None:
         self.kv = kv
         self.ports = ports
-
-    async def _commit(self, build: Callable[[Transaction], Awaitable[Any]], what: str) -> Any:
-        async def attempt() -> Any:
-            async with self.kv.transaction() as txn:
-                return await build(txn)
-
-        return await _retry(attempt, what)
+        self.read = Reader(kv, ports.rng, _ATTEMPTS, _BACKOFF)
 
     async def create(self, identifier_key: str, name: str, **fields: Any) -> IdentityRecord:
         now = self.ports.clock.now()
@@ -129,22 +115,22 @@ class IdentityStore:
             await txn.set(key_key(identifier_key), pack(record.id))
             return record
 
-        created: IdentityRecord = await self._commit(build, f"identity {identifier_key}")
+        created: IdentityRecord = await self.read.transact(build, f"identity {identifier_key}")
         return created
 
     async def get(self, identity_id: str) -> IdentityRecord:
-        data = await _retry(lambda: self.kv.get(identity_key(identity_id)), "an identity")
+        data = await self.read(lambda: self.kv.get(identity_key(identity_id)), "an identity")
         if data is None:
             raise ResourceNotFoundError("identity", identity_id)
         record: IdentityRecord = unpack(data)
         return record
 
     async def by_key(self, identifier_key: str) -> IdentityRecord | None:
-        data = await _retry(lambda: self.kv.get(key_key(identifier_key)), "an identity key")
+        data = await self.read(lambda: self.kv.get(key_key(identifier_key)), "an identity key")
         return await self.get(unpack(data)) if data is not None else None
 
     async def all(self) -> list[IdentityRecord]:
-        rows = await _retry(lambda: self.kv.scan_prefix(IDENTITIES), "identities")
+        rows = await self.read(lambda: self.kv.scan_prefix(IDENTITIES), "identities")
         found: list[IdentityRecord] = [unpack(v) for _, v in rows]
         return sorted(found, key=lambda r: (r.created_at, r.id))
 
@@ -165,12 +151,12 @@ class IdentityStore:
             await txn.set(identity_key(identity_id), pack(new))
             return new
 
-        updated: IdentityRecord = await self._commit(build, f"identity {identity_id}")
+        updated: IdentityRecord = await self.read.transact(build, f"identity {identity_id}")
         return updated
 
     async def agents(self, identity_id: str) -> list[str]:
         prefix = f"identityagent/{identity_id}/".encode()
-        rows = await _retry(lambda: self.kv.scan_prefix(prefix), "the identity's agents")
+        rows = await self.read(lambda: self.kv.scan_prefix(prefix), "the identity's agents")
         return [key[len(prefix) :].decode() for key, _ in rows]
 
     async def delete(self, identity_id: str) -> list[str]:
@@ -182,5 +168,5 @@ class IdentityStore:
             await txn.delete(identity_key(identity_id))
             await txn.delete(key_key(record.identifier_key))
 
-        await self._commit(build, f"identity {identity_id}")
+        await self.read.transact(build, f"identity {identity_id}")
         return attached

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import trio
 
-from kelpie_agent.storage import KV, StorageError
+from kelpie_agent.storage import KV, StorageError, Transaction
 
 from ._errors import AgentStorageError
 
@@ -68,6 +68,19 @@ class Reader:
             except StorageError as error:
                 if attempt + 1 == self.attempts:
                     raise self.give_up("reading", what, error) from error
+            await self.backoff(attempt)
+        raise AssertionError("unreachable")
+
+    async def transact(self, build: Callable[[Transaction], Awaitable[T]], what: str) -> T:
+        """``build`` in a transaction until it commits (it must only compute and write, and may
+        run again: after an ambiguous commit it finds its own earlier write)."""
+        for attempt in range(self.attempts):
+            try:
+                async with self.kv.transaction() as txn:
+                    return await build(txn)
+            except StorageError as error:
+                if attempt + 1 == self.attempts:
+                    raise self.give_up("writing", what, error) from error
             await self.backoff(attempt)
         raise AssertionError("unreachable")
 

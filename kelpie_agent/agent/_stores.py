@@ -8,14 +8,14 @@ KV transactions (these records are not owned by one actor).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import attrs
 
 from kelpie_agent.llm._types import TOOL_NAME
 from kelpie_agent.ports import Ports
-from kelpie_agent.storage import KV, StorageError, Transaction
+from kelpie_agent.storage import KV, Transaction
 
 from ._builtins import BUILTINS, builtin_by_id, builtin_by_name
 from ._codec import Keys, pack, unpack
@@ -49,20 +49,6 @@ def _reader(kv: KV, ports: Ports) -> Reader:
     return Reader(kv, ports.rng, _ATTEMPTS, _BACKOFF)
 
 
-async def _transact(read: Reader, build: Callable[[Transaction], Awaitable[T]], what: str) -> T:
-    """``build`` in a transaction until it commits (it must only compute and write, and may
-    run again: after an ambiguous commit it finds its own earlier write)."""
-    for attempt in range(read.attempts):
-        try:
-            async with read.kv.transaction() as txn:
-                return await build(txn)
-        except StorageError as error:
-            if attempt + 1 == read.attempts:
-                raise read.give_up("writing", what, error) from error
-        await read.backoff(attempt)
-    raise AssertionError("unreachable")
-
-
 async def _write(read: Reader, writes: list[tuple[bytes, bytes | None]], what: str) -> None:
     async def build(txn: Transaction) -> None:
         for key, value in writes:
@@ -71,7 +57,7 @@ async def _write(read: Reader, writes: list[tuple[bytes, bytes | None]], what: s
             else:
                 await txn.set(key, value)
 
-    await _transact(read, build, what)
+    await read.transact(build, what)
 
 
 class ToolStore:
@@ -125,7 +111,7 @@ class ToolStore:
             await txn.set(Keys.tool(spec.id), pack(spec))
             return spec
 
-        return await _transact(self.read, build, f"tool {spec.name}")
+        return await self.read.transact(build, f"tool {spec.name}")
 
     def build(
         self,
@@ -296,7 +282,7 @@ class BlockStore:
             await txn.set(Keys.block(block.id), pack(block))
             return block
 
-        return await _transact(self.read, build, f"block {block_id}")
+        return await self.read.transact(build, f"block {block_id}")
 
     async def delete(self, block_id: str) -> None:
         await self.get(block_id)

@@ -90,7 +90,7 @@ show 'cd ../.. && kelpie-dst run kv_linearizability --seed 3'
 show 'cd ../.. && kelpie-dst sweep tests/quality/scenarios/duplicate_deposit.toml --seeds 10 --jobs 1'
 show 'cd ../.. && kelpie-dst replay $(kelpie-dst sweep tests/quality/scenarios/duplicate_deposit.toml --seeds 10 --jobs 1 | sed -n "s/^replay: kelpie-dst replay //p" | head -1)'
 echo "### scenarios: liveness, bad input, shrink"
-show 'cd ../.. && kelpie-dst run bank --seed 1 --set duration=20s --set liveness.within=1s'
+show 'cd ../.. && kelpie-dst run bank --seed 1 --set duration=5s --set liveness.within=1s'
 show 'cd ../.. && kelpie-dst run tests/cli/bad/fault_unknown_type.toml'
 show 'cd ../.. && kelpie-dst run kv_linearizability --set faults.network.partition.probability=2'
 show 'cd ../.. && kelpie-dst run tests/cli/bad/invariant_unknown.toml'

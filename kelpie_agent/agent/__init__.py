@@ -113,6 +113,7 @@ from ._requests import RunTool as RunTool
 from ._requests import SearchPassages as SearchPassages
 from ._requests import SendMessage as SendMessage
 from ._requests import SessionSnapshot as SessionSnapshot
+from ._requests import SetToolApproval as SetToolApproval
 from ._requests import ToolRunResult as ToolRunResult
 from ._requests import TurnResult as TurnResult
 from ._requests import UpdateAgent as UpdateAgent
@@ -222,6 +223,7 @@ __all__ = [
     "SessionCheckpoint",
     "SessionError",
     "SessionSnapshot",
+    "SetToolApproval",
     "SystemMessage",
     "ToolCallInfo",
     "ToolCallMessage",

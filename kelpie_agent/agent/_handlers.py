@@ -33,6 +33,7 @@ from ._requests import (
     UpdateBlock,
 )
 from ._runtime import AgentRuntime
+from ._tool_rules import ToolRule
 
 __all__ = [
     "attach_block",
@@ -184,6 +185,27 @@ async def update_agent(rt: AgentRuntime, changes: Mapping[str, Any]) -> AgentVie
     if "tool_rules" in values:
         values["tool_rules"] = tuple(values["tool_rules"])
     new = attrs.evolve(agent, **values, updated_at=rt.now())
+    await rt.write([(rt.keys.agent, pack(new))], "the agent")
+    rt.agent = new
+    return await view(rt)
+
+
+async def set_tool_approval(rt: AgentRuntime, tool_name: str, required: bool) -> AgentView:
+    """Add or remove the agent's ``requires_approval`` rule for its tool ``tool_name``, reading
+    and writing the rules in one actor step (no lost update between concurrent changes)."""
+    agent = rt.require()
+    if tool_name not in (await load_toolset(rt)).names:
+        raise ToolNotFoundError(f"the agent has no tool named {tool_name!r}")
+    rules = [
+        r
+        for r in agent.tool_rules
+        if not (r.type == "requires_approval" and r.tool_name == tool_name)
+    ]
+    if required:
+        rules.append(ToolRule(tool_name, "requires_approval"))
+    if tuple(rules) == tuple(agent.tool_rules):
+        return await view(rt)
+    new = attrs.evolve(agent, tool_rules=tuple(rules), updated_at=rt.now())
     await rt.write([(rt.keys.agent, pack(new))], "the agent")
     rt.agent = new
     return await view(rt)

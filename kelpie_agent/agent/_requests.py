@@ -63,6 +63,7 @@ __all__ = [
     "SearchPassages",
     "SendMessage",
     "SessionSnapshot",
+    "SetToolApproval",
     "ToolRunResult",
     "TurnResult",
     "UpdateAgent",
@@ -159,6 +160,17 @@ class UpdateAgent:
     """Change metadata -> :class:`AgentView`. Keys: :data:`UPDATABLE_FIELDS`."""
 
     changes: Mapping[str, Any] = attrs.field(hash=False)
+
+
+@attrs.frozen
+class SetToolApproval:
+    """Whether calls of the attached tool ``tool_name`` wait for a client's approval (the
+    agent's ``requires_approval`` rule for it) -> :class:`AgentView`. A request of its own, so
+    the read-modify-write of the rules runs on the actor: two concurrent changes for different
+    tools both land."""
+
+    tool_name: str
+    required: bool
 
 
 @attrs.frozen

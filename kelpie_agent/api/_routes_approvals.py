@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Body, Query
 
-from kelpie_agent.agent import ToolRule
-from kelpie_agent.service import InvalidError, NotFoundError
+from kelpie_agent.service import InvalidError
 
 from ._context import current_service
 from ._models_agents import AgentState, agent_out
@@ -40,17 +39,7 @@ def approvals_router() -> APIRouter:
             flag = query_requires_approval
         if flag is None:
             raise InvalidError("body.requires_approval", "give true or false", status=400)
-        service = current_service()
-        view = await service.get_agent(agent_id)
-        if tool_name not in {t.name for t in view.tools}:
-            raise NotFoundError("tool", tool_name, f"the agent has no tool named {tool_name!r}")
-        rules = [
-            r
-            for r in view.agent.tool_rules
-            if not (r.type == "requires_approval" and r.tool_name == tool_name)
-        ]
-        if flag:
-            rules.append(ToolRule(tool_name, "requires_approval"))
-        return agent_out(await service.update_agent(agent_id, {"tool_rules": tuple(rules)}))
+        view = await current_service().set_tool_approval(agent_id, tool_name, flag)
+        return agent_out(view)
 
     return router

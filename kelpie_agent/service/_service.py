@@ -32,6 +32,7 @@ from kelpie_agent.agent import (
     PassageRecord,
     RunTool,
     SearchPassages,
+    SetToolApproval,
     ToolRunResult,
     ToolSpec,
     UpdateAgent,
@@ -212,6 +213,13 @@ class AgentService(Messaging):
             for block_id in block_ids:
                 await self._request(agent_id, AttachBlock(block_id))
         return await self.get_agent(agent_id)
+
+    async def set_tool_approval(self, agent_id: str, tool_name: str, required: bool) -> AgentView:
+        """Whether calls of the agent's tool ``tool_name`` wait for a client's approval: adds
+        or removes its ``requires_approval`` rule, on the agent's actor (atomic)."""
+        await self._agent(agent_id)
+        view: AgentView = await self._request(agent_id, SetToolApproval(tool_name, required))
+        return view
 
     async def delete_agent(self, agent_id: str) -> None:
         """Delete the agent, its history, archival memory and records (its blocks stay)."""

@@ -257,3 +257,30 @@ async def test_the_index_follows_creates_updates_deletes_and_repair_rebuilds_it(
         assert await kv.scan_prefix(gone.otids) == [] == await kv.scan_prefix(gone.runs)
         report = await svc.repair()
         assert (report.entries_added, report.entries_removed, report.orphans_swept) == (0, 0, 0)
+
+
+@pytest.mark.dst(seeds=3, guards="strict")
+async def test_concurrent_approval_changes_all_land() -> None:
+    """Marking two tools for approval at the same moment keeps both rules: the read-modify-
+    write of the rules runs on the agent's actor, not in the caller (a lost update would drop
+    one). Unknown tools are refused; unmarking removes only that tool's rule."""
+    async with service_node() as svc:
+        await svc.create_tool(ADD)
+        mul = ADD.replace("def add", "def mul").replace("a + b", "a * b")
+        await svc.create_tool(mul)
+        view = await svc.create_agent(otto(), tools=("add", "mul"))
+        agent_id = view.agent.id
+        async with trio.open_nursery() as nursery:
+            for name in ("add", "mul", "send_message"):
+                nursery.start_soon(svc.set_tool_approval, agent_id, name, True)
+        rules = (await svc.get_agent(agent_id)).agent.tool_rules
+        assert sorted(r.tool_name for r in rules if r.type == "requires_approval") == [
+            "add",
+            "mul",
+            "send_message",
+        ]
+        await _fails(svc.set_tool_approval(agent_id, "nope", True), NotFoundError, 404, "nope")
+        after = await svc.set_tool_approval(agent_id, "mul", False)
+        assert sorted(r.tool_name for r in after.agent.tool_rules) == ["add", "send_message"]
+        again = await svc.set_tool_approval(agent_id, "add", True)  # already marked: unchanged
+        assert sorted(r.tool_name for r in again.agent.tool_rules) == ["add", "send_message"]

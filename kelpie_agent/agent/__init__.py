@@ -122,6 +122,9 @@ from ._retry import Reader as Reader
 from ._runs import OtidRecord as OtidRecord
 from ._runs import RunRecord as RunRecord
 from ._schedules import ScheduledMessage as ScheduledMessage
+from ._steps import FEEDBACKS as FEEDBACKS
+from ._steps import STEP_STATUSES as STEP_STATUSES
+from ._steps import StepRecord as StepRecord
 from ._stores import BlockStore as BlockStore
 from ._stores import ToolStore as ToolStore
 from ._teleport import SandboxImage as SandboxImage
@@ -132,6 +135,8 @@ from ._tool_rules import TOOL_RULE_TYPES as TOOL_RULE_TYPES
 __all__ = [
     "AGENT_TYPES",
     "BUILTINS",
+    "FEEDBACKS",
+    "STEP_STATUSES",
     "TOOL_RULE_TYPES",
     "UPDATABLE_FIELDS",
     "ActorContextLike",
@@ -224,6 +229,7 @@ __all__ = [
     "SessionError",
     "SessionSnapshot",
     "SetToolApproval",
+    "StepRecord",
     "SystemMessage",
     "ToolCallInfo",
     "ToolCallMessage",

@@ -20,6 +20,7 @@ A *step* is one LLM call and the tool calls it makes. What ends a run:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import attrs
 import trio
@@ -50,6 +51,7 @@ from ._messages import (
 )
 from ._prompt import build_messages, rules_block, system_prompt
 from ._runtime import AgentRuntime
+from ._steps import step_record
 from ._toolset import ToolSet
 
 __all__ = ["Loop", "TurnOptions", "load_toolset"]
@@ -117,9 +119,15 @@ class Loop:
         done = finish(self.rt, cp, reason, error)
         await self._commit([], done, "the end of the run")
 
-    async def _commit(self, messages: list[AgentMessage], cp: SessionCheckpoint, what: str) -> None:
+    async def _commit(
+        self,
+        messages: list[AgentMessage],
+        cp: SessionCheckpoint,
+        what: str,
+        extra: Sequence[tuple[bytes, bytes]] = (),
+    ) -> None:
         rt = self.rt
-        writes = [*rt.message_writes(messages), *rt.checkpoint_writes(cp)]
+        writes = [*rt.message_writes(messages), *rt.checkpoint_writes(cp), *extra]
 
         async def build(txn: Transaction) -> None:
             for key, value in writes:
@@ -165,7 +173,7 @@ class Loop:
         memgpt = agent.agent_type == "memgpt_agent"
         await rt.refresh_blocks()
         step_id = rt.new_id("step")
-        stream = None
+        stream, started = None, rt.now()
         if self.sink.active and self.options.stream_tokens:
             stream = streamer_factory(
                 self.sink,
@@ -181,10 +189,11 @@ class Loop:
         history = cp.tool_history
         allowed = tools.solver.allowed(history, cp.last_return)
         prefill = tools.solver.prefill(history, allowed)
+        request = self._request(tools, allowed, await self._directories())
         try:
             outcome = await call_llm(
                 rt.env.llm,
-                self._request(tools, allowed, await self._directories()),
+                request,
                 config=rt.config,
                 random=rt.ctx.ports.rng.random,
                 new_id=lambda: rt.new_id("message"),
@@ -194,7 +203,7 @@ class Loop:
             await self._close(cp, "llm_api_error", str(failure))
             return
         await rt.hazard("agent.llm_answered")
-        response = outcome.response
+        answered, response = rt.now(), outcome.response
         usage = cp.usage.plus(response.usage.input_tokens, response.usage.output_tokens, 1)
         common = {"run_id": cp.session_id, "step_id": step_id}
         messages: list[AgentMessage] = []
@@ -228,7 +237,7 @@ class Loop:
                 calls.append(
                     PendingCall(block.id, block.name, block.arguments, mid, approval=approval)
                 )
-        cp = attrs.evolve(cp, usage=usage, updated_at=rt.now())
+        cp = attrs.evolve(cp, usage=usage, steps=(*cp.steps, step_id), updated_at=rt.now())
         uncalled = tools.solver.uncalled(cp.tool_history)
         if calls:
             cp = attrs.evolve(
@@ -276,7 +285,19 @@ class Loop:
         else:
             reason = "max_tokens_exceeded" if response.stop_reason == "max_tokens" else "end_turn"
             cp = finish(rt, attrs.evolve(cp, iteration=cp.iteration + 1), reason)
-        await self._commit(messages, cp, "the step's messages")
+        step = step_record(
+            step_id=step_id,
+            agent=agent,
+            cp=cp,
+            request=request,
+            response=response,
+            attempts=outcome.attempts,
+            message_ids=[m.id for m in messages],
+            started=started,
+            answered=answered,
+            committed=rt.now(),
+        )
+        await self._commit(messages, cp, "the step's messages", rt.step_writes(step))
         await rt.hazard("agent.step_committed")
         if stream is None:
             shown = [m for m in messages if not isinstance(m, UserMessage)]

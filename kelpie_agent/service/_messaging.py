@@ -33,7 +33,7 @@ from . import _validate as v
 from ._base import KIND
 from ._errors import InvalidError, NotFoundError, UnavailableError, translate
 from ._index import window
-from ._runs import Runs
+from ._steps import Steps
 
 __all__ = ["MessageStream", "Messaging"]
 
@@ -75,7 +75,7 @@ async def _forward(
             sent[0] += 1
 
 
-class Messaging(Runs):
+class Messaging(Steps):
     """Sending and reading an agent's messages."""
 
     async def _send_request(

@@ -13,12 +13,14 @@ Two oracles, kept apart from the simulator:
   (0, 1, ...) with non-decreasing start times, and their count equals the step count the
   client was given in the run's usage; the agent's step index holds exactly the steps of its
   runs; every stored message of a step names a step of its own run.
+* :func:`read_steps`, at read-back, through the SDK: feedback given is stored and filtered on,
+  and ``steps.list`` and ``runs.steps.list`` page through exactly what the database holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
@@ -28,7 +30,10 @@ from kelpie_agent.agent._codec import unpack
 from ..shims._storage import SimKVStore
 from ._agent_checks import Ack
 
-__all__ = ["StepCommits", "check_run_steps"]
+if TYPE_CHECKING:  # the world imports this module: the clients' modules import the world
+    from ._agent_client import AgentPlan, Clients
+
+__all__ = ["StepCommits", "check_run_steps", "read_steps"]
 
 _OUTPUT = frozenset(
     ("reasoning_message", "assistant_message", "tool_call_message", "approval_request_message")
@@ -159,4 +164,69 @@ def _check_run(store: SimKVStore, agent_id: str, ack: Ack, named: set[str]) -> l
     strangers = sorted(named - set(run.steps))
     if strangers:
         problems.append(f"{where}: its messages name steps it does not list: {strangers}")
+    return problems
+
+
+async def read_steps(clients: Clients, plan: AgentPlan, rng: Any) -> list[str]:
+    """Through the SDK (HTTP link only), after the agent's read-back: give feedback on the
+    first step of its last acknowledged run, then page through ``steps.list`` (random page
+    sizes, every cursor used), its ``has_feedback``/``feedback`` filters and each run's
+    ``runs.steps.list``; each must be exactly what the database holds."""
+    from ._agent_client import _page_size
+    from ._agent_http import HttpLink
+
+    link = clients.link
+    sid = link.server_id(plan)
+    acks = [a for a in clients.record.acks if a.agent == plan.agent_id and a.run_id]
+    if not isinstance(link, HttpLink) or sid is None or not acks:
+        return []
+    store = clients.world.store()
+    stored = [_id(key) for key, _ in _scan(store, Keys(sid).steps)]
+    runs = {a.run_id: r for a in acks if (r := _get(store, Keys.run(a.run_id))) is not None}
+    state = {"node": rng.choice(clients.world.node_names)}
+    where = f"{plan.agent_id} steps"
+
+    async def call(key: str, op: Callable[[Any], Awaitable[Any]]) -> Any:
+        async def attempt(node: str, _: int) -> Any:
+            return await op(link.sdk(node))
+
+        return await clients._call(f"a{plan.number} {key}", plan.agent_id, attempt, rng, state)
+
+    async def listing(key: str, **filters: Any) -> list[str]:
+        size, ids = _page_size(rng), list[str]()
+        while True:
+            after = ids[-1] if ids else None
+
+            async def page(sdk: Any, after: str | None = after) -> list[str]:
+                got = await sdk.steps.list(
+                    agent_id=sid, order="asc", after=after, limit=size, **filters
+                )
+                return [s.id for s in got.items]
+
+            got = await call(key, page)
+            ids.extend(got)
+            if len(got) < size:
+                return ids
+
+    problems: list[str] = []
+    chosen = runs.get(acks[-1].run_id)
+    liked = [chosen.steps[0]] if chosen is not None and chosen.steps else []
+    for step_id in liked:
+
+        async def feedback(sdk: Any, step_id: str = step_id) -> Any:
+            return await sdk.steps.feedback.create(step_id, feedback="negative", tags=["wl"])
+
+        await call("feedback", feedback)
+    if (listed := await listing("steps")) != stored:
+        problems.append(f"{where}: steps.list gave {listed}, the database holds {stored}")
+    for key, filters in (("rated", {"has_feedback": True}), ("negative", {"feedback": "negative"})):
+        if (rated := await listing(key, **filters)) != liked:
+            problems.append(f"{where}: steps.list({filters}) gave {rated}, not {liked}")
+    for run_id, run in runs.items():
+
+        async def of_run(sdk: Any, run_id: str = run_id) -> list[str]:
+            return [s.id async for s in sdk.runs.steps.list(run_id, limit=1000)]
+
+        if (got := await call(f"{run_id} steps", of_run)) != list(run.steps):
+            problems.append(f"{where}: runs.steps.list({run_id}) gave {got}, not {run.steps}")
     return problems

@@ -66,7 +66,7 @@ from ._agent_http import open_http_link
 from ._agent_oracles import check_effects, check_model_said
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_runs import BackgroundRuns, check_followed
-from ._agent_steps import check_run_steps
+from ._agent_steps import check_run_steps, read_steps
 from ._agent_world import World
 
 __all__ = [
@@ -205,12 +205,15 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         for number in range(count):
             nursery.start_soon(clients.client, number, plans[number::count])
     rng = ctx.rng("read")
+    steps: list[str] = []
+    ctx.state["steps"], steps_rng = steps, ctx.rng("steps")
     for plan in plans:
         created = clients.record.requests.get(f"a{plan.number} create")
         if created is not None and created.outcome == "acked":
             await clients.read_back(plan, rng)
+            steps += await read_steps(clients, plan, steps_rng)
     by_number = {p.agent_id: p for p in plans}
-    ctx.state["steps"] = check_run_steps(
+    steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
     )
 

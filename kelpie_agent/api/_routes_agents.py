@@ -73,7 +73,7 @@ def agents_router() -> APIRouter:
 
     async def create_agent(body: AgentCreate) -> AgentState:
         """Create an agent with its memory blocks and tools (Letta's base tools unless
-        ``include_base_tools`` is false). ``identity_ids``/``folder_ids`` are refused (422)
+        ``include_base_tools`` is false). ``identity_ids``/``folder_ids`` are refused (400)
         until identities and folders are served."""
         for field, ids, what in (
             ("identity_ids", body.identity_ids, "identities"),
@@ -81,7 +81,9 @@ def agents_router() -> APIRouter:
         ):
             if ids:
                 raise InvalidError(
-                    f"body.{field}", f"{ids[0]!r} cannot be attached: Kelpie serves no {what} yet"
+                    f"body.{field}",
+                    f"{ids[0]!r} cannot be attached: Kelpie serves no {what} yet",
+                    status=400,
                 )
         view = await current_service().create_agent(
             create_request(body),
@@ -116,7 +118,7 @@ def agents_router() -> APIRouter:
         the order. ``include``/``include_relationships`` are accepted and ignored (every
         relation is always included); ``identity_id`` keeps the agents attached to it,
         ``last_stop_reason`` those whose latest run stopped so. Filters on what Kelpie has
-        not (identifier keys, projects, templates, users) are refused with a 422."""
+        not (identifier keys, projects, templates, users) are refused (400)."""
         for field, given in (
             ("identifier_keys", identifier_keys),
             ("project_id", project_id),
@@ -125,7 +127,9 @@ def agents_router() -> APIRouter:
             ("created_by_id", created_by_id),
         ):
             if given is not None:
-                raise InvalidError(f"query.{field}", "Kelpie's agents cannot be filtered by it")
+                raise InvalidError(
+                    f"query.{field}", "Kelpie's agents cannot be filtered by it", status=400
+                )
         if order is None:
             order = "asc" if ascending else "desc"
         views = await current_service().list_agents(

@@ -60,7 +60,7 @@ def blocks_router() -> APIRouter:
         """Every block, oldest first by default; ``after``/``before`` are block ids. The
         searches are case-insensitive parts; the ``connected_to_agents_count_*`` filters count
         the agents a block is attached to. Filters on what Kelpie's blocks do not have
-        (identities, tags, template names, projects) are refused with a 422."""
+        (identities, tags, template names, projects) are refused (400)."""
         for field, given in (
             ("identity_id", identity_id),
             ("identifier_keys", identifier_keys),
@@ -70,7 +70,9 @@ def blocks_router() -> APIRouter:
             ("templates_only", templates_only or None),
         ):
             if given is not None:
-                raise InvalidError(f"query.{field}", "Kelpie's blocks cannot be filtered by it")
+                raise InvalidError(
+                    f"query.{field}", "Kelpie's blocks cannot be filtered by it", status=400
+                )
         blocks = await current_service().list_blocks(
             label=label,
             label_search=label_search,

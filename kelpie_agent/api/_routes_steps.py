@@ -55,7 +55,9 @@ def steps_router() -> APIRouter:
         its run's id, so ``trace_ids`` selects runs. ``project_id`` (Letta Cloud only) is
         refused."""
         if project_id is not None:
-            raise InvalidError("query.project_id", "projects are Letta Cloud's; Kelpie has none")
+            raise InvalidError(
+                "query.project_id", "projects are Letta Cloud's; Kelpie has none", status=400
+            )
         records = await current_service().list_steps(
             agent_id=agent_id,
             run_id=run_id,

@@ -97,10 +97,6 @@ class Catalog(ServiceBase):
         limit, descending = v.page_limit(limit), v.order(order)
         if label is not None:
             v.label(label)
-        agents_eq = [
-            v.int_at_least(n, f"connected_to_agents_count_eq[{i}]", 0)
-            for i, n in enumerate(agents_eq)
-        ]
         blocks = await self._store(lambda: self.block_store.list(label), "blocks", retry=True)
         searches = [
             (field, text.casefold())

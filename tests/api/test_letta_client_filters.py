@@ -50,11 +50,11 @@ async def scenario() -> list[str]:
         assert stopped == [ada.id]
         both = client.agents.list(identity_id=IDENTITY, last_stop_reason="end_turn")
         assert [x.id async for x in both] == []
-        with pytest.raises(letta_client.UnprocessableEntityError, match="project_id"):
+        with pytest.raises(letta_client.BadRequestError, match="project_id"):
             await client.agents.list(project_id="proj-1")
-        with pytest.raises(letta_client.UnprocessableEntityError, match="identity_ids"):
+        with pytest.raises(letta_client.BadRequestError, match="identity_ids"):
             await client.agents.create(name="x", identity_ids=[IDENTITY])
-        with pytest.raises(letta_client.UnprocessableEntityError, match="folder_ids"):
+        with pytest.raises(letta_client.BadRequestError, match="folder_ids"):
             await client.agents.create(name="x", folder_ids=["source-1"])
         assert len([x async for x in client.agents.list()]) == 3  # nothing was created
 
@@ -82,7 +82,7 @@ async def scenario() -> list[str]:
         none = client.blocks.list(connected_to_agents_count_eq=[0], label_search="notes")
         assert [b.id async for b in none] == [lonely.id]
         assert [b.id async for b in client.blocks.list(connected_to_agents_count_lt=0)] == []
-        with pytest.raises(letta_client.UnprocessableEntityError, match="tags"):
+        with pytest.raises(letta_client.BadRequestError, match="tags"):
             await client.blocks.list(tags=["x"])
         seen += [otto.id, ada.id, eve.id, custom.id, shared.id, lonely.id]
         await http.aclose()

@@ -1,9 +1,9 @@
-"""The list filters letta-client sends that Kelpie used to ignore, through the SDK with strict
-response validation: agents.list ``identity_id`` and ``last_stop_reason``; tools.list
-``tool_types``, ``exclude_tool_types``, ``names``, ``tool_ids``, ``search``,
-``return_only_letta_tools``; blocks.list ``label_search``, ``value_search``,
-``description_search``, ``connected_to_agents_count_*``. Each takes effect, or is refused
-with a 422 naming it (filters on what Kelpie does not have; ``agents.create`` with
+"""The list filters letta-client sends that Kelpie used to ignore, and ``messages.search``,
+through the SDK with strict response validation: agents.list ``identity_id`` and
+``last_stop_reason``; tools.list ``tool_types``, ``exclude_tool_types``, ``names``,
+``tool_ids``, ``search``, ``return_only_letta_tools``; blocks.list ``label_search``,
+``value_search``, ``description_search``, ``connected_to_agents_count_*``. Each takes effect,
+or is refused naming it (a 400: filters on what Kelpie does not have; ``agents.create`` with
 ``identity_ids``/``folder_ids``), never silently ignored.
 """
 
@@ -57,6 +57,21 @@ async def scenario() -> list[str]:
         with pytest.raises(letta_client.BadRequestError, match="folder_ids"):
             await client.agents.create(name="x", folder_ids=["source-1"])
         assert len([x async for x in client.agents.list()]) == 3  # nothing was created
+
+        # messages.search: ranked across agents, filtered by agent
+        hits = await client.messages.search(query="hello", search_mode="fts")
+        assert [(h.agent_id, h.message_type) for h in hits] == [(ada.id, "user_message")]
+        echoed = await client.messages.search(query="echo", search_mode="fts")
+        assert [(h.agent_id, h.message_type, h.content) for h in echoed] == [  # type: ignore[union-attr]
+            (otto.id, "assistant_message", "echo: hi")
+        ]
+        assert (
+            await client.messages.search(query="hello", agent_id=otto.id, search_mode="fts") == []
+        )
+        ranked = await client.messages.search(query="hello there", limit=2)
+        assert len(ranked) == 2 and ranked[0].agent_id == ada.id
+        with pytest.raises(letta_client.NotFoundError):
+            await client.messages.search(query="x", conversation_id="conv-1")
 
         # tools.list
         custom = await client.tools.create(source_code=SOURCE)

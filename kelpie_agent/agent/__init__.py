@@ -107,6 +107,7 @@ from ._requests import ListPassages as ListPassages
 from ._requests import ListTools as ListTools
 from ._requests import OpenFile as OpenFile
 from ._requests import PassageHit as PassageHit
+from ._requests import Recompile as Recompile
 from ._requests import ResetMessages as ResetMessages
 from ._requests import ResumeRun as ResumeRun
 from ._requests import RunTool as RunTool
@@ -214,6 +215,7 @@ __all__ = [
     "PendingCall",
     "Reader",
     "ReasoningMessage",
+    "Recompile",
     "ResetMessages",
     "ResourceNotFoundError",
     "ResumeRun",

@@ -54,7 +54,7 @@ from ._runtime import AgentRuntime
 from ._steps import step_record
 from ._toolset import ToolSet
 
-__all__ = ["Loop", "TurnOptions", "load_toolset"]
+__all__ = ["Loop", "TurnOptions", "compiled_system", "load_toolset"]
 
 
 @attrs.frozen
@@ -78,6 +78,37 @@ NO_TOOL_ALERT = _alert(
 async def load_toolset(rt: AgentRuntime) -> ToolSet:
     """The agent's tools as attached now (custom and MCP tools read from storage)."""
     return await load_tools(rt.reader, rt.require())
+
+
+def _system(rt: AgentRuntime, directories: str | None) -> str:
+    """The system prompt from the agent's memory as it is in ``rt`` now."""
+    agent = rt.require()
+    archive = rt.archive
+    return system_prompt(
+        agent,
+        [*rt.ordered_blocks(), *rules_block(agent)],
+        now=rt.time_text(),
+        messages=rt.history[-1].seq if rt.history else 0,
+        passages=len(archive) if archive is not None else None,
+        directories=directories,
+    )
+
+
+async def _directories(rt: AgentRuntime) -> str | None:
+    """The attached folders and open files (read fresh: uploads and other runs change them)."""
+    if not rt.require().folder_ids:
+        return None
+    return directories(rt, await load_agent_files(rt, texts=True))
+
+
+async def compiled_system(rt: AgentRuntime) -> str:
+    """The system prompt the agent's next step would send (Letta's ``recompile``): memory
+    blocks read fresh, archive loaded when the agent has archival tools, as a step does."""
+    rt.require()
+    await rt.refresh_blocks()
+    if any(name.startswith("archival_") for name in (await load_toolset(rt)).names):
+        await archive_of(rt)
+    return _system(rt, await _directories(rt))
 
 
 class Loop:
@@ -149,15 +180,7 @@ class Loop:
         rt = self.rt
         agent = rt.require()
         llm_tools = tools.llm_tools(allowed)
-        archive = rt.archive
-        system = system_prompt(
-            agent,
-            [*rt.ordered_blocks(), *rules_block(agent)],
-            now=rt.time_text(),
-            messages=rt.history[-1].seq if rt.history else 0,
-            passages=len(archive) if archive is not None else None,
-            directories=directories,
-        )
+        system = _system(rt, directories)
         schema_chars = sum(
             len(json.dumps(dict(t.input_schema))) + len(t.description) for t in llm_tools
         )
@@ -307,12 +330,7 @@ class Loop:
                 await self.sink.emit(event)
 
     async def _directories(self) -> str | None:
-        """The attached folders and open files (read fresh: uploads and other runs change
-        them)."""
-        rt = self.rt
-        if not rt.require().folder_ids:
-            return None
-        return directories(rt, await load_agent_files(rt, texts=True))
+        return await _directories(self.rt)
 
     def _next(self, cp: SessionCheckpoint) -> SessionCheckpoint:
         cp = attrs.evolve(cp, iteration=cp.iteration + 1)

@@ -22,6 +22,7 @@ from kelpie_agent.agent import (
     InputMessage,
     Keys,
     ListMessages,
+    Recompile,
     ResetMessages,
     RunRecord,
     SendMessage,
@@ -327,6 +328,14 @@ class Messaging(Steps):
         await self._agent(agent_id)
         view: AgentView = await self._request(agent_id, ResetMessages())
         return view
+
+    async def recompile(self, agent_id: str) -> str:
+        """The system prompt the agent's next step sends, compiled from its current memory
+        (Letta's ``agents.recompile``; Kelpie compiles it for every step, so there is nothing
+        to store and ``dry_run`` changes nothing)."""
+        await self._agent(agent_id)
+        prompt: str = await self._request(agent_id, Recompile())
+        return prompt
 
 
 class _Registration:

@@ -1,10 +1,10 @@
-"""The list filters letta-client sends that Kelpie used to ignore, and ``messages.search``,
-through the SDK with strict response validation: agents.list ``identity_id`` and
-``last_stop_reason``; tools.list ``tool_types``, ``exclude_tool_types``, ``names``,
-``tool_ids``, ``search``, ``return_only_letta_tools``; blocks.list ``label_search``,
-``value_search``, ``description_search``, ``connected_to_agents_count_*``. Each takes effect,
-or is refused naming it (a 400: filters on what Kelpie does not have; ``agents.create`` with
-``identity_ids``/``folder_ids``), never silently ignored.
+"""The list filters letta-client sends that Kelpie used to ignore, ``messages.search`` and
+``agents.recompile``, through the SDK with strict response validation: agents.list
+``identity_id`` and ``last_stop_reason``; tools.list ``tool_types``, ``exclude_tool_types``,
+``names``, ``tool_ids``, ``search``, ``return_only_letta_tools``; blocks.list
+``label_search``, ``value_search``, ``description_search``, ``connected_to_agents_count_*``.
+Each takes effect, or is refused naming it (a 400: filters on what Kelpie does not have;
+``agents.create`` with ``identity_ids``/``folder_ids``), never silently ignored.
 """
 
 from __future__ import annotations
@@ -72,6 +72,16 @@ async def scenario() -> list[str]:
         assert len(ranked) == 2 and ranked[0].agent_id == ada.id
         with pytest.raises(letta_client.NotFoundError):
             await client.messages.search(query="x", conversation_id="conv-1")
+
+        # agents.recompile: the system prompt from the agent's current memory
+        prompt = await client.agents.recompile(otto.id)
+        assert "Blue Team" in prompt and not prompt.startswith('"')  # the text, not JSON
+        await client.blocks.update(shared.id, value="Red Team")
+        again = await client.agents.recompile(otto.id, dry_run=True)
+        assert "Red Team" in again and "Blue Team" not in again
+        with pytest.raises(letta_client.NotFoundError):
+            await client.agents.recompile("agent-00000000-0000-4000-8000-000000000000")
+        seen.append(again)
 
         # tools.list
         custom = await client.tools.create(source_code=SOURCE)

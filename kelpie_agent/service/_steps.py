@@ -35,8 +35,10 @@ def _feedback(value: str | None, field: str = "feedback") -> str | None:
     return value
 
 
-def _order(step: StepRecord) -> tuple[float, str, int, str]:
-    return (step.created_at, step.run_id, step.number, step.id)
+def _order(step: StepRecord) -> tuple[int, int, str]:
+    """The order of the agents' step index (``steps/<agent>/<µs>/<number>/<id>``): start
+    time as the node's clock gave it, then number in the run."""
+    return (max(0, round(step.created_at * 1_000_000)), step.number, step.id)
 
 
 class Steps(Runs):

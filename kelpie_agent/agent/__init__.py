@@ -107,6 +107,7 @@ from ._requests import ListPassages as ListPassages
 from ._requests import ListTools as ListTools
 from ._requests import OpenFile as OpenFile
 from ._requests import PassageHit as PassageHit
+from ._requests import Recompile as Recompile
 from ._requests import ResetMessages as ResetMessages
 from ._requests import ResumeRun as ResumeRun
 from ._requests import RunTool as RunTool
@@ -122,6 +123,9 @@ from ._retry import Reader as Reader
 from ._runs import OtidRecord as OtidRecord
 from ._runs import RunRecord as RunRecord
 from ._schedules import ScheduledMessage as ScheduledMessage
+from ._steps import FEEDBACKS as FEEDBACKS
+from ._steps import STEP_STATUSES as STEP_STATUSES
+from ._steps import StepRecord as StepRecord
 from ._stores import BlockStore as BlockStore
 from ._stores import ToolStore as ToolStore
 from ._teleport import SandboxImage as SandboxImage
@@ -132,6 +136,8 @@ from ._tool_rules import TOOL_RULE_TYPES as TOOL_RULE_TYPES
 __all__ = [
     "AGENT_TYPES",
     "BUILTINS",
+    "FEEDBACKS",
+    "STEP_STATUSES",
     "TOOL_RULE_TYPES",
     "UPDATABLE_FIELDS",
     "ActorContextLike",
@@ -209,6 +215,7 @@ __all__ = [
     "PendingCall",
     "Reader",
     "ReasoningMessage",
+    "Recompile",
     "ResetMessages",
     "ResourceNotFoundError",
     "ResumeRun",
@@ -224,6 +231,7 @@ __all__ = [
     "SessionError",
     "SessionSnapshot",
     "SetToolApproval",
+    "StepRecord",
     "SystemMessage",
     "ToolCallInfo",
     "ToolCallMessage",

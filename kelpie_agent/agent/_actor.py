@@ -23,7 +23,7 @@ from . import _schedules as schedules
 from ._config import ActorContextLike, AgentEnv
 from ._errors import AgentStorageError, InvalidRequestError, ToolNotFoundError
 from ._executor import ToolOutcome, run_tool
-from ._loop import load_toolset
+from ._loop import compiled_system, load_toolset
 from ._requests import (
     AttachBlock,
     AttachFolder,
@@ -53,6 +53,7 @@ from ._requests import (
     ListTools,
     OpenFile,
     PassageHit,
+    Recompile,
     ResetMessages,
     ResumeRun,
     RunTool,
@@ -92,6 +93,7 @@ class AgentActor:
             ListMessages: lambda r: h.list_messages(self.rt, r),
             ResetMessages: lambda r: h.reset_messages(self.rt),
             ListBlocks: self._list_blocks,
+            Recompile: lambda r: compiled_system(self.rt),
             GetBlock: self._get_block,
             UpdateBlock: lambda r: h.update_block(self.rt, r),
             AttachBlock: lambda r: h.attach_block(self.rt, r.block_id),

@@ -224,7 +224,7 @@ async def _delete_keys(rt: AgentRuntime, keys: list[bytes], what: str) -> None:
 
 async def _delete_prefixes(rt: AgentRuntime, *, passages: bool = True) -> None:
     """Delete the history (and the otid records that point into it); with ``passages``, the
-    archival memory and the runs too (an agent's deletion)."""
+    archival memory, the runs and their steps too (an agent's deletion)."""
     prefixes = [rt.keys.messages, rt.keys.message_ids, rt.keys.otids]
     if passages:
         prefixes += [rt.keys.passages, rt.keys.passage_ids]
@@ -235,10 +235,14 @@ async def _delete_prefixes(rt: AgentRuntime, *, passages: bool = True) -> None:
         rows = await rt.scan_all(rt.keys.runs, "the runs")
         runs = [key for key, _ in rows]
         await _delete_keys(rt, [Keys.run(run_id_of(key)) for key in runs] + runs, "the runs")
+        rows = await rt.scan_all(rt.keys.steps, "the steps")
+        steps = [key for key, _ in rows]
+        await _delete_keys(rt, [Keys.step(run_id_of(key)) for key in steps] + steps, "the steps")
 
 
 def run_id_of(index_key: bytes) -> str:
-    """The run id at the end of a ``runs/<agent>/<created>/<run_id>`` index key."""
+    """The id at the end of a ``runs/<agent>/<created>/<run_id>`` index key (or of a
+    ``steps/`` one)."""
     return index_key.rsplit(b"/", 1)[1].decode()
 
 

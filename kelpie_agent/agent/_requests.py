@@ -57,6 +57,7 @@ __all__ = [
     "ListTools",
     "OpenFile",
     "PassageHit",
+    "Recompile",
     "ResetMessages",
     "ResumeRun",
     "RunTool",
@@ -224,6 +225,12 @@ class ListMessages:
 @attrs.frozen
 class ResetMessages:
     """Delete the message history and the session (memory stays) -> :class:`AgentView`."""
+
+
+@attrs.frozen
+class Recompile:
+    """-> ``str``: the system prompt the agent's next step sends, compiled from its current
+    memory (Letta's recompile; Kelpie compiles it for every step, so nothing is stored)."""
 
 
 # -- blocks --------------------------------------------------------------------------------------

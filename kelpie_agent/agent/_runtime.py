@@ -34,6 +34,7 @@ from ._messages import AgentMessage
 from ._models import AgentRecord, Block
 from ._retry import Reader
 from ._runs import run_record
+from ._steps import StepRecord
 
 __all__ = ["AgentRuntime", "format_time", "zone"]
 
@@ -314,6 +315,11 @@ class AgentRuntime:
             writes.append((self.keys.message(message.seq), pack(message)))
             writes.append((self.keys.message_id(message.id), pack(message.seq)))
         return writes
+
+    def step_writes(self, step: StepRecord) -> list[tuple[bytes, bytes]]:
+        """What a step's commit writes besides its messages: its record and index entry."""
+        index = self.keys.step_index(step.created_at, step.number, step.id)
+        return [(Keys.step(step.id), pack(step)), (index, b"")]
 
     def remember(self, messages: list[AgentMessage]) -> None:
         """Append committed messages to the in-memory window."""

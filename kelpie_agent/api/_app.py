@@ -33,6 +33,8 @@ from ._routes_health import health_router
 from ._routes_history import history_router
 from ._routes_messages import messages_router
 from ._routes_runs import runs_router
+from ._routes_search import search_router
+from ._routes_steps import steps_router
 from ._routes_tools import tools_router
 
 __all__ = ["KelpieApp", "create_app", "shared_app"]
@@ -123,5 +125,7 @@ def _build(version: str, auth: bool) -> FastAPI:
     app.include_router(messages_router(), dependencies=checks)
     app.include_router(history_router(), dependencies=checks)
     app.include_router(runs_router(), dependencies=checks)
+    app.include_router(steps_router(), dependencies=checks)
+    app.include_router(search_router(), dependencies=checks)
     app.include_router(directory_router(), dependencies=checks)
     return app

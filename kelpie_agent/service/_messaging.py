@@ -22,6 +22,7 @@ from kelpie_agent.agent import (
     InputMessage,
     Keys,
     ListMessages,
+    Recompile,
     ResetMessages,
     RunRecord,
     SendMessage,
@@ -33,7 +34,7 @@ from . import _validate as v
 from ._base import KIND
 from ._errors import InvalidError, NotFoundError, UnavailableError, translate
 from ._index import window
-from ._runs import Runs
+from ._steps import Steps
 
 __all__ = ["MessageStream", "Messaging"]
 
@@ -75,7 +76,7 @@ async def _forward(
             sent[0] += 1
 
 
-class Messaging(Runs):
+class Messaging(Steps):
     """Sending and reading an agent's messages."""
 
     async def _send_request(
@@ -327,6 +328,14 @@ class Messaging(Runs):
         await self._agent(agent_id)
         view: AgentView = await self._request(agent_id, ResetMessages())
         return view
+
+    async def recompile(self, agent_id: str) -> str:
+        """The system prompt the agent's next step sends, compiled from its current memory
+        (Letta's ``agents.recompile``; Kelpie compiles it for every step, so there is nothing
+        to store and ``dry_run`` changes nothing)."""
+        await self._agent(agent_id)
+        prompt: str = await self._request(agent_id, Recompile())
+        return prompt
 
 
 class _Registration:

@@ -41,6 +41,7 @@ from ._agent_checks import Commit, Execution, Fence, Observed, Owner, agent_of_k
 from ._agent_moves import EFFECT_SERVICE
 from ._agent_oracles import Ledger, PromptAuditor
 from ._agent_policy import CUSTOM_TOOL_SOURCE, MCP_SCHEMA, workload_policy
+from ._agent_steps import StepCommits
 
 __all__ = ["LOOP", "OPTIONS", "PORT", "Journal", "RecordingKV", "World"]
 
@@ -104,6 +105,7 @@ class Journal:
         names = b"|".join(re.escape(t.encode()) for t in mcp_tools)
         self._results = re.compile(b"(?:" + names + rb"): tag-a\d+-m\d+ step \d+(?:\.\d+)?")
         self._any = bool(mcp_tools)
+        self.steps = StepCommits()  # steps written with their messages (_agent_steps)
 
     def activation(self) -> str | None:
         """Which activation is committing: the nearest enclosing actor task (the dispatcher
@@ -132,6 +134,7 @@ class Journal:
         incarnation: int = 0,
         writer: str | None = None,
     ) -> None:
+        self.steps.observe(writes)
         agent_writes = tuple(
             k for k in (key.decode("utf-8", "replace") for key, _ in writes) if agent_of_key(k)
         )

@@ -66,6 +66,7 @@ from ._agent_http import open_http_link
 from ._agent_oracles import check_effects, check_model_said
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_runs import BackgroundRuns, check_followed
+from ._agent_steps import check_run_steps, read_steps
 from ._agent_world import World
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "no_acknowledged_message_lost",
     "no_mixing_across_agents",
     "single_activation",
+    "steps_recorded",
     "streams_match_results",
     "tool_effects_exactly_once",
     "tool_outcomes_correct",
@@ -203,10 +205,17 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         for number in range(count):
             nursery.start_soon(clients.client, number, plans[number::count])
     rng = ctx.rng("read")
+    steps: list[str] = []
+    ctx.state["steps"], steps_rng = steps, ctx.rng("steps")
     for plan in plans:
         created = clients.record.requests.get(f"a{plan.number} create")
         if created is not None and created.outcome == "acked":
             await clients.read_back(plan, rng)
+            steps += await read_steps(clients, plan, steps_rng)
+    by_number = {p.agent_id: p for p in plans}
+    steps += check_run_steps(
+        clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
+    )
 
 
 def _plan(
@@ -281,6 +290,7 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
     ctx.metric("oracle.outcomes", world.auditor.checked_outcomes)
     ctx.metric("oracle.effects", len(world.ledger.applied))
     ctx.metric("oracle.durable_checks", record.durable_checks)
+    ctx.metric("oracle.steps", world.journal.steps.steps)
 
 
 def _world(ctx: WorkloadContext) -> World:
@@ -394,6 +404,14 @@ def turns_complete(ctx: WorkloadContext) -> None:
     problems = check_turns(record.acks, markers) + check_step_budgets(record.acks, record.histories)
     problems += check_model_said(record.histories, auditor.texts, auditor.calls)
     _holds(problems, "a turn did not complete properly")
+
+
+@invariant
+def steps_recorded(ctx: WorkloadContext) -> None:
+    """Every step was committed with its messages, and every acknowledged run's steps are
+    stored, its own, in order, as many as its usage reported (``_agent_steps``)."""
+    problems = _world(ctx).journal.steps.problems + list(ctx.state.get("steps", []))
+    _holds(problems, "a run's steps are wrong")
 
 
 @invariant

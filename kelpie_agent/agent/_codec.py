@@ -19,6 +19,7 @@ history order and ``scan_prefix`` pages through them):
 ``otid/<agent_id>/<blake2b(otid)>``  :class:`OtidRecord`: the run an input's otid started
 ``run/<run_id>``                     :class:`RunRecord`: a run, updated with its checkpoint
 ``runs/<agent_id>/<µs>/<run_id>``    the agent's runs in creation order (empty values)
+``context/<agent_id>``               :class:`ContextWindow`: what of the history is in context
 ==================================  ===============================================
 """
 
@@ -49,6 +50,7 @@ from ._messages import (
 from ._models import AgentRecord, Block, PassageRecord, ToolRule, ToolSpec, check_id
 from ._requests import InputMessage
 from ._runs import OtidRecord, RunRecord
+from ._window import ContextWindow
 
 __all__ = ["Keys", "pack", "unpack"]
 
@@ -74,6 +76,7 @@ _CLASSES: dict[str, type] = {
     "input": InputMessage,
     "run": RunRecord,
     "otid": OtidRecord,
+    "context": ContextWindow,
 }
 
 
@@ -143,6 +146,7 @@ class Keys:
         self.passage_ids = f"passageid/{a}/".encode()
         self.otids = f"otid/{a}/".encode()
         self.runs = f"runs/{a}/".encode()
+        self.context = f"context/{a}".encode()
 
     def otid(self, otid: str) -> bytes:
         digest = hashlib.blake2b(otid.encode(), digest_size=16).hexdigest()

@@ -33,6 +33,7 @@ from ._archive import archive_of
 from ._builtins import SEND_MESSAGE
 from ._calls import NON_USER, finish, heartbeat_message, run_call
 from ._checkpoint import PendingCall, SessionCheckpoint
+from ._compaction import compact_before_step, in_context
 from ._errors import AgentStorageError
 from ._events import EventSink
 from ._llm_call import LlmFailure, call_llm, streamer_factory
@@ -85,6 +86,7 @@ class Loop:
         self.rt = rt
         self.sink = sink
         self.options = options
+        self.budget = 0  # the last request's characters for history
 
     async def run(self) -> SessionCheckpoint:
         rt = self.rt
@@ -154,7 +156,9 @@ class Loop:
             len(json.dumps(dict(t.input_schema))) + len(t.description) for t in llm_tools
         )
         budget = (agent.context_window - agent.max_tokens) * 4 - len(system) - schema_chars
-        messages = build_messages(rt.history, budget_chars=max(budget, 4000), tools=llm_tools)
+        self.budget = max(budget, 4000)
+        context = in_context(rt.history, rt.context)
+        messages = build_messages(context, budget_chars=self.budget, tools=llm_tools)
         return LlmRequest(agent.llm_model, messages, system, llm_tools, agent.max_tokens)
 
     async def _step(self, tools: ToolSet) -> None:
@@ -181,10 +185,16 @@ class Loop:
         history = cp.tool_history
         allowed = tools.solver.allowed(history, cp.last_return)
         prefill = tools.solver.prefill(history, allowed)
+        directories = await self._directories()
+        request = self._request(tools, allowed, directories)
+        if await compact_before_step(rt, cp, self.budget):
+            cp = rt.session
+            assert cp is not None
+            request = self._request(tools, allowed, directories)
         try:
             outcome = await call_llm(
                 rt.env.llm,
-                self._request(tools, allowed, await self._directories()),
+                request,
                 config=rt.config,
                 random=rt.ctx.ports.rng.random,
                 new_id=lambda: rt.new_id("message"),

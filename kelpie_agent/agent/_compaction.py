@@ -15,9 +15,10 @@ checkpoint: a crash before the commit changes nothing (the summary is asked for 
 after it finds the context compacted and does not summarize again. No message is deleted.
 
 Modes (Letta's ``compaction_settings.mode``): ``sliding_window`` keeps the newest messages that
-fit ``sliding_window_percentage`` of the budget, cut where a turn starts (a user input or the
-first message of a step), so a tool call is never separated from its result; ``all`` keeps only
-the latest turn inside a run, nothing on demand.
+fit ``sliding_window_percentage`` of the budget (and of ``history_window``), cut where a turn
+starts (a user's input), so a run's input, calls and results stay together and a run in
+progress keeps its own input in view; ``all`` keeps only the latest turn inside a run, nothing
+on demand.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import attrs
 from kelpie_agent.llm import SUMMARIZER_SYSTEM, LlmRequest, Message, TextBlock
 
 from ._checkpoint import SessionCheckpoint
-from ._codec import pack
+from ._codec import Keys, pack, unpack
 from ._errors import InvalidRequestError, SummarizerError
 from ._llm_call import LlmFailure, call_llm
 from ._messages import (
@@ -53,6 +54,7 @@ __all__ = [
     "compact",
     "compact_before_step",
     "compact_now",
+    "context_body",
     "in_context",
     "needs_compaction",
 ]
@@ -115,18 +117,31 @@ class CompactionResult:
     num_messages_after: int
 
 
-def _body(history: Sequence[AgentMessage], window: ContextWindow) -> list[AgentMessage]:
-    return [
-        m
-        for m in history
-        if m.seq >= window.start_seq and not (isinstance(m, UserMessage) and m.kind == "summary")
-    ]
+def _is_summary(message: AgentMessage) -> bool:
+    return isinstance(message, UserMessage) and message.kind == "summary"
 
 
-def in_context(history: Sequence[AgentMessage], window: ContextWindow) -> list[AgentMessage]:
+async def context_body(rt: AgentRuntime) -> list[AgentMessage]:
+    """The messages in context (from ``start_seq`` on, summaries left out): from the window
+    kept in memory when it reaches back far enough, else read from storage."""
+    start = rt.context.start_seq
+    history = rt.history
+    covered = bool(history) and (history[0].seq <= start or len(history) < (history.maxlen or 0))
+    if covered or not history:
+        messages: Sequence[AgentMessage] = history
+    else:
+        end = Keys.prefix_end(rt.keys.messages)
+        rows = await rt.read(
+            lambda: rt.ctx.kv.scan(rt.keys.message(max(start, 1)), end), "the context"
+        )
+        messages = [unpack(value) for _, value in rows]
+    return [m for m in messages if m.seq >= start and not _is_summary(m)]
+
+
+def in_context(rt: AgentRuntime, body: Sequence[AgentMessage]) -> list[AgentMessage]:
     """The prompt's history: the current summary (if any), then the messages in context."""
-    summary = [window.summary] if window.summary is not None else []
-    return [*summary, *_body(history, window)]
+    summary = rt.context.summary
+    return [summary, *body] if summary is not None else list(body)
 
 
 def _size(messages: Sequence[AgentMessage]) -> int:
@@ -135,29 +150,30 @@ def _size(messages: Sequence[AgentMessage]) -> int:
     return sum(message_size(m) for m in messages)
 
 
-def needs_compaction(rt: AgentRuntime, budget_chars: int) -> bool:
-    """Whether the context would not fit: over the budget, or over 3/4 of the window kept in
-    memory (beyond that the oldest messages in context would no longer be at hand)."""
-    body = _body(rt.history, rt.context)
+def _keep_count(rt: AgentRuntime, settings: CompactionSettings) -> int:
+    return max(1, int(rt.config.history_window * settings.sliding_window_percentage))
+
+
+def needs_compaction(rt: AgentRuntime, body: Sequence[AgentMessage], budget_chars: int) -> bool:
+    """Whether the context would not fit: over the budget, or over 3/4 of ``history_window``
+    messages."""
     limit = max(4, rt.config.history_window * 3 // 4)
-    return len(body) > limit or _size(in_context(rt.history, rt.context)) > budget_chars
+    return len(body) > limit or _size(in_context(rt, body)) > budget_chars
 
 
-def _starts_turn(messages: Sequence[AgentMessage], i: int) -> bool:
-    message = messages[i]
+def _starts_turn(message: AgentMessage) -> bool:
+    """A turn starts at a user's input (or a system message sent as input): cutting there
+    keeps each run whole, its input with its steps, calls and results."""
     if isinstance(message, UserMessage):
         return message.kind == "input"
-    if isinstance(message, SystemMessage):
-        return True
-    if isinstance(message, ToolReturnMessage):
-        return False
-    before = messages[i - 1]
-    return message.step_id is None or before.step_id != message.step_id
+    return isinstance(message, SystemMessage)
 
 
-def _cut(body: Sequence[AgentMessage], keep_chars: int, mode: str, keep_last_turn: bool) -> int:
+def _cut(
+    body: Sequence[AgentMessage], keep: tuple[int, int], mode: str, keep_last_turn: bool
+) -> int:
     """The index of the first message to keep (``len(body)``: keep none); 0: nothing to do."""
-    starts = [i for i in range(1, len(body)) if _starts_turn(body, i)]
+    starts = [i for i in range(1, len(body)) if _starts_turn(body[i])]
     if not keep_last_turn:
         starts.append(len(body))
     if not starts:
@@ -165,7 +181,7 @@ def _cut(body: Sequence[AgentMessage], keep_chars: int, mode: str, keep_last_tur
     if mode == "all":
         return starts[-1]
     for cut in starts:
-        if _size(body[cut:]) <= keep_chars:
+        if len(body) - cut <= keep[0] and _size(body[cut:]) <= keep[1]:
             return cut
     return starts[-1]
 
@@ -223,10 +239,10 @@ async def compact(
     run (``cp``) the latest turn always stays and the checkpoint commits with the summary.
     Raises the loop's ``LlmFailure`` when the summarizer keeps failing."""
     window = rt.context
-    body = _body(rt.history, window)
-    before = len(in_context(rt.history, window))
-    keep_chars = int(budget_chars * settings.sliding_window_percentage)
-    cut = _cut(body, keep_chars, settings.mode, keep_last_turn=keep_last_turn or cp is not None)
+    body = await context_body(rt)
+    before = len(in_context(rt, body))
+    keep = (_keep_count(rt, settings), int(budget_chars * settings.sliding_window_percentage))
+    cut = _cut(body, keep, settings.mode, keep_last_turn=keep_last_turn or cp is not None)
     if cut == 0:
         return None
     evicted = body[:cut]
@@ -263,18 +279,16 @@ async def compact(
     if cp is not None:
         rt.session = cp
     await rt.hazard("agent.summary_committed")
-    return CompactionResult(text, before, len(in_context(rt.history, new)))
+    return CompactionResult(text, before, len(in_context(rt, body[cut:])))
 
 
 async def compact_before_step(rt: AgentRuntime, cp: SessionCheckpoint, budget_chars: int) -> bool:
     """Compact (sliding window) if the context would not fit; whether it did. If the
-    summarizer keeps failing the step goes on, its prompt trimmed to the budget instead."""
-    if not needs_compaction(rt, budget_chars):
+    summarizer keeps failing, ``LlmFailure`` ends the run (``llm_api_error``, as Letta's
+    failed summarization does): nothing is dropped from the prompt silently."""
+    if not needs_compaction(rt, await context_body(rt), budget_chars):
         return False
-    try:
-        done = await compact(rt, CompactionSettings(), budget_chars=budget_chars, cp=cp)
-    except LlmFailure:
-        return False
+    done = await compact(rt, CompactionSettings(), budget_chars=budget_chars, cp=cp)
     return done is not None
 
 
@@ -298,6 +312,6 @@ async def compact_now(rt: AgentRuntime, request: CompactMessages) -> CompactionR
         raise SummarizerError(str(failure)) from failure
     if done is not None:
         return done
-    count = len(in_context(rt.history, rt.context))
+    count = len(in_context(rt, await context_body(rt)))
     summary = rt.context.summary
     return CompactionResult(summary.content if summary is not None else "", count, count)

@@ -33,7 +33,7 @@ from ._archive import archive_of
 from ._builtins import SEND_MESSAGE
 from ._calls import NON_USER, finish, heartbeat_message, run_call
 from ._checkpoint import PendingCall, SessionCheckpoint
-from ._compaction import compact_before_step, in_context
+from ._compaction import compact_before_step, context_body, in_context
 from ._errors import AgentStorageError
 from ._events import EventSink
 from ._llm_call import LlmFailure, call_llm, streamer_factory
@@ -138,7 +138,11 @@ class Loop:
             await self.sink.emit(event)
 
     def _request(
-        self, tools: ToolSet, allowed: frozenset[str] | None, directories: str | None = None
+        self,
+        tools: ToolSet,
+        allowed: frozenset[str] | None,
+        directories: str | None,
+        context: list[AgentMessage],
     ) -> LlmRequest:
         rt = self.rt
         agent = rt.require()
@@ -157,7 +161,6 @@ class Loop:
         )
         budget = (agent.context_window - agent.max_tokens) * 4 - len(system) - schema_chars
         self.budget = max(budget, 4000)
-        context = in_context(rt.history, rt.context)
         messages = build_messages(context, budget_chars=self.budget, tools=llm_tools)
         return LlmRequest(agent.llm_model, messages, system, llm_tools, agent.max_tokens)
 
@@ -186,12 +189,11 @@ class Loop:
         allowed = tools.solver.allowed(history, cp.last_return)
         prefill = tools.solver.prefill(history, allowed)
         directories = await self._directories()
-        request = self._request(tools, allowed, directories)
-        if await compact_before_step(rt, cp, self.budget):
-            cp = rt.session
-            assert cp is not None
-            request = self._request(tools, allowed, directories)
+        request = self._request(tools, allowed, directories, await self._context())
         try:
+            if await compact_before_step(rt, cp, self.budget):
+                cp = rt.session or cp  # the summary's commit wrote the checkpoint again
+                request = self._request(tools, allowed, directories, await self._context())
             outcome = await call_llm(
                 rt.env.llm,
                 request,
@@ -294,6 +296,9 @@ class Loop:
                 shown, use_assistant_message=self.options.use_assistant_message
             ):
                 await self.sink.emit(event)
+
+    async def _context(self) -> list[AgentMessage]:
+        return in_context(self.rt, await context_body(self.rt))
 
     async def _directories(self) -> str | None:
         """The attached folders and open files (read fresh: uploads and other runs change

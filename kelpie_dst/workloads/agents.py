@@ -88,6 +88,7 @@ __all__ = [
     "check_no_mixing",
     "check_single_activation",
     "check_streams",
+    "context_complete",
     "every_request_completed",
     "llm_sees_one_agent",
     "memory_blocks_within_limits",
@@ -118,6 +119,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     "block_limit": 400,
     "otids": True,
     "via": "direct",
+    "history_window": 0,  # messages an agent keeps in memory (0: LoopConfig's default); small
+    # windows make the agents compact their context often (scenarios/agent_compaction.toml)
 }
 VIAS = ("direct", "http")
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -130,6 +133,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "hop": (0, 60),
     "attempt_timeout": (0.001, 3600),
     "block_limit": (1, 100_000),
+    "history_window": (0, 10_000),
 }
 
 
@@ -179,6 +183,7 @@ async def agents(ctx: WorkloadContext) -> None:
         mcp=[(s.name, s.tools) for s in topology.mcp],
         tools=kinds,
         via=via,
+        history_window=int(ctx.params["history_window"]),
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)
@@ -278,6 +283,8 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
     for kind in ("actor.acquired", "actor.handoff", "actor.lease_lost"):
         ctx.metric(kind, world.journal.counts.get(kind, 0))
     ctx.metric("oracle.prompts", world.auditor.requests)
+    for name, value in world.auditor.context.metrics().items():
+        ctx.metric(name, value)
     ctx.metric("oracle.outcomes", world.auditor.checked_outcomes)
     ctx.metric("oracle.effects", len(world.ledger.applied))
     ctx.metric("oracle.durable_checks", record.durable_checks)
@@ -374,6 +381,13 @@ def llm_sees_one_agent(ctx: WorkloadContext) -> None:
         p for kind in ("isolation", "memory", "api") for p in auditor.problems.get(kind, [])
     ]
     _holds(problems, "what the model was shown is wrong")
+
+
+@invariant
+def context_complete(ctx: WorkloadContext) -> None:
+    """Once the model has been shown an input, every later prompt of that agent shows it, in
+    context or quoted in the summary of the messages compaction took out (_agent_compaction)."""
+    _holds(_world(ctx).auditor.context.problems, "an input vanished from the prompt")
 
 
 @invariant

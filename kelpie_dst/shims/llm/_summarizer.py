@@ -2,11 +2,14 @@
 
 A request whose system prompt starts with :data:`~kelpie_agent.llm.SUMMARIZER_SYSTEM` is not a
 step: whatever the policy, the model answers with a short factual summary of the transcript
-(the earlier summary's gist, then what the user said), so compaction gets a summary that
-says something checkable about what it replaced.
+(how many messages, then every user message quoted, clipped, in order, the earlier
+summary's quotes first), so compaction gets a summary that says something checkable about
+what it replaced: an oracle can tell whether every evicted input is accounted for.
 """
 
 from __future__ import annotations
+
+import re
 
 from kelpie_agent.llm import SUMMARIZER_SYSTEM, LlmRequest
 
@@ -14,6 +17,7 @@ __all__ = ["is_summary_request", "summarize"]
 
 _USER = "[user] "
 _CLIP = 60
+_QUOTE = re.compile(r"«([^»]*)»")
 
 
 def is_summary_request(request: LlmRequest) -> bool:
@@ -23,11 +27,15 @@ def is_summary_request(request: LlmRequest) -> bool:
 def summarize(request: LlmRequest) -> str:
     transcript = request.messages[-1].text if request.messages else ""
     lines = transcript.splitlines()
-    said = [line[len(_USER) :][:_CLIP] for line in lines if line.startswith(_USER)]
+    earlier = transcript.split("Messages to summarize:", 1)[0]
+    said = _QUOTE.findall(earlier)
+    said += [
+        line[len(_USER) :][:_CLIP].replace("«", "").replace("»", "")
+        for line in lines
+        if line.startswith(_USER)
+    ]
     counted = sum(1 for line in lines if line.startswith("["))
     parts = [f"Summary of {counted} messages."]
-    if transcript.startswith("Earlier summary:"):
-        parts.append("It continues an earlier summary.")
     if said:
-        parts.append("The user said: " + "; ".join(said) + ".")
+        parts.append("The user said: " + " ".join(f"«{s}»" for s in said))
     return " ".join(parts)

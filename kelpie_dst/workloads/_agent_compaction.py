@@ -12,19 +12,23 @@ from the prompt. Whether the evicted messages stay searchable is checked by the 
 and whether they stay stored by ``no_acknowledged_message_lost``.
 
 :class:`ContextAuditor` is fed by the :class:`~._agent_oracles.PromptAuditor` (it sees every
-request the model gets); :func:`check_context` is pure, for tests.
+request the model gets); :func:`check_summaries` reads the stored histories (a compaction
+stored twice); both ``check_*`` are pure, for tests.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from kelpie_agent.llm import LlmRequest, TextBlock, ToolCall, ToolResult
 
-__all__ = ["ContextAuditor", "check_context"]
+from ._agent_checks import Msg
+
+__all__ = ["ContextAuditor", "check_context", "check_summaries"]
 
 _INPUT = re.compile(r"^(tag-a\d+-m\d+) ")
+_EVICTED = re.compile(r"prior messages \((\d+) of \d+ total messages\) have been hidden")
 _MAX_PROBLEMS = 50
 
 
@@ -47,6 +51,28 @@ def check_context(shown: Iterable[str], prompt: str, agent: int) -> list[str]:
         for t in sorted(shown)
         if t not in prompt
     ]
+
+
+def check_summaries(histories: Mapping[str, Sequence[Msg]]) -> list[str]:
+    """Each stored summary takes *more* messages out of context than the one before it (the
+    count of evicted messages it states grows): two summaries of the same messages mean a
+    compaction was stored twice (its summary committed apart from its context window, and
+    done again after a crash)."""
+    problems = []
+    for agent, history in histories.items():
+        before: tuple[int, str] | None = None
+        for m in history:
+            found = _EVICTED.search(m.text) if m.type == "user_message" else None
+            if found is None:
+                continue
+            evicted = int(found.group(1))
+            if before is not None and evicted <= before[0]:
+                problems.append(
+                    f"{agent}: summary {m.id} evicts {evicted} messages, no more than summary "
+                    f"{before[1]} before it ({before[0]}): a compaction was stored twice"
+                )
+            before = (evicted, m.id)
+    return problems
 
 
 class ContextAuditor:

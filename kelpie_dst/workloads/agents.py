@@ -61,6 +61,7 @@ from ._agent_checks import (
     check_turns,
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
+from ._agent_compaction import check_summaries
 from ._agent_direct import DirectLink
 from ._agent_http import open_http_link
 from ._agent_oracles import check_effects, check_model_said
@@ -386,8 +387,10 @@ def llm_sees_one_agent(ctx: WorkloadContext) -> None:
 @invariant
 def context_complete(ctx: WorkloadContext) -> None:
     """Once the model has been shown an input, every later prompt of that agent shows it, in
-    context or quoted in the summary of the messages compaction took out (_agent_compaction)."""
-    _holds(_world(ctx).auditor.context.problems, "an input vanished from the prompt")
+    context or quoted in the summary of the messages compaction took out, and no compaction is
+    stored twice (_agent_compaction)."""
+    problems = check_summaries(_record(ctx).histories) + _world(ctx).auditor.context.problems
+    _holds(problems, "the context lost or repeated messages")
 
 
 @invariant

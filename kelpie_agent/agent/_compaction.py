@@ -208,8 +208,8 @@ def _request(
 ) -> LlmRequest:
     agent = rt.require()
     parts = []
-    if rt.context.summary is not None:
-        parts.append(f"Earlier summary:\n{rt.context.summary.content}\n")
+    if rt.context.text:
+        parts.append(f"Earlier summary:\n{rt.context.text}\n")
     parts.append("Messages to summarize:")
     parts += [_line(m) for m in evicted]
     system = f"{SUMMARIZER_SYSTEM}\n\n{settings.instructions}"
@@ -268,7 +268,7 @@ async def compact(
         kind="summary",
     )
     start = body[cut].seq if cut < len(body) else seq + 1
-    new = ContextWindow(start, message, window.compactions + 1, total)
+    new = ContextWindow(start, message, text, window.compactions + 1, total)
     writes = [*rt.message_writes([message]), (rt.keys.context, pack(new))]
     if cp is not None:
         cp = attrs.evolve(cp, updated_at=rt.now())
@@ -313,5 +313,4 @@ async def compact_now(rt: AgentRuntime, request: CompactMessages) -> CompactionR
     if done is not None:
         return done
     count = len(in_context(rt, await context_body(rt)))
-    summary = rt.context.summary
-    return CompactionResult(summary.content if summary is not None else "", count, count)
+    return CompactionResult(rt.context.text, count, count)

@@ -15,5 +15,6 @@ class ContextWindow:
 
     start_seq: int = 0  # messages before this one are out of context (still stored)
     summary: UserMessage | None = None  # the latest summary message (kind "summary")
+    text: str = ""  # the latest summary itself (what the model wrote, clipped)
     compactions: int = 0
     evicted: int = 0  # messages taken out of context so far

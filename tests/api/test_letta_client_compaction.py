@@ -22,7 +22,19 @@ from .harness import BASE, api
 from .test_letta_client import GUARDS
 
 letta_client._base_client.get_platform()
-ECHO = ScriptedPolicy.from_dict({"mode": "scripted", "rules": [{"text": "echo: {text}"}]})
+ECHO = ScriptedPolicy.from_dict(
+    {
+        "mode": "scripted",
+        "rules": [
+            {
+                "when": {"user_regex": "^search (?P<q>.+)"},
+                "tool_calls": [{"name": "conversation_search", "input": {"query": "{q}"}}],
+            },
+            {"when": {"tool": "conversation_search"}, "text": "found: {text}"},
+            {"text": "echo: {text}"},
+        ],
+    }
+)
 
 
 class Recording:
@@ -78,6 +90,10 @@ async def scenario() -> list[str]:
         assert not any(r.system.startswith(SUMMARIZER_SYSTEM) for r in steps)
         assert any("hidden from view" in r.messages[0].text for r in steps)
         assert "note-1 kelp" not in steps[-1].messages[0].text
+        # evicted messages stay searchable
+        found = await client.agents.messages.create(agent.id, input="search note-1")
+        said = [m.content for m in found.messages if m.message_type == "assistant_message"]
+        assert len(said) == 1 and "note-1 kelp" in str(said[0])
 
         # on demand: everything but nothing in flight goes into the summary
         done = await client.agents.messages.compact(
@@ -98,6 +114,10 @@ async def scenario() -> list[str]:
             await client.agents.messages.compact("agent-00000000-0000-4000-8000-000000000000")
         stored = [m async for m in client.agents.messages.list(agent.id, order="asc")]
         seen += [f"{m.message_type}:{m.id}" for m in stored]
+        # a reset forgets the summary and the context window with the history
+        await client.agents.messages.reset(agent.id)
+        empty = await client.agents.messages.compact(agent.id)
+        assert (empty.summary, empty.num_messages_before, empty.num_messages_after) == ("", 0, 0)
         await http.aclose()
     for item in seen:
         kelpie_dst.log("api.answer", body=item)

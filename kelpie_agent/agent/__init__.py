@@ -20,6 +20,7 @@ from ._builtins import default_tool_names as default_tool_names
 from ._checkpoint import PendingCall as PendingCall
 from ._checkpoint import SessionCheckpoint as SessionCheckpoint
 from ._codec import Keys as Keys
+from ._compaction import CompactionResult as CompactionResult
 from ._config import ActorContextLike as ActorContextLike
 from ._config import AgentEnv as AgentEnv
 from ._config import LoopConfig as LoopConfig
@@ -40,6 +41,7 @@ from ._errors import PassageNotFoundError as PassageNotFoundError
 from ._errors import PendingApprovalError as PendingApprovalError
 from ._errors import ResourceNotFoundError as ResourceNotFoundError
 from ._errors import SessionError as SessionError
+from ._errors import SummarizerError as SummarizerError
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import ToolNotFoundError as ToolNotFoundError
 from ._folders import FileRecord as FileRecord
@@ -83,6 +85,7 @@ from ._requests import AttachShared as AttachShared
 from ._requests import AttachTool as AttachTool
 from ._requests import BlockCreate as BlockCreate
 from ._requests import CloseFile as CloseFile
+from ._requests import CompactMessages as CompactMessages
 from ._requests import CreateAgent as CreateAgent
 from ._requests import CreateSchedule as CreateSchedule
 from ._requests import DeleteAgent as DeleteAgent
@@ -168,6 +171,8 @@ __all__ = [
     "BlockStore",
     "Builtin",
     "CloseFile",
+    "CompactMessages",
+    "CompactionResult",
     "CreateAgent",
     "CreateSchedule",
     "CustomTool",
@@ -232,6 +237,7 @@ __all__ = [
     "SessionSnapshot",
     "SetToolApproval",
     "StepRecord",
+    "SummarizerError",
     "SystemMessage",
     "ToolCallInfo",
     "ToolCallMessage",

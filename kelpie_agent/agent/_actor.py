@@ -20,6 +20,7 @@ from . import _archive as archival
 from . import _handlers as h
 from . import _links as links
 from . import _schedules as schedules
+from ._compaction import compact_now
 from ._config import ActorContextLike, AgentEnv
 from ._errors import AgentStorageError, InvalidRequestError, ToolNotFoundError
 from ._executor import ToolOutcome, run_tool
@@ -30,6 +31,7 @@ from ._requests import (
     AttachShared,
     AttachTool,
     CloseFile,
+    CompactMessages,
     CreateAgent,
     CreateSchedule,
     DeleteAgent,
@@ -92,6 +94,7 @@ class AgentActor:
             SendMessage: lambda r: send(self.rt, r),
             ListMessages: lambda r: h.list_messages(self.rt, r),
             ResetMessages: lambda r: h.reset_messages(self.rt),
+            CompactMessages: lambda r: compact_now(self.rt, r),
             ListBlocks: self._list_blocks,
             Recompile: lambda r: compiled_system(self.rt),
             GetBlock: self._get_block,

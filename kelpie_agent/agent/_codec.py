@@ -21,6 +21,7 @@ history order and ``scan_prefix`` pages through them):
 ``runs/<agent_id>/<µs>/<run_id>``    the agent's runs in creation order (empty values)
 ``step/<step_id>``                   :class:`StepRecord`: one answered LLM call of a run
 ``steps/<agent_id>/<µs>/<n>/<id>``   the agent's steps in order (``n``: number in its run)
+``context/<agent_id>``               :class:`ContextWindow`: what of the history is in context
 ==================================  ===============================================
 """
 
@@ -52,6 +53,7 @@ from ._models import AgentRecord, Block, PassageRecord, ToolRule, ToolSpec, chec
 from ._requests import InputMessage
 from ._runs import OtidRecord, RunRecord
 from ._steps import StepRecord
+from ._window import ContextWindow
 
 __all__ = ["Keys", "pack", "unpack"]
 
@@ -78,6 +80,7 @@ _CLASSES: dict[str, type] = {
     "run": RunRecord,
     "otid": OtidRecord,
     "step": StepRecord,
+    "context": ContextWindow,
 }
 
 
@@ -148,6 +151,7 @@ class Keys:
         self.otids = f"otid/{a}/".encode()
         self.runs = f"runs/{a}/".encode()
         self.steps = f"steps/{a}/".encode()
+        self.context = f"context/{a}".encode()
 
     def otid(self, otid: str) -> bytes:
         digest = hashlib.blake2b(otid.encode(), digest_size=16).hexdigest()

@@ -34,6 +34,7 @@ from ._requests import (
 )
 from ._runtime import AgentRuntime
 from ._tool_rules import ToolRule
+from ._window import ContextWindow
 
 __all__ = [
     "attach_block",
@@ -257,8 +258,9 @@ async def delete_agent(rt: AgentRuntime) -> None:
     for key, _ in [*await forget_files(rt), *link_deletes(rt)]:
         await _delete_keys(rt, [key], "the agent's links")
     await _delete_keys(rt, image_keys(rt.agent_id, await stored_image(rt)), "the sandbox image")
-    await _delete_keys(rt, [rt.keys.agent, rt.keys.session], "the agent")
+    await _delete_keys(rt, [rt.keys.agent, rt.keys.session, rt.keys.context], "the agent")
     rt.agent, rt.session, rt.blocks = None, None, {}
+    rt.context = ContextWindow()
     rt.history.clear()
     rt.archive = None
     await _delete_prefixes(rt)
@@ -267,8 +269,9 @@ async def delete_agent(rt: AgentRuntime) -> None:
 
 async def reset_messages(rt: AgentRuntime) -> AgentView:
     rt.require()
-    await _delete_keys(rt, [rt.keys.session], "the session")
+    await _delete_keys(rt, [rt.keys.session, rt.keys.context], "the session")
     rt.session = None
+    rt.context = ContextWindow()
     rt.history.clear()
     await _delete_prefixes(rt, passages=False)
     return await view(rt)

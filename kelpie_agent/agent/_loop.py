@@ -34,6 +34,7 @@ from ._archive import archive_of
 from ._builtins import SEND_MESSAGE
 from ._calls import NON_USER, finish, heartbeat_message, run_call
 from ._checkpoint import PendingCall, SessionCheckpoint
+from ._compaction import compact_before_step, context_body, in_context
 from ._errors import AgentStorageError
 from ._events import EventSink
 from ._llm_call import LlmFailure, call_llm, streamer_factory
@@ -118,6 +119,7 @@ class Loop:
         self.rt = rt
         self.sink = sink
         self.options = options
+        self.budget = 0  # the last request's characters for history
 
     async def run(self) -> SessionCheckpoint:
         rt = self.rt
@@ -175,7 +177,11 @@ class Loop:
             await self.sink.emit(event)
 
     def _request(
-        self, tools: ToolSet, allowed: frozenset[str] | None, directories: str | None = None
+        self,
+        tools: ToolSet,
+        allowed: frozenset[str] | None,
+        directories: str | None,
+        context: list[AgentMessage],
     ) -> LlmRequest:
         rt = self.rt
         agent = rt.require()
@@ -185,7 +191,8 @@ class Loop:
             len(json.dumps(dict(t.input_schema))) + len(t.description) for t in llm_tools
         )
         budget = (agent.context_window - agent.max_tokens) * 4 - len(system) - schema_chars
-        messages = build_messages(rt.history, budget_chars=max(budget, 4000), tools=llm_tools)
+        self.budget = max(budget, 4000)
+        messages = build_messages(context, budget_chars=self.budget, tools=llm_tools)
         return LlmRequest(agent.llm_model, messages, system, llm_tools, agent.max_tokens)
 
     async def _step(self, tools: ToolSet) -> None:
@@ -212,8 +219,12 @@ class Loop:
         history = cp.tool_history
         allowed = tools.solver.allowed(history, cp.last_return)
         prefill = tools.solver.prefill(history, allowed)
-        request = self._request(tools, allowed, await self._directories())
+        directories = await self._directories()
+        request = self._request(tools, allowed, directories, await self._context())
         try:
+            if await compact_before_step(rt, cp, self.budget):
+                cp = rt.session or cp  # the summary's commit wrote the checkpoint again
+                request = self._request(tools, allowed, directories, await self._context())
             outcome = await call_llm(
                 rt.env.llm,
                 request,
@@ -328,6 +339,9 @@ class Loop:
                 shown, use_assistant_message=self.options.use_assistant_message
             ):
                 await self.sink.emit(event)
+
+    async def _context(self) -> list[AgentMessage]:
+        return in_context(self.rt, await context_body(self.rt))
 
     async def _directories(self) -> str | None:
         return await _directories(self.rt)

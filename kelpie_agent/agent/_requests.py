@@ -33,6 +33,7 @@ __all__ = [
     "AttachTool",
     "BlockCreate",
     "CloseFile",
+    "CompactMessages",
     "CreateAgent",
     "CreateSchedule",
     "DeleteAgent",
@@ -220,6 +221,18 @@ class ListMessages:
     limit: int = 100
     order: Literal["asc", "desc"] = "desc"
     use_assistant_message: bool = True
+
+
+@attrs.frozen
+class CompactMessages:
+    """Summarize the oldest messages in context now -> ``CompactionResult``. ``mode`` is
+    ``sliding_window`` or ``all``; ``clip_chars`` None: no clipping."""
+
+    mode: str = "sliding_window"
+    prompt: str | None = None
+    clip_chars: int | None = 50_000
+    sliding_window_percentage: float = 0.3
+    acknowledge: bool = False  # add Letta's acknowledgement post-prompt
 
 
 @attrs.frozen

@@ -19,6 +19,8 @@ from kelpie_agent.actors import ActorId
 from kelpie_agent.agent import (
     AgentMessage,
     AgentView,
+    CompactionResult,
+    CompactMessages,
     InputMessage,
     Keys,
     ListMessages,
@@ -322,6 +324,12 @@ class Messaging(Steps):
         )
         page: list[AgentMessage] = await self._request(agent_id, request)
         return page[::-1] if win.reverse else page
+
+    async def compact_messages(self, agent_id: str, request: CompactMessages) -> CompactionResult:
+        """Summarize the oldest messages in the agent's context now (Letta's summarize)."""
+        await self._agent(agent_id)
+        result: CompactionResult = await self._request(agent_id, request)
+        return result
 
     async def reset_messages(self, agent_id: str) -> AgentView:
         """Delete the agent's history and session (memory and archival stay)."""

@@ -28,8 +28,9 @@ import trio
 
 from kelpie_agent.llm import LlmRequest, TextBlock, ToolCall, ToolResult
 
-from ..shims.llm import Failure, Plan
+from ..shims.llm import Failure, Plan, is_summary_request
 from ._agent_checks import Msg
+from ._agent_compaction import ContextAuditor
 from ._agent_moves import Expect
 from ._agent_prompt import agents_named, prompt_blocks
 
@@ -57,6 +58,7 @@ class PromptAuditor:
         self.markers: dict[int, str] = {}  # agent -> its persona marker
         self.read_only: dict[int, dict[str, str]] = {}  # agent -> label -> value
         self.expected: dict[str, Expect] = {}
+        self.context = ContextAuditor()  # compaction: no input vanishes from the prompt
 
     def _problem(self, text: str, kind: str = "memory") -> None:
         found = self.problems.setdefault(kind, [])
@@ -87,8 +89,12 @@ class PromptAuditor:
             self._problem(
                 f"{where}: an LLM request shows no agent's memory or messages", "isolation"
             )
+        elif is_summary_request(request):  # compaction: no memory in it, not a step
+            self.context.summary(agents.pop())
         else:
-            self._check_memory(request.system, agents.pop(), where)
+            agent = agents.pop()
+            self._check_memory(request.system, agent, where)
+            self.context.step(request, agent, where)
         if isinstance(outcome, Failure):
             if outcome.kind == "bad_request":
                 self._problem(

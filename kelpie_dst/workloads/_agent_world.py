@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import attrs
 import msgpack
 import trio
 
@@ -268,9 +269,11 @@ class World:
         mcp: Sequence[tuple[str, Sequence[str]]],
         tools: Sequence[str],
         via: str = "direct",
+        history_window: int = 0,
     ) -> None:
         self.sim = sim
         self.via = via
+        self.loop = attrs.evolve(LOOP, history_window=history_window) if history_window else LOOP
         # The oracles at the model's and the external service's boundaries (_agent_oracles).
         self.auditor = PromptAuditor()
         self.ledger = Ledger(lambda: len(self.journal.entries))
@@ -376,7 +379,7 @@ class World:
                         llm=llm,
                         sandbox_factory=factory,
                         mcp=mcp,
-                        loop_config=LOOP,
+                        loop_config=self.loop,
                         dispatcher_options=OPTIONS,
                         options=SERVICE,
                         observer=observer,
@@ -386,7 +389,7 @@ class World:
                 app = create_app(service, observer=observer)
                 await serve(app, "0.0.0.0", PORT, SERVER, access_log=self._access)
                 return
-            env = AgentEnv(llm=llm, sandbox_factory=factory, mcp=mcp, config=LOOP)
+            env = AgentEnv(llm=llm, sandbox_factory=factory, mcp=mcp, config=self.loop)
             dispatcher = Dispatcher(
                 kv,
                 sim_ports(node),

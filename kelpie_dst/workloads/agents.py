@@ -61,6 +61,7 @@ from ._agent_checks import (
     check_turns,
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
+from ._agent_compaction import check_summaries
 from ._agent_direct import DirectLink
 from ._agent_http import open_http_link
 from ._agent_oracles import check_effects, check_model_said
@@ -89,6 +90,7 @@ __all__ = [
     "check_no_mixing",
     "check_single_activation",
     "check_streams",
+    "context_complete",
     "every_request_completed",
     "llm_sees_one_agent",
     "memory_blocks_within_limits",
@@ -120,6 +122,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     "block_limit": 400,
     "otids": True,
     "via": "direct",
+    "history_window": 0,  # messages an agent keeps in memory (0: LoopConfig's default); small
+    # windows make the agents compact their context often (scenarios/agent_compaction.toml)
 }
 VIAS = ("direct", "http")
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -132,6 +136,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "hop": (0, 60),
     "attempt_timeout": (0.001, 3600),
     "block_limit": (1, 100_000),
+    "history_window": (0, 10_000),
 }
 
 
@@ -181,6 +186,7 @@ async def agents(ctx: WorkloadContext) -> None:
         mcp=[(s.name, s.tools) for s in topology.mcp],
         tools=kinds,
         via=via,
+        history_window=int(ctx.params["history_window"]),
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)
@@ -287,6 +293,8 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
     for kind in ("actor.acquired", "actor.handoff", "actor.lease_lost"):
         ctx.metric(kind, world.journal.counts.get(kind, 0))
     ctx.metric("oracle.prompts", world.auditor.requests)
+    for name, value in world.auditor.context.metrics().items():
+        ctx.metric(name, value)
     ctx.metric("oracle.outcomes", world.auditor.checked_outcomes)
     ctx.metric("oracle.effects", len(world.ledger.applied))
     ctx.metric("oracle.durable_checks", record.durable_checks)
@@ -384,6 +392,15 @@ def llm_sees_one_agent(ctx: WorkloadContext) -> None:
         p for kind in ("isolation", "memory", "api") for p in auditor.problems.get(kind, [])
     ]
     _holds(problems, "what the model was shown is wrong")
+
+
+@invariant
+def context_complete(ctx: WorkloadContext) -> None:
+    """Once the model has been shown an input, every later prompt of that agent shows it, in
+    context or quoted in the summary of the messages compaction took out, and no compaction is
+    stored twice (_agent_compaction)."""
+    problems = check_summaries(_record(ctx).histories) + _world(ctx).auditor.context.problems
+    _holds(problems, "the context lost or repeated messages")
 
 
 @invariant

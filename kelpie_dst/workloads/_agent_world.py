@@ -29,7 +29,7 @@ from kelpie_agent.actors import Dispatcher, DispatcherOptions
 from kelpie_agent.agent import AgentActor, AgentEnv, LoopConfig, ToolStore
 from kelpie_agent.api import create_app
 from kelpie_agent.http import AccessRecord, ServerOptions, serve
-from kelpie_agent.mcp import McpClient, McpServerConfig
+from kelpie_agent.mcp import McpClient, McpServerConfig, McpTimeoutError
 from kelpie_agent.service import AgentService, ServiceOptions, open_agent_node
 from kelpie_agent.storage._txn import Write
 
@@ -40,7 +40,7 @@ from ..shims._mcp import SimMcpServer, sim_mcp_transport
 from ..shims._storage import SimKVStore, SimTransaction
 from ._agent_checks import Commit, Execution, Fence, Observed, Owner, agent_of_key
 from ._agent_moves import EFFECT_SERVICE
-from ._agent_oracles import Ledger, PromptAuditor
+from ._agent_oracles import Ledger, PromptAuditor, Sent
 from ._agent_policy import CUSTOM_TOOL_SOURCE, MCP_SCHEMA, workload_policy
 from ._agent_steps import StepCommits
 
@@ -99,6 +99,7 @@ class Journal:
     def __init__(self, mcp_tools: Sequence[str] = ()) -> None:
         self.entries: list[Commit | Observed] = []
         self.executions: list[Execution] = []
+        self.sent: list[Sent] = []  # the MCP calls with a request_id, as each send ended
         self.counts: dict[str, int] = {}
         self.returns: dict[str, tuple[int, str]] = {}  # tool call id -> (entry, status), first
         self._activations: dict[int, str] = {}
@@ -244,8 +245,18 @@ class RecordingMcp:
         *,
         timeout: float | None = None,
     ) -> Any:
-        self.journal.executed(tool, str((arguments or {}).get("text", "")))
-        return await self.client.call_tool(server, tool, arguments, timeout=timeout)
+        args = arguments or {}
+        key, activation = str(args.get("request_id", "")), self.journal.activation()
+        self.journal.executed(tool, str(args.get("text", "")))
+        timed_out = False
+        try:
+            return await self.client.call_tool(server, tool, arguments, timeout=timeout)
+        except McpTimeoutError:
+            timed_out = True
+            raise
+        finally:
+            if key and activation is not None:
+                self.journal.sent.append(Sent(activation, key, tool, timed_out))
 
     def status(self, server: str) -> str:
         return self.client.status(server)

@@ -64,7 +64,7 @@ from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_compaction import check_summaries
 from ._agent_direct import DirectLink
 from ._agent_http import open_http_link
-from ._agent_oracles import check_effects, check_model_said
+from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
@@ -452,7 +452,8 @@ def tool_effects_exactly_once(ctx: WorkloadContext) -> None:
     """Memory edits and archival inserts are stored once; every completed call of a tool with
     a side effect (custom, sandbox Python, MCP) took effect in the external service exactly
     once, under its own id, and never again once its result was committed; refused calls
-    never took effect."""
+    never took effect; an MCP call that timed out is not sent again by the same activation
+    (its effect may have happened)."""
     record, world = _record(ctx), _world(ctx)
     problems = check_exactly_once(
         record.blocks, record.passages, world.journal.entries, world.journal.executions
@@ -460,4 +461,5 @@ def tool_effects_exactly_once(ctx: WorkloadContext) -> None:
     ledger, made = world.ledger, world.auditor.call_ids
     calls = {key: call for key, call in ledger.calls.items() if key in made}
     problems += check_effects(ledger.applied, calls, world.journal.returns, ledger.calls)
+    problems += check_resends(world.journal.sent, ledger.applied)
     _holds(problems, "a tool's effect was not exactly once")

@@ -14,9 +14,10 @@ from kelpie_agent.agent._folders import Folder
 from kelpie_agent.service import _folders as folders
 
 from ._context import current_service
+from ._models_agents import AgentState, agent_out
 from ._models_folders import FileMetadata, FolderCreate, FolderOut, FolderUpdate, file_out
 from ._models_folders import folder_out as _folder_out
-from ._params import ID_PATTERN, Cursor
+from ._params import ID_PATTERN, AgentId, Cursor
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES, collection_route
 
@@ -159,5 +160,35 @@ def folders_router() -> APIRouter:
     async def delete_file(folder_id: Fid, file_id: FileId) -> None:
         """Delete the file, its text and its passages (agents' open windows close)."""
         await folders.delete_file(current_service(), folder_id, file_id)
+
+    @router.patch("/v1/agents/{agent_id}/folders/attach/{folder_id}")
+    async def attach_folder(agent_id: AgentId, folder_id: Fid) -> AgentState:
+        """Attach the folder: its files are opened in the agent's context (up to
+        ``max_files_open``, least recently used closed first)."""
+        return agent_out(await folders.attach_folder(current_service(), agent_id, folder_id))
+
+    @router.patch("/v1/agents/{agent_id}/folders/detach/{folder_id}")
+    async def detach_folder(agent_id: AgentId, folder_id: Fid) -> AgentState:
+        return agent_out(await folders.detach_folder(current_service(), agent_id, folder_id))
+
+    @router.get("/v1/agents/{agent_id}/folders")
+    async def agent_folders(
+        agent_id: AgentId,
+        after: Cursor = None,
+        before: Cursor = None,
+        limit: Limit = 50,
+        order: Literal["asc", "desc"] = "desc",
+        order_by: Literal["created_at"] = "created_at",
+    ) -> list[FolderOut]:
+        """The folders attached to the agent."""
+        found = await folders.agent_folders(
+            current_service(),
+            agent_id,
+            after=after,
+            before=before,
+            limit=limit,
+            descending=order == "desc",
+        )
+        return [folder_out(f) for f in found]
 
     return router

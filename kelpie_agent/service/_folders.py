@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kelpie_agent.agent import DetachFolder, FileRecord, Folder, FolderStore
+from kelpie_agent.agent import (
+    AgentView,
+    AttachFolder,
+    DetachFolder,
+    FileRecord,
+    Folder,
+    FolderStore,
+)
 from kelpie_agent.agent._archive import embedder_name
 
 from ._errors import translate
@@ -26,9 +33,12 @@ if TYPE_CHECKING:
     from ._service import AgentService
 
 __all__ = [
+    "agent_folders",
+    "attach_folder",
     "create_folder",
     "delete_file",
     "delete_folder",
+    "detach_folder",
     "file_content",
     "folder_agents",
     "get_file",
@@ -195,3 +205,42 @@ async def delete_file(service: AgentService, folder_id: str, file_id: str) -> No
     store = _store(service)
     await _call(service, lambda: store.get(folder_id))
     await _call(service, lambda: store.delete_file(folder_id, file_id))
+
+
+async def attach_folder(service: AgentService, agent_id: str, folder_id: str) -> AgentView:
+    """Attach through the agent's actor (it writes the agent and the folder's link in one
+    transaction and opens the folder's files up to ``max_files_open``)."""
+    await service._agent(agent_id)
+    await get_folder(service, folder_id)
+    await service._request(agent_id, AttachFolder(folder_id))
+    return await service.get_agent(agent_id)
+
+
+async def detach_folder(service: AgentService, agent_id: str, folder_id: str) -> AgentView:
+    await service._agent(agent_id)
+    await get_folder(service, folder_id)
+    await service._request(agent_id, DetachFolder(folder_id))
+    return await service.get_agent(agent_id)
+
+
+async def agent_folders(
+    service: AgentService,
+    agent_id: str,
+    *,
+    after: str | None = None,
+    before: str | None = None,
+    limit: int = 50,
+    descending: bool = True,
+) -> list[Folder]:
+    """The folders attached to the agent, by creation."""
+    attached = set((await service._agent(agent_id)).folder_ids)
+    found = [f for f in await _call(service, _store(service).all) if f.id in attached]
+    return paginate(
+        found,
+        lambda f: f.id,
+        kind="folder",
+        after=after,
+        before=before,
+        limit=limit,
+        descending=descending,
+    )

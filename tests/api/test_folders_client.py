@@ -80,11 +80,23 @@ async def folders_flow() -> list[str]:
         listed = [f.id async for f in client.folders.files.list(docs.id, order="asc")]
         assert listed == [up.id, again.id]
         assert await client.folders.agents.list(docs.id) == []
+        ada = await client.agents.create(name="ada")
+        await client.agents.folders.attach(docs.id, agent_id=ada.id)
+        assert await client.folders.agents.list(docs.id) == [ada.id]
+        assert [f.id async for f in client.agents.folders.list(ada.id)] == [docs.id]
+        await client.agents.folders.detach(docs.id, agent_id=ada.id)
+        assert [f.id async for f in client.agents.folders.list(ada.id)] == []
+        await client.agents.folders.attach(docs.id, agent_id=ada.id)
+        with pytest.raises(letta_client.NotFoundError):
+            await client.agents.folders.attach("source-missing", agent_id=ada.id)
 
         await client.folders.files.delete(again.id, folder_id=docs.id)
         with pytest.raises(letta_client.NotFoundError):
             await client.folders.files.retrieve(again.id, folder_id=docs.id)
         await client.folders.delete(other.id)
+        await client.folders.delete(docs.id)  # detached from ada first
+        assert [f.id async for f in client.agents.folders.list(ada.id)] == []
+        docs = await client.folders.create(name="docs")
         assert [f.id async for f in client.folders.list()] == [docs.id]
         with pytest.raises(letta_client.NotFoundError):
             await client.folders.retrieve(other.id)

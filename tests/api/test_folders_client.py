@@ -125,3 +125,41 @@ async def test_folders_and_files_through_letta_client() -> None:
 
 def test_folders_same_seed_same_trace_hash() -> None:
     kelpie_dst.assert_deterministic(folders_flow, seeds=(1,), runs=2, **GUARDS)
+
+
+async def resume_flow() -> list[str]:
+    """A node stops with an upload stored but unprocessed (as a crash right after the upload
+    leaves it); the next node to start processes it: it ends ``completed``, with every
+    passage, never stuck ``pending``."""
+    from kelpie_agent.agent import FolderStore
+    from kelpie_agent.agent._folders import file_passages
+
+    from .harness import service_node
+
+    async with service_node() as first:
+        folder = await FolderStore(first.kv, first.ports).create("docs", chunk_size=200)
+        stored = await FolderStore(first.kv, first.ports).upload(folder.id, "o.txt", TEXT.encode())
+        assert stored is not None and stored.processing_status == "pending"
+    async with service_node() as second:
+        store = FolderStore(second.kv, second.ports)
+        for _ in range(200):
+            record = await store.file(stored.id)
+            if record.done:
+                break
+            await trio.sleep(0.05)
+        assert record.processing_status == "completed"
+        passages = await file_passages(second.kv, stored.id)
+        assert len(passages) == record.total_chunks == record.chunks_embedded
+        assert await store.pending() == []
+    seen = f"{record.id} {record.total_chunks} {record.updated_at}"
+    kelpie_dst.log("api.answer", body=seen)
+    return [seen]
+
+
+@pytest.mark.dst(seeds=2, **GUARDS)
+async def test_an_upload_left_unprocessed_is_processed_by_the_next_node() -> None:
+    await resume_flow()
+
+
+def test_upload_resume_same_seed_same_trace_hash() -> None:
+    kelpie_dst.assert_deterministic(resume_flow, seeds=(1,), runs=2, **GUARDS)

@@ -191,4 +191,20 @@ def folders_router() -> APIRouter:
         )
         return [folder_out(f) for f in found]
 
+    @router.patch("/v1/agents/{agent_id}/files/{file_id}/open")
+    async def open_file(agent_id: AgentId, file_id: FileId) -> list[str]:
+        """Open the file in the agent's context; answers the names of files closed to make
+        room (``max_files_open``)."""
+        return await folders.open_file(current_service(), agent_id, file_id)
+
+    @router.patch("/v1/agents/{agent_id}/files/{file_id}/close")
+    async def close_file(agent_id: AgentId, file_id: FileId) -> Deleted:
+        await folders.close_files(current_service(), agent_id, file_id)
+        return Deleted(message=f"File id={file_id} successfully closed")
+
+    @router.patch("/v1/agents/{agent_id}/files/close-all")
+    async def close_all_files(agent_id: AgentId) -> list[str]:
+        """Close every open file; answers their names."""
+        return await folders.close_files(current_service(), agent_id, None)
+
     return router

@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kelpie_agent.agent import (
     AgentView,
     AttachFolder,
+    CloseFile,
     DetachFolder,
     FileRecord,
     Folder,
     FolderStore,
+    OpenFile,
 )
 from kelpie_agent.agent._archive import embedder_name
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "agent_folders",
     "attach_folder",
+    "close_files",
     "create_folder",
     "delete_file",
     "delete_folder",
@@ -45,6 +48,7 @@ __all__ = [
     "get_folder",
     "list_files",
     "list_folders",
+    "open_file",
     "process_upload",
     "resume_uploads",
     "update_folder",
@@ -244,3 +248,18 @@ async def agent_folders(
         limit=limit,
         descending=descending,
     )
+
+
+async def open_file(service: AgentService, agent_id: str, file_id: str) -> list[str]:
+    """Open the file in the agent's context (through its actor); the names of the files
+    closed to make room (least recently used first)."""
+    await service._agent(agent_id)
+    closed: list[str] = await service._request(agent_id, OpenFile(file_id))
+    return closed
+
+
+async def close_files(service: AgentService, agent_id: str, file_id: str | None) -> list[str]:
+    """Close one file, or every open file (``None``); the names closed."""
+    await service._agent(agent_id)
+    closed: list[str] = await service._request(agent_id, CloseFile(file_id))
+    return closed

@@ -87,6 +87,11 @@ async def folders_flow() -> list[str]:
         await client.agents.folders.detach(docs.id, agent_id=ada.id)
         assert [f.id async for f in client.agents.folders.list(ada.id)] == []
         await client.agents.folders.attach(docs.id, agent_id=ada.id)
+        closed = await client.agents.files.close_all(ada.id)
+        assert sorted(closed) == ["docs/otters.txt", "docs/otters_(1).txt"]
+        assert await client.agents.files.open(up.id, agent_id=ada.id) == []
+        await client.agents.files.close(up.id, agent_id=ada.id)
+        assert await client.agents.files.close_all(ada.id) == []
         with pytest.raises(letta_client.NotFoundError):
             await client.agents.folders.attach("source-missing", agent_id=ada.id)
 

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, File, Path, Query, UploadFile
 
+from kelpie_agent.agent import ResourceNotFoundError
 from kelpie_agent.agent._archive import embedder_name
 from kelpie_agent.agent._folders import Folder
 from kelpie_agent.service import _folders as folders
@@ -122,11 +123,8 @@ def folders_router() -> APIRouter:
             declared_type=file.content_type,
             duplicate_handling=duplicate_handling,
         )
-        if record is None:  # skip: the file of that name is kept
-            same = [
-                f for f in await folders.list_files(service, folder_id) if f.file_name == file_name
-            ]
-            return file_out(same[0])
+        if record is None:  # skipped, and the file of that name deleted meanwhile
+            raise ResourceNotFoundError("file", file_name)
         return file_out(record)
 
     @router.get("/v1/folders/{folder_id}/files")

@@ -5,14 +5,15 @@ Folder and file records are written by :class:`FolderStore` in plain transaction
 not an actor). An upload is stored with a processing job in one transaction and answered at
 once (``pending``); the node that took it then parses and embeds it in the background
 (``_spawn``). Every job stays in the store until its file is ``completed`` or ``error``, and
-processing is idempotent, so a crash mid-way loses nothing: :func:`resume_uploads` (run by a
-node when it starts, and by the simulation's recovery) redoes every unfinished job. A file is
-never reported ``completed`` before all its passages are committed (``FolderStore.process``
-writes the status in the same transaction as the last batch's successor, after it).
+processing is idempotent, so a crash mid-way loses nothing: :func:`resume_uploads` (run by
+every node when it starts) redoes every unfinished job. A file is never reported
+``completed`` before all its passages are committed (``FolderStore.process`` marks it in a
+transaction after the last passage batch's).
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -144,9 +145,12 @@ async def upload_file(
             duplicate_handling=duplicate_handling,
         ),
     )
-    if record is not None:
-        file_id = record.id
-        service._spawn(f"processing file {file_id}", lambda: process_upload(service, file_id))
+    if record is None:  # ``skip``: the file already there under that name is the answer
+        clean = posixpath.basename(name.replace("\\", "/")).strip()
+        kept = [f for f in await list_files(service, folder_id) if f.file_name == clean]
+        return kept[0] if kept else None
+    file_id = record.id
+    service._spawn(f"processing file {file_id}", lambda: process_upload(service, file_id))
     return record
 
 

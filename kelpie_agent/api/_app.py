@@ -30,6 +30,7 @@ from ._routes_archives import archives_router
 from ._routes_blocks import blocks_router
 from ._routes_compaction import compaction_router
 from ._routes_directory import directory_router
+from ._routes_folders import folders_router
 from ._routes_health import health_router
 from ._routes_history import history_router
 from ._routes_messages import messages_router
@@ -123,6 +124,7 @@ def _build(version: str, auth: bool) -> FastAPI:
     app.include_router(approvals_router(), dependencies=checks)
     app.include_router(archival_router(), dependencies=checks)
     app.include_router(archives_router(), dependencies=checks)
+    app.include_router(folders_router(), dependencies=checks)
     app.include_router(messages_router(), dependencies=checks)
     app.include_router(history_router(), dependencies=checks)
     app.include_router(compaction_router(), dependencies=checks)

@@ -24,6 +24,7 @@ from kelpie_agent.storage import KV
 
 from ._actor import ServiceAgentActor
 from ._base import KIND, Observer
+from ._folders import resume_uploads
 from ._service import AgentService
 from ._types import ServiceOptions
 
@@ -82,6 +83,8 @@ async def open_agent_node(
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
+        # uploads a crash left unprocessed (D<files>-1): every node redoes them at start
+        service._spawn("resuming uploads", lambda: resume_uploads(service))
         try:
             yield service
         finally:

@@ -31,6 +31,7 @@ from ._routes_blocks import blocks_router
 from ._routes_directory import directory_router
 from ._routes_health import health_router
 from ._routes_history import history_router
+from ._routes_mcp import mcp_router
 from ._routes_messages import messages_router
 from ._routes_runs import runs_router
 from ._routes_tools import tools_router
@@ -120,6 +121,7 @@ def _build(version: str, auth: bool) -> FastAPI:
     app.include_router(approvals_router(), dependencies=checks)
     app.include_router(archival_router(), dependencies=checks)
     app.include_router(archives_router(), dependencies=checks)
+    app.include_router(mcp_router(), dependencies=checks)
     app.include_router(messages_router(), dependencies=checks)
     app.include_router(history_router(), dependencies=checks)
     app.include_router(runs_router(), dependencies=checks)

@@ -213,6 +213,8 @@ async def fetch_tools(service: AgentService, record: McpServerRecord) -> list[An
     mcp = managed(service)
     try:
         await mcp.sync(record.server_name)
+        if mcp.client.status(record.server_name) == "broken":
+            await mcp.client.reconnect(record.server_name)  # a refresh starts it afresh
         return await mcp.client.list_tools(record.server_name)
     except McpError as error:
         raise UnavailableError(str(error)) from None

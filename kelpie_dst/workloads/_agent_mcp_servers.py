@@ -16,6 +16,7 @@ The oracle (:func:`check`):
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -25,9 +26,9 @@ import trio
 import kelpie_dst
 from kelpie_agent.agent import CreateAgent
 from kelpie_agent.errors import KelpieError
-from kelpie_agent.mcp import McpServerConfig
+from kelpie_agent.mcp import McpConnectionError, McpServerConfig
+from kelpie_agent.service import UnavailableError, open_agent_node
 from kelpie_agent.service import _mcp_catalog as catalog
-from kelpie_agent.service import open_agent_node
 
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
@@ -47,6 +48,7 @@ class Log:
     outcomes: dict[int, tuple[str, bool]] = attrs.Factory(dict)  # n -> (result, live at start)
     configs: list[McpServerConfig] = attrs.Factory(list)
     problems: list[str] = attrs.Factory(list)
+    refresh_failures: int = 0
     live: bool = False  # False: certainly no server record (after a delete, before a create)
 
 
@@ -78,16 +80,26 @@ async def churn(service: Any, log: Log, rounds: int, rng: Any) -> None:
         record = await catalog.create_server(
             service, "ticker", "stdio", {"command": "ticker", "args": [], "env": {"T": SECRET}}
         )
-        [tool] = await catalog.server_tool_list(service, record.id)
-        await service.attach_tool(agent.id, tool.id)
+        tools = await catalog.server_tool_list(service, record.id)
+        for _ in range(3):  # the server may have crashed while create listed its tools
+            if tools:
+                break
+            with contextlib.suppress(UnavailableError):
+                await catalog.refresh_server(service, record.id)
+            tools = await catalog.server_tool_list(service, record.id)
+        if tools:
+            await service.attach_tool(agent.id, tools[0].id)
         await trio.sleep(rng.uniform(0.2, 1.0))
         await catalog.update_server(
             service, record.id, None, {"args": [f"--round={number}"], "env": {"T": "****"}}
         )
-        await catalog.refresh_server(service, record.id)
+        try:
+            await catalog.refresh_server(service, record.id)
+        except UnavailableError:  # the server crashed or did not start: a 503, as users see
+            log.refresh_failures += 1
         attached = [t.id for t in await service.list_agent_tools(agent.id)]
-        if tool.id not in attached:
-            log.problems.append(f"round {number}: refresh detached {tool.id} from the agent")
+        if tools and tools[0].id not in attached:
+            log.problems.append(f"round {number}: refresh detached {tools[0].id} from the agent")
         await trio.sleep(rng.uniform(0.2, 1.0))
         await catalog.delete_server(service, record.id)
         log.live = False  # only once the delete is done
@@ -102,6 +114,9 @@ async def caller(service: Any, log: Log, first: int, count: int, rng: Any) -> No
             outcome = "success" if not result.is_error else "error"
         except KelpieError as error:
             outcome = f"error: {type(error).__name__}"
+            if isinstance(error, McpConnectionError):  # crashed: start it again, as the
+                with contextlib.suppress(KelpieError):  # executor does (not retrying n)
+                    await service.mcp_servers.reconnect("ticker")
         log.outcomes[n] = (outcome, live)
         await trio.sleep(rng.uniform(0.05, 0.4))
 
@@ -139,6 +154,7 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
     await done.wait()
     ctx.metric("mcp.calls", len(log.outcomes))
     ctx.metric("mcp.executed", len(log.executed))
+    ctx.metric("mcp.refresh_failures", log.refresh_failures)
 
 
 def check(log: Log) -> list[str]:

@@ -42,6 +42,10 @@ async def create_server(
     """Store the server, then register the tools it lists (if it can be reached now)."""
     service._check_running()
     mcp = managed(service)
+    if mcp.is_static(name):
+        raise InvalidError(
+            "server_name", f"{name!r} is a statically configured mcp server", status=409
+        )
     now = service.ports.clock.now()
     given: dict[str, Any] = {
         k: tuple(v) if k == "args" else v for k, v in fields.items() if v is not None

@@ -167,7 +167,19 @@ class ManagedMcp:
             await self.client.add_server(config)
         return True
 
+    def is_static(self, server: str) -> bool:
+        """A server of the static configuration (served without reading the KV)."""
+        if self.static is None:
+            return False
+        try:
+            self.static.status(server)
+        except McpError:
+            return False
+        return True
+
     async def _source(self, server: str) -> McpToolSource:
+        if self.static is not None and self.is_static(server):
+            return self.static
         if await self.sync(server):
             return self.client
         if self.static is None:

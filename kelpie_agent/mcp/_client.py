@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, TextIO
 
 import anyio
+import httpx2
 import mcp_types as types
 import pydantic
 import trio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client import Transport
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from ._config import McpServerConfig
@@ -53,11 +55,24 @@ _CLOSED = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStre
 
 def stdio_transport(config: McpServerConfig, *, errlog: TextIO | None = None) -> Transport:
     """Start ``config.command`` as a subprocess and talk to it over stdin/stdout (the SDK's
-    ``stdio_client``). The server's stderr goes to ``errlog`` (default: ours)."""
+    ``stdio_client``). The server's stderr goes to ``errlog`` (default: ours). A config with a
+    ``url`` is reached over Streamable HTTP instead (the SDK's ``streamable_http_client``)."""
+    if config.url is not None:
+        return _http_transport(config)
     params = StdioServerParameters(
         command=config.command, args=list(config.args), env=config.env_dict, cwd=config.cwd
     )
     return stdio_client(params, errlog=errlog if errlog is not None else sys.stderr)
+
+
+@asynccontextmanager
+async def _http_transport(config: McpServerConfig) -> AsyncIterator[Any]:
+    assert config.url is not None
+    async with (
+        httpx2.AsyncClient(headers=dict(config.headers), follow_redirects=False) as http,
+        streamable_http_client(config.url, http_client=http) as streams,
+    ):
+        yield streams[0], streams[1]
 
 
 def _leaves(error: BaseException) -> list[BaseException]:
@@ -173,6 +188,26 @@ class McpClient:
             await conn.done.wait()
             conn.broken = None
         await self._ready(server)
+
+    async def add_server(self, config: McpServerConfig) -> None:
+        """Serve ``config`` from now on, replacing (and stopping) a server of the same name;
+        its connection opens lazily, on first use."""
+        if not isinstance(config, McpServerConfig):
+            raise TypeError(f"expected an McpServerConfig, got {config!r}")
+        await self.remove_server(config.name)
+        self._connections[config.name] = _Connection(config)
+
+    async def remove_server(self, server: str) -> None:
+        """Stop ``server``'s connection (if any) and forget it; unknown names are ignored."""
+        conn = self._connections.pop(server, None)
+        if conn is None:
+            return
+        async with conn.lock:
+            conn.stop.set()
+            await conn.done.wait()
+
+    def config(self, server: str) -> McpServerConfig:
+        return self._conn(server).config
 
     async def _ready(self, server: str) -> tuple[_Connection, ClientSession]:
         conn = self._conn(server)

@@ -73,11 +73,26 @@ class McpServerConfig:
     cwd: str | None = None
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     call_timeout: float = DEFAULT_CALL_TIMEOUT
+    url: str | None = None
+    """A Streamable HTTP server's URL (then ``command`` is empty and ``headers`` are sent)."""
+    headers: tuple[tuple[str, str], ...] = attrs.field(
+        default=(), converter=_env, repr=_hide_values
+    )
 
     def __attrs_post_init__(self) -> None:
         _check_name(self.name)
         where = f"mcp server {self.name!r}"
-        if not isinstance(self.command, str) or not self.command.strip():
+        if self.url is not None:
+            if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
+                raise McpConfigError(f"{where}: 'url' must be an http(s) URL", server=self.name)
+            problem = _env_problem(self.headers)
+            if problem is not None:
+                raise McpConfigError(
+                    f"{where}: 'headers' must map strings to strings ({problem})",
+                    server=self.name,
+                )
+            object.__setattr__(self, "headers", tuple(sorted(self.headers)))
+        elif not isinstance(self.command, str) or not self.command.strip():
             raise McpConfigError(f"{where}: 'command' must be a non-empty string", server=self.name)
         if not isinstance(self.args, tuple) or not all(isinstance(a, str) for a in self.args):
             raise McpConfigError(
@@ -102,6 +117,11 @@ class McpServerConfig:
     @property
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
+
+    @classmethod
+    def http(cls, name: str, url: str, headers: Mapping[str, str] | None = None) -> McpServerConfig:
+        """A Streamable HTTP server at ``url``, sent ``headers`` with every request."""
+        return cls(name, "", url=url, headers=tuple(sorted((headers or {}).items())))
 
 
 def _check_name(name: object) -> None:

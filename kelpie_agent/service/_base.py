@@ -89,6 +89,7 @@ class ServiceBase:
         )
         self.tool_store = ToolStore(kv, ports)
         self.block_store = BlockStore(kv, ports)
+        self.mcp_servers: Any = None  # the node's ManagedMcp (set by open_agent_node)
         self._state = "new"  # -> running -> stopped
         self._cancel_events: dict[str, list[trio.Event]] = {}
         self._nursery: trio.Nursery | None = None  # background work; lives as long as the node

@@ -18,6 +18,7 @@ from kelpie_agent.actors import Dispatcher, DispatcherOptions
 from kelpie_agent.agent import AgentEnv, LoopConfig, McpToolSource
 from kelpie_agent.embeddings import Embedder, HashingEmbedder
 from kelpie_agent.llm import LlmClient
+from kelpie_agent.mcp import McpClient, McpTransport, stdio_transport
 from kelpie_agent.ports import Ports
 from kelpie_agent.sandbox import Sandbox, SandboxRequest
 from kelpie_agent.storage import KV
@@ -25,6 +26,7 @@ from kelpie_agent.storage import KV
 from ._actor import ServiceAgentActor
 from ._base import KIND, Observer
 from ._folders import resume_uploads
+from ._mcp_servers import ManagedMcp
 from ._service import AgentService
 from ._types import ServiceOptions
 
@@ -41,6 +43,7 @@ async def open_agent_node(
     sandbox_factory: Callable[[SandboxRequest], Sandbox] | None = None,
     embedder: Embedder | None = None,
     mcp: McpToolSource | None = None,
+    mcp_transport: McpTransport | None = None,
     loop_config: LoopConfig | None = None,
     dispatcher_options: DispatcherOptions | None = None,
     options: ServiceOptions | None = None,
@@ -56,12 +59,15 @@ async def open_agent_node(
     ones must not). ``observer(kind, **fields)`` hears the runtime's and the service's events
     (``kelpie_dst.log`` in a simulation). ``service_class``: an :class:`AgentService`
     subclass to serve with instead (instrumentation, or a test's planted bug). The caller
-    owns ``kv``, ``llm`` and ``mcp``."""
+    owns ``kv``, ``llm`` and ``mcp`` (the static MCP servers); the servers managed through the
+    API (``_mcp_servers``) are started with ``mcp_transport`` (default: stdio/HTTP)."""
+    managed_client = McpClient([], transport=mcp_transport or stdio_transport)
+    managed = ManagedMcp(kv, ports, managed_client, static=mcp)
     env = AgentEnv(
         llm=llm,
         embedder=embedder if embedder is not None else HashingEmbedder(),
         sandbox_factory=sandbox_factory,
-        mcp=mcp,
+        mcp=managed,
         config=loop_config if loop_config is not None else LoopConfig(),
     )
     dispatcher = Dispatcher(
@@ -81,7 +87,8 @@ async def open_agent_node(
         observer=observer,
         embedder=env.embedder,
     )
-    async with trio.open_nursery() as nursery:
+    service.mcp_servers = managed
+    async with managed_client, trio.open_nursery() as nursery:
         await nursery.start(service.run)
         # uploads a crash left unprocessed (D<files>-1): every node redoes them at start
         service._spawn("resuming uploads", lambda: resume_uploads(service))

@@ -18,6 +18,7 @@ import trio
 import kelpie_dst
 from kelpie_agent.agent import LoopConfig
 from kelpie_agent.api import create_app
+from kelpie_agent.mcp import McpTransport
 from kelpie_agent.service import AgentService, ServiceOptions, open_agent_node
 from kelpie_dst.shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
 from kelpie_dst.shims.llm import Policy
@@ -44,6 +45,7 @@ async def service_node(
     policy: Policy | None = None,
     timing: LlmTiming | None = None,
     config: LoopConfig | None = None,
+    mcp_transport: McpTransport | None = None,
 ) -> AsyncIterator[AgentService]:
     sim = kelpie_dst.current_simulation()
     assert sim is not None
@@ -56,6 +58,7 @@ async def service_node(
         llm=SimLlmClient(policy or HelpfulPolicy(), timing=timing or LlmTiming()),
         sandbox_factory=lambda _: kelpie_dst.open_sandbox(name="tools"),
         loop_config=config,
+        mcp_transport=mcp_transport,
         dispatcher_options=OPTIONS,
         options=ServiceOptions(request_timeout=30.0),
         observer=kelpie_dst.log,
@@ -71,9 +74,12 @@ async def api(
     timing: LlmTiming | None = None,
     config: LoopConfig | None = None,
     ping_interval: float = 15.0,
+    mcp_transport: McpTransport | None = None,
 ) -> AsyncIterator[Api]:
     async with (
-        service_node(policy=policy, timing=timing, config=config) as service,
+        service_node(
+            policy=policy, timing=timing, config=config, mcp_transport=mcp_transport
+        ) as service,
         trio.open_nursery() as nursery,
     ):
         app = create_app(

@@ -19,6 +19,15 @@ IMPLEMENTED = {
     "archives.passages.delete",
     "agents.archives.attach",
     "agents.archives.detach",
+    "mcp_servers.create",
+    "mcp_servers.list",
+    "mcp_servers.retrieve",
+    "mcp_servers.update",
+    "mcp_servers.delete",
+    "mcp_servers.refresh",
+    "mcp_servers.tools.list",
+    "mcp_servers.tools.retrieve",
+    "mcp_servers.tools.run",
 }
 
 

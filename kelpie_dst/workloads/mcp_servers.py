@@ -1,0 +1,6 @@
+"""Managed MCP servers under churn, as a scenario workload (see ``_agent_mcp_servers``)."""
+
+from ._agent_mcp_servers import agent_mcp_servers as agent_mcp_servers
+from ._agent_mcp_servers import mcp_calls_exactly_once as mcp_calls_exactly_once
+
+__all__ = ["agent_mcp_servers", "mcp_calls_exactly_once"]

@@ -1,0 +1,46 @@
+"""The agent_mcp_servers scenario: managed MCP servers churned while their tool is called.
+It passes, is deterministic, and its oracle names each kind of broken run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kelpie_agent.mcp import McpServerConfig
+from kelpie_dst.scenario import load_scenario, run_scenario
+from kelpie_dst.workloads._agent_mcp_servers import SECRET, Log, check
+
+
+def _run(seed: int) -> Any:
+    return run_scenario(load_scenario("agent_mcp_servers"), seed)
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_the_scenario_passes(seed: int) -> None:
+    run = _run(seed)
+    assert run.ok, run.result.failure and run.result.failure.describe()
+    assert run.metrics["mcp.calls"] == 36
+    assert 0 < run.metrics["mcp.executed"] < 36  # some calls met a deleted server
+
+
+def test_the_same_seed_gives_the_same_trace_hash() -> None:
+    first, again, other = _run(3), _run(3), _run(4)
+    assert first.result.trace_hash == again.result.trace_hash != other.result.trace_hash
+
+
+def test_the_oracle_names_each_broken_run() -> None:
+    log = Log(executed=[1, 2, 2, 3], outcomes={1: ("success", True), 4: ("success", True)})
+    log.outcomes[3] = ("success", False)
+    log.configs.append(McpServerConfig("ticker", "t", env={"T": "****"}))
+    log.configs.append(McpServerConfig("ticker", "t", env={"T": SECRET}))
+    log.problems.append("round 0: refresh detached tool-x from the agent")
+    found = check(log)
+    assert found == [
+        "round 0: refresh detached tool-x from the agent",
+        "call 2 executed 2 times",
+        "call 3 started with no server record, yet executed",
+        "call 3 started with no server record, yet succeeded",
+        "call 4 reported success but executed 0 times",
+        "server started without its secret (args [])",
+    ]

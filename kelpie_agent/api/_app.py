@@ -33,6 +33,7 @@ from ._routes_directory import directory_router
 from ._routes_folders import folders_router
 from ._routes_health import health_router
 from ._routes_history import history_router
+from ._routes_identities import identities_router
 from ._routes_mcp import mcp_router
 from ._routes_messages import messages_router
 from ._routes_runs import runs_router
@@ -127,6 +128,7 @@ def _build(version: str, auth: bool) -> FastAPI:
     app.include_router(archives_router(), dependencies=checks)
     app.include_router(folders_router(), dependencies=checks)
     app.include_router(mcp_router(), dependencies=checks)
+    app.include_router(identities_router(), dependencies=checks)
     app.include_router(messages_router(), dependencies=checks)
     app.include_router(history_router(), dependencies=checks)
     app.include_router(compaction_router(), dependencies=checks)

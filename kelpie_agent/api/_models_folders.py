@@ -1,5 +1,6 @@
 """Folders and files in Letta's shapes: ``Folder`` (with its ``embedding_config``), its
-create/update bodies, and ``FileMetadata`` (``folders.files`` upload/list/retrieve)."""
+create/update bodies, ``FileMetadata`` (``folders.files`` upload/list/retrieve), and the
+agent's view of its files (``agents.files.list``)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from kelpie_agent.agent import FileRecord, Folder
+from kelpie_agent.agent import AgentFile, FileRecord, Folder
 
 from ._models_common import JsonObject, RequestModel, ResponseModel, epoch_datetime
 
 __all__ = [
+    "AgentFileOut",
+    "AgentFilesPage",
     "EmbeddingConfig",
     "FileMetadata",
     "FolderCreate",
     "FolderOut",
     "FolderUpdate",
+    "agent_file_out",
     "file_out",
     "folder_out",
 ]
@@ -135,4 +139,42 @@ def file_out(record: FileRecord, content: str | None = None) -> FileMetadata:
         content=content,
         created_at=epoch_datetime(record.created_at),
         updated_at=epoch_datetime(record.updated_at),
+    )
+
+
+class AgentFileOut(ResponseModel):
+    """Letta's file-agent row (``agents.files.list``). Its ``id`` is the file's id: an agent
+    has one relationship per file, and the id is the page cursor."""
+
+    id: str
+    file_id: str
+    file_name: str
+    folder_id: str
+    folder_name: str
+    is_open: bool
+    start_line: int | None = None
+    end_line: int | None = None
+    last_accessed_at: datetime | None = None
+    visible_content: str | None = None
+
+
+class AgentFilesPage(ResponseModel):
+    files: list[AgentFileOut]
+    next_cursor: str | None = None
+    has_more: bool = False
+
+
+def agent_file_out(item: AgentFile, char_limit: int) -> AgentFileOut:
+    state = item.state
+    return AgentFileOut(
+        id=item.record.id,
+        file_id=item.record.id,
+        file_name=item.name,
+        folder_id=item.folder.id,
+        folder_name=item.folder.name,
+        is_open=state.is_open,
+        start_line=state.start_line,
+        end_line=state.end_line,
+        last_accessed_at=epoch_datetime(state.last_accessed_at) if state.last_accessed_at else None,
+        visible_content=item.visible(char_limit) if state.is_open else None,
     )

@@ -16,7 +16,15 @@ from kelpie_agent.service import _folders as folders
 
 from ._context import current_service
 from ._models_agents import AgentState, agent_out
-from ._models_folders import FileMetadata, FolderCreate, FolderOut, FolderUpdate, file_out
+from ._models_folders import (
+    AgentFilesPage,
+    FileMetadata,
+    FolderCreate,
+    FolderOut,
+    FolderUpdate,
+    agent_file_out,
+    file_out,
+)
 from ._models_folders import folder_out as _folder_out
 from ._params import ID_PATTERN, AgentId, Cursor
 from ._routes_agents import MAX_PAGE, Deleted
@@ -188,6 +196,36 @@ def folders_router() -> APIRouter:
             descending=order == "desc",
         )
         return [folder_out(f) for f in found]
+
+    @router.get("/v1/agents/{agent_id}/files")
+    async def agent_files(
+        agent_id: AgentId,
+        after: Cursor = None,
+        before: Cursor = None,
+        cursor: Cursor = None,
+        is_open: bool | None = None,
+        limit: Limit = 20,
+        order: Literal["asc", "desc"] = "desc",
+        order_by: Literal["created_at"] = "created_at",
+    ) -> AgentFilesPage:
+        """The files of the agent's attached folders, with whether each is open and its
+        visible window (by upload time, newest first by default). ``cursor`` is Letta's
+        deprecated name for ``after``."""
+        service = current_service()
+        found, more = await folders.agent_files(
+            service,
+            agent_id,
+            is_open=is_open,
+            after=after if after is not None else cursor,
+            before=before,
+            limit=limit,
+            descending=order == "desc",
+        )
+        char_limit = (await service.get_agent(agent_id)).agent.per_file_view_window_char_limit
+        rows = [agent_file_out(f, char_limit) for f in found]
+        return AgentFilesPage(
+            files=rows, next_cursor=rows[-1].id if rows and more else None, has_more=more
+        )
 
     @router.patch("/v1/agents/{agent_id}/files/{file_id}/open")
     async def open_file(agent_id: AgentId, file_id: FileId) -> list[str]:

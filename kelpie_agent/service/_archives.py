@@ -10,7 +10,7 @@ Deleting an archive detaches it from the agents it was attached to, then deletes
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from kelpie_agent.agent import (
     ArchiveRecord,
@@ -37,7 +37,9 @@ __all__ = [
     "delete_archive_passage",
     "detach_archive",
     "get_archive",
+    "link",
     "list_archives",
+    "unlink",
     "update_archive",
 ]
 
@@ -130,11 +132,26 @@ async def delete_archive_passage(service: AgentService, archive_id: str, passage
     await _call(service, lambda: _store(service).delete_passage(archive_id, passage_id))
 
 
-async def attach_archive(service: AgentService, agent_id: str, archive_id: str) -> None:
+async def link(
+    service: AgentService, agent_id: str, kind: Literal["archive", "identity"], target: str
+) -> None:
+    """Attach an archive or an identity to the agent, through its actor (the agent record and
+    the link key in one transaction); a missing target is a 404."""
     await service._agent(agent_id)
-    await service._request(agent_id, AttachShared("archive", archive_id))
+    await service._request(agent_id, AttachShared(kind, target))
+
+
+async def unlink(
+    service: AgentService, agent_id: str, kind: Literal["archive", "identity"], target: str
+) -> None:
+    """Detach it (detaching what is not attached changes nothing)."""
+    await service._agent(agent_id)
+    await service._request(agent_id, DetachShared(kind, target))
+
+
+async def attach_archive(service: AgentService, agent_id: str, archive_id: str) -> None:
+    await link(service, agent_id, "archive", archive_id)
 
 
 async def detach_archive(service: AgentService, agent_id: str, archive_id: str) -> None:
-    await service._agent(agent_id)
-    await service._request(agent_id, DetachShared("archive", archive_id))
+    await unlink(service, agent_id, "archive", archive_id)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kelpie_agent.agent import (
+    AgentFile,
     AgentView,
     AttachFolder,
     CloseFile,
@@ -25,6 +26,7 @@ from kelpie_agent.agent import (
     FileRecord,
     Folder,
     FolderStore,
+    ListAgentFiles,
     OpenFile,
 )
 from kelpie_agent.agent._archive import embedder_name
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from ._service import AgentService
 
 __all__ = [
+    "agent_files",
     "agent_folders",
     "attach_folder",
     "close_files",
@@ -252,6 +255,36 @@ async def agent_folders(
         limit=limit,
         descending=descending,
     )
+
+
+async def agent_files(
+    service: AgentService,
+    agent_id: str,
+    *,
+    is_open: bool | None = None,
+    after: str | None = None,
+    before: str | None = None,
+    limit: int = 50,
+    descending: bool = True,
+) -> tuple[list[AgentFile], bool]:
+    """The files of the agent's attached folders with their state and, when open, their text
+    (through its actor), by upload time; ``is_open`` keeps the open (or the closed) ones. The
+    cursors are file ids. Also answers whether more files follow the page."""
+    await service._agent(agent_id)
+    found: list[AgentFile] = await service._request(agent_id, ListAgentFiles())
+    if is_open is not None:
+        found = [f for f in found if f.state.is_open == is_open]
+    found.sort(key=lambda f: (f.record.created_at, f.record.id))
+    page = paginate(
+        found,
+        lambda f: f.record.id,
+        kind="file",
+        after=after,
+        before=before,
+        limit=limit + 1,
+        descending=descending,
+    )
+    return page[:limit], len(page) > limit
 
 
 async def open_file(service: AgentService, agent_id: str, file_id: str) -> list[str]:

@@ -90,7 +90,19 @@ async def folders_flow() -> list[str]:
         closed = await client.agents.files.close_all(ada.id)
         assert sorted(closed) == ["docs/otters.txt", "docs/otters_(1).txt"]
         assert await client.agents.files.open(up.id, agent_id=ada.id) == []
+        rows = [f async for f in client.agents.files.list(ada.id, order="asc")]
+        assert [(f.file_id, f.is_open) for f in rows] == [(up.id, True), (again.id, False)]
+        assert rows[0].file_name == "docs/otters.txt" and rows[0].folder_name == "docs"
+        assert rows[0].visible_content and "Otters hold hands" in rows[0].visible_content
+        assert rows[1].visible_content is None
+        opened = [f.file_id async for f in client.agents.files.list(ada.id, is_open=True)]
+        assert opened == [up.id]
+        newest = await client.agents.files.list(ada.id, limit=1)  # newest first, two pages
+        assert [f.file_id for f in newest.files] == [again.id] and newest.has_more
+        paged = [f.file_id async for f in client.agents.files.list(ada.id, limit=1)]
+        assert paged == [again.id, up.id]
         await client.agents.files.close(up.id, agent_id=ada.id)
+        assert [f.file_id async for f in client.agents.files.list(ada.id, is_open=True)] == []
         assert await client.agents.files.close_all(ada.id) == []
         with pytest.raises(letta_client.NotFoundError):
             await client.agents.folders.attach("source-missing", agent_id=ada.id)

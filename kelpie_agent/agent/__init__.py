@@ -20,6 +20,7 @@ from ._builtins import default_tool_names as default_tool_names
 from ._checkpoint import PendingCall as PendingCall
 from ._checkpoint import SessionCheckpoint as SessionCheckpoint
 from ._codec import Keys as Keys
+from ._compaction import CompactionResult as CompactionResult
 from ._config import ActorContextLike as ActorContextLike
 from ._config import AgentEnv as AgentEnv
 from ._config import LoopConfig as LoopConfig
@@ -40,6 +41,7 @@ from ._errors import PassageNotFoundError as PassageNotFoundError
 from ._errors import PendingApprovalError as PendingApprovalError
 from ._errors import ResourceNotFoundError as ResourceNotFoundError
 from ._errors import SessionError as SessionError
+from ._errors import SummarizerError as SummarizerError
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import ToolNotFoundError as ToolNotFoundError
 from ._folders import FileRecord as FileRecord
@@ -83,6 +85,7 @@ from ._requests import AttachShared as AttachShared
 from ._requests import AttachTool as AttachTool
 from ._requests import BlockCreate as BlockCreate
 from ._requests import CloseFile as CloseFile
+from ._requests import CompactMessages as CompactMessages
 from ._requests import CreateAgent as CreateAgent
 from ._requests import CreateSchedule as CreateSchedule
 from ._requests import DeleteAgent as DeleteAgent
@@ -107,6 +110,7 @@ from ._requests import ListPassages as ListPassages
 from ._requests import ListTools as ListTools
 from ._requests import OpenFile as OpenFile
 from ._requests import PassageHit as PassageHit
+from ._requests import Recompile as Recompile
 from ._requests import ResetMessages as ResetMessages
 from ._requests import ResumeRun as ResumeRun
 from ._requests import RunTool as RunTool
@@ -122,6 +126,9 @@ from ._retry import Reader as Reader
 from ._runs import OtidRecord as OtidRecord
 from ._runs import RunRecord as RunRecord
 from ._schedules import ScheduledMessage as ScheduledMessage
+from ._steps import FEEDBACKS as FEEDBACKS
+from ._steps import STEP_STATUSES as STEP_STATUSES
+from ._steps import StepRecord as StepRecord
 from ._stores import BlockStore as BlockStore
 from ._stores import ToolStore as ToolStore
 from ._teleport import SandboxImage as SandboxImage
@@ -132,6 +139,8 @@ from ._tool_rules import TOOL_RULE_TYPES as TOOL_RULE_TYPES
 __all__ = [
     "AGENT_TYPES",
     "BUILTINS",
+    "FEEDBACKS",
+    "STEP_STATUSES",
     "TOOL_RULE_TYPES",
     "UPDATABLE_FIELDS",
     "ActorContextLike",
@@ -162,6 +171,8 @@ __all__ = [
     "BlockStore",
     "Builtin",
     "CloseFile",
+    "CompactMessages",
+    "CompactionResult",
     "CreateAgent",
     "CreateSchedule",
     "CustomTool",
@@ -209,6 +220,7 @@ __all__ = [
     "PendingCall",
     "Reader",
     "ReasoningMessage",
+    "Recompile",
     "ResetMessages",
     "ResourceNotFoundError",
     "ResumeRun",
@@ -224,6 +236,8 @@ __all__ = [
     "SessionError",
     "SessionSnapshot",
     "SetToolApproval",
+    "StepRecord",
+    "SummarizerError",
     "SystemMessage",
     "ToolCallInfo",
     "ToolCallMessage",

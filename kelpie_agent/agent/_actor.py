@@ -20,16 +20,18 @@ from . import _archive as archival
 from . import _handlers as h
 from . import _links as links
 from . import _schedules as schedules
+from ._compaction import compact_now
 from ._config import ActorContextLike, AgentEnv
 from ._errors import AgentStorageError, InvalidRequestError, ToolNotFoundError
 from ._executor import ToolOutcome, run_tool
-from ._loop import load_toolset
+from ._loop import compiled_system, load_toolset
 from ._requests import (
     AttachBlock,
     AttachFolder,
     AttachShared,
     AttachTool,
     CloseFile,
+    CompactMessages,
     CreateAgent,
     CreateSchedule,
     DeleteAgent,
@@ -53,6 +55,7 @@ from ._requests import (
     ListTools,
     OpenFile,
     PassageHit,
+    Recompile,
     ResetMessages,
     ResumeRun,
     RunTool,
@@ -91,7 +94,9 @@ class AgentActor:
             SendMessage: lambda r: send(self.rt, r),
             ListMessages: lambda r: h.list_messages(self.rt, r),
             ResetMessages: lambda r: h.reset_messages(self.rt),
+            CompactMessages: lambda r: compact_now(self.rt, r),
             ListBlocks: self._list_blocks,
+            Recompile: lambda r: compiled_system(self.rt),
             GetBlock: self._get_block,
             UpdateBlock: lambda r: h.update_block(self.rt, r),
             AttachBlock: lambda r: h.attach_block(self.rt, r.block_id),

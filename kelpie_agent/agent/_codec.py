@@ -19,6 +19,9 @@ history order and ``scan_prefix`` pages through them):
 ``otid/<agent_id>/<blake2b(otid)>``  :class:`OtidRecord`: the run an input's otid started
 ``run/<run_id>``                     :class:`RunRecord`: a run, updated with its checkpoint
 ``runs/<agent_id>/<µs>/<run_id>``    the agent's runs in creation order (empty values)
+``step/<step_id>``                   :class:`StepRecord`: one answered LLM call of a run
+``steps/<agent_id>/<µs>/<n>/<id>``   the agent's steps in order (``n``: number in its run)
+``context/<agent_id>``               :class:`ContextWindow`: what of the history is in context
 ==================================  ===============================================
 """
 
@@ -49,6 +52,8 @@ from ._messages import (
 from ._models import AgentRecord, Block, PassageRecord, ToolRule, ToolSpec, check_id
 from ._requests import InputMessage
 from ._runs import OtidRecord, RunRecord
+from ._steps import StepRecord
+from ._window import ContextWindow
 
 __all__ = ["Keys", "pack", "unpack"]
 
@@ -74,6 +79,8 @@ _CLASSES: dict[str, type] = {
     "input": InputMessage,
     "run": RunRecord,
     "otid": OtidRecord,
+    "step": StepRecord,
+    "context": ContextWindow,
 }
 
 
@@ -143,6 +150,8 @@ class Keys:
         self.passage_ids = f"passageid/{a}/".encode()
         self.otids = f"otid/{a}/".encode()
         self.runs = f"runs/{a}/".encode()
+        self.steps = f"steps/{a}/".encode()
+        self.context = f"context/{a}".encode()
 
     def otid(self, otid: str) -> bytes:
         digest = hashlib.blake2b(otid.encode(), digest_size=16).hexdigest()
@@ -152,9 +161,17 @@ class Keys:
         micros = max(0, round(created_at * 1_000_000))
         return self.runs + f"{micros:016x}/{check_id(run_id, 'run id')}".encode()
 
+    def step_index(self, created_at: float, number: int, step_id: str) -> bytes:
+        micros = max(0, round(created_at * 1_000_000))
+        return self.steps + f"{micros:016x}/{number:04x}/{check_id(step_id, 'step id')}".encode()
+
     @staticmethod
     def run(run_id: str) -> bytes:
         return f"run/{check_id(run_id, 'run id')}".encode()
+
+    @staticmethod
+    def step(step_id: str) -> bytes:
+        return f"step/{check_id(step_id, 'step id')}".encode()
 
     def message(self, seq: int) -> bytes:
         return self.messages + _seq(seq).encode()
@@ -179,5 +196,6 @@ class Keys:
     prefix_end = staticmethod(prefix_end)
     AGENTS = b"agent/"
     RUNS = b"run/"
+    STEPS = b"step/"
     BLOCKS = b"block/"
     TOOLS = b"tool/"

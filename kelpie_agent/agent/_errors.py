@@ -21,6 +21,7 @@ __all__ = [
     "PendingApprovalError",
     "ResourceNotFoundError",
     "SessionError",
+    "SummarizerError",
     "ToolDefinitionError",
     "ToolNotFoundError",
 ]
@@ -97,6 +98,10 @@ class ResourceNotFoundError(InvalidRequestError, LookupError):
         self.kind = kind
         self.id = id
         super().__init__(detail or f"{kind} {id!r} not found")
+
+
+class SummarizerError(AgentError):
+    """An on-demand compaction could not get a summary from the LLM (nothing changed)."""
 
 
 class AgentStorageError(AgentError):

@@ -34,6 +34,7 @@ from ._requests import (
 )
 from ._runtime import AgentRuntime
 from ._tool_rules import ToolRule
+from ._window import ContextWindow
 
 __all__ = [
     "attach_block",
@@ -224,7 +225,7 @@ async def _delete_keys(rt: AgentRuntime, keys: list[bytes], what: str) -> None:
 
 async def _delete_prefixes(rt: AgentRuntime, *, passages: bool = True) -> None:
     """Delete the history (and the otid records that point into it); with ``passages``, the
-    archival memory and the runs too (an agent's deletion)."""
+    archival memory, the runs and their steps too (an agent's deletion)."""
     prefixes = [rt.keys.messages, rt.keys.message_ids, rt.keys.otids]
     if passages:
         prefixes += [rt.keys.passages, rt.keys.passage_ids]
@@ -235,10 +236,14 @@ async def _delete_prefixes(rt: AgentRuntime, *, passages: bool = True) -> None:
         rows = await rt.scan_all(rt.keys.runs, "the runs")
         runs = [key for key, _ in rows]
         await _delete_keys(rt, [Keys.run(run_id_of(key)) for key in runs] + runs, "the runs")
+        rows = await rt.scan_all(rt.keys.steps, "the steps")
+        steps = [key for key, _ in rows]
+        await _delete_keys(rt, [Keys.step(run_id_of(key)) for key in steps] + steps, "the steps")
 
 
 def run_id_of(index_key: bytes) -> str:
-    """The run id at the end of a ``runs/<agent>/<created>/<run_id>`` index key."""
+    """The id at the end of a ``runs/<agent>/<created>/<run_id>`` index key (or of a
+    ``steps/`` one)."""
     return index_key.rsplit(b"/", 1)[1].decode()
 
 
@@ -253,8 +258,9 @@ async def delete_agent(rt: AgentRuntime) -> None:
     for key, _ in [*await forget_files(rt), *link_deletes(rt)]:
         await _delete_keys(rt, [key], "the agent's links")
     await _delete_keys(rt, image_keys(rt.agent_id, await stored_image(rt)), "the sandbox image")
-    await _delete_keys(rt, [rt.keys.agent, rt.keys.session], "the agent")
+    await _delete_keys(rt, [rt.keys.agent, rt.keys.session, rt.keys.context], "the agent")
     rt.agent, rt.session, rt.blocks = None, None, {}
+    rt.context = ContextWindow()
     rt.history.clear()
     rt.archive = None
     await _delete_prefixes(rt)
@@ -263,8 +269,9 @@ async def delete_agent(rt: AgentRuntime) -> None:
 
 async def reset_messages(rt: AgentRuntime) -> AgentView:
     rt.require()
-    await _delete_keys(rt, [rt.keys.session], "the session")
+    await _delete_keys(rt, [rt.keys.session, rt.keys.context], "the session")
     rt.session = None
+    rt.context = ContextWindow()
     rt.history.clear()
     await _delete_prefixes(rt, passages=False)
     return await view(rt)

@@ -20,6 +20,7 @@ A *step* is one LLM call and the tool calls it makes. What ends a run:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import attrs
 import trio
@@ -33,6 +34,7 @@ from ._archive import archive_of
 from ._builtins import SEND_MESSAGE
 from ._calls import NON_USER, finish, heartbeat_message, run_call
 from ._checkpoint import PendingCall, SessionCheckpoint
+from ._compaction import compact_before_step, context_body, in_context
 from ._errors import AgentStorageError
 from ._events import EventSink
 from ._llm_call import LlmFailure, call_llm, streamer_factory
@@ -50,9 +52,10 @@ from ._messages import (
 )
 from ._prompt import build_messages, rules_block, system_prompt
 from ._runtime import AgentRuntime
+from ._steps import step_record
 from ._toolset import ToolSet
 
-__all__ = ["Loop", "TurnOptions", "load_toolset"]
+__all__ = ["Loop", "TurnOptions", "compiled_system", "load_toolset"]
 
 
 @attrs.frozen
@@ -78,6 +81,37 @@ async def load_toolset(rt: AgentRuntime) -> ToolSet:
     return await load_tools(rt.reader, rt.require())
 
 
+def _system(rt: AgentRuntime, directories: str | None) -> str:
+    """The system prompt from the agent's memory as it is in ``rt`` now."""
+    agent = rt.require()
+    archive = rt.archive
+    return system_prompt(
+        agent,
+        [*rt.ordered_blocks(), *rules_block(agent)],
+        now=rt.time_text(),
+        messages=rt.history[-1].seq if rt.history else 0,
+        passages=len(archive) if archive is not None else None,
+        directories=directories,
+    )
+
+
+async def _directories(rt: AgentRuntime) -> str | None:
+    """The attached folders and open files (read fresh: uploads and other runs change them)."""
+    if not rt.require().folder_ids:
+        return None
+    return directories(rt, await load_agent_files(rt, texts=True))
+
+
+async def compiled_system(rt: AgentRuntime) -> str:
+    """The system prompt the agent's next step would send (Letta's ``recompile``): memory
+    blocks read fresh, archive loaded when the agent has archival tools, as a step does."""
+    rt.require()
+    await rt.refresh_blocks()
+    if any(name.startswith("archival_") for name in (await load_toolset(rt)).names):
+        await archive_of(rt)
+    return _system(rt, await _directories(rt))
+
+
 class Loop:
     """Runs ``rt.session`` to its end, emitting events into ``sink``."""
 
@@ -85,6 +119,7 @@ class Loop:
         self.rt = rt
         self.sink = sink
         self.options = options
+        self.budget = 0  # the last request's characters for history
 
     async def run(self) -> SessionCheckpoint:
         rt = self.rt
@@ -117,9 +152,15 @@ class Loop:
         done = finish(self.rt, cp, reason, error)
         await self._commit([], done, "the end of the run")
 
-    async def _commit(self, messages: list[AgentMessage], cp: SessionCheckpoint, what: str) -> None:
+    async def _commit(
+        self,
+        messages: list[AgentMessage],
+        cp: SessionCheckpoint,
+        what: str,
+        extra: Sequence[tuple[bytes, bytes]] = (),
+    ) -> None:
         rt = self.rt
-        writes = [*rt.message_writes(messages), *rt.checkpoint_writes(cp)]
+        writes = [*rt.message_writes(messages), *rt.checkpoint_writes(cp), *extra]
 
         async def build(txn: Transaction) -> None:
             for key, value in writes:
@@ -136,25 +177,22 @@ class Loop:
             await self.sink.emit(event)
 
     def _request(
-        self, tools: ToolSet, allowed: frozenset[str] | None, directories: str | None = None
+        self,
+        tools: ToolSet,
+        allowed: frozenset[str] | None,
+        directories: str | None,
+        context: list[AgentMessage],
     ) -> LlmRequest:
         rt = self.rt
         agent = rt.require()
         llm_tools = tools.llm_tools(allowed)
-        archive = rt.archive
-        system = system_prompt(
-            agent,
-            [*rt.ordered_blocks(), *rules_block(agent)],
-            now=rt.time_text(),
-            messages=rt.history[-1].seq if rt.history else 0,
-            passages=len(archive) if archive is not None else None,
-            directories=directories,
-        )
+        system = _system(rt, directories)
         schema_chars = sum(
             len(json.dumps(dict(t.input_schema))) + len(t.description) for t in llm_tools
         )
         budget = (agent.context_window - agent.max_tokens) * 4 - len(system) - schema_chars
-        messages = build_messages(rt.history, budget_chars=max(budget, 4000), tools=llm_tools)
+        self.budget = max(budget, 4000)
+        messages = build_messages(context, budget_chars=self.budget, tools=llm_tools)
         return LlmRequest(agent.llm_model, messages, system, llm_tools, agent.max_tokens)
 
     async def _step(self, tools: ToolSet) -> None:
@@ -165,7 +203,7 @@ class Loop:
         memgpt = agent.agent_type == "memgpt_agent"
         await rt.refresh_blocks()
         step_id = rt.new_id("step")
-        stream = None
+        stream, started = None, rt.now()
         if self.sink.active and self.options.stream_tokens:
             stream = streamer_factory(
                 self.sink,
@@ -181,10 +219,15 @@ class Loop:
         history = cp.tool_history
         allowed = tools.solver.allowed(history, cp.last_return)
         prefill = tools.solver.prefill(history, allowed)
+        directories = await self._directories()
+        request = self._request(tools, allowed, directories, await self._context())
         try:
+            if await compact_before_step(rt, cp, self.budget):
+                cp = rt.session or cp  # the summary's commit wrote the checkpoint again
+                request = self._request(tools, allowed, directories, await self._context())
             outcome = await call_llm(
                 rt.env.llm,
-                self._request(tools, allowed, await self._directories()),
+                request,
                 config=rt.config,
                 random=rt.ctx.ports.rng.random,
                 new_id=lambda: rt.new_id("message"),
@@ -194,7 +237,7 @@ class Loop:
             await self._close(cp, "llm_api_error", str(failure))
             return
         await rt.hazard("agent.llm_answered")
-        response = outcome.response
+        answered, response = rt.now(), outcome.response
         usage = cp.usage.plus(response.usage.input_tokens, response.usage.output_tokens, 1)
         common = {"run_id": cp.session_id, "step_id": step_id}
         messages: list[AgentMessage] = []
@@ -228,7 +271,7 @@ class Loop:
                 calls.append(
                     PendingCall(block.id, block.name, block.arguments, mid, approval=approval)
                 )
-        cp = attrs.evolve(cp, usage=usage, updated_at=rt.now())
+        cp = attrs.evolve(cp, usage=usage, steps=(*cp.steps, step_id), updated_at=rt.now())
         uncalled = tools.solver.uncalled(cp.tool_history)
         if calls:
             cp = attrs.evolve(
@@ -276,7 +319,19 @@ class Loop:
         else:
             reason = "max_tokens_exceeded" if response.stop_reason == "max_tokens" else "end_turn"
             cp = finish(rt, attrs.evolve(cp, iteration=cp.iteration + 1), reason)
-        await self._commit(messages, cp, "the step's messages")
+        step = step_record(
+            step_id=step_id,
+            agent=agent,
+            cp=cp,
+            request=request,
+            response=response,
+            attempts=outcome.attempts,
+            message_ids=[m.id for m in messages],
+            started=started,
+            answered=answered,
+            committed=rt.now(),
+        )
+        await self._commit(messages, cp, "the step's messages", rt.step_writes(step))
         await rt.hazard("agent.step_committed")
         if stream is None:
             shown = [m for m in messages if not isinstance(m, UserMessage)]
@@ -285,13 +340,11 @@ class Loop:
             ):
                 await self.sink.emit(event)
 
+    async def _context(self) -> list[AgentMessage]:
+        return in_context(self.rt, await context_body(self.rt))
+
     async def _directories(self) -> str | None:
-        """The attached folders and open files (read fresh: uploads and other runs change
-        them)."""
-        rt = self.rt
-        if not rt.require().folder_ids:
-            return None
-        return directories(rt, await load_agent_files(rt, texts=True))
+        return await _directories(self.rt)
 
     def _next(self, cp: SessionCheckpoint) -> SessionCheckpoint:
         cp = attrs.evolve(cp, iteration=cp.iteration + 1)

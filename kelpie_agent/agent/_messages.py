@@ -62,11 +62,12 @@ class SystemMessage(_Base):
 @attrs.frozen(kw_only=True)
 class UserMessage(_Base):
     """A user turn. ``kind`` marks hidden turns the loop adds itself: ``heartbeat``
-    (``{"type": "heartbeat", ...}``) and ``alert`` (``{"type": "system_alert", ...}``)."""
+    (``{"type": "heartbeat", ...}``) and ``alert`` (``{"type": "system_alert", ...}``); ``summary``
+    is a compaction's summary of the messages it took out of context (a system alert too)."""
 
     message_type: ClassVar[str] = "user_message"
     content: str
-    kind: Literal["input", "heartbeat", "alert"] = "input"
+    kind: Literal["input", "heartbeat", "alert", "summary"] = "input"
 
 
 @attrs.frozen(kw_only=True)

@@ -27,7 +27,14 @@ from ._messages import (
 from ._models import AgentRecord, Block
 from ._tool_rules import RULE_PROMPT_DESCRIPTION, rule_prompt
 
-__all__ = ["DEFAULT_SYSTEM", "build_messages", "render_memory", "rules_block", "system_prompt"]
+__all__ = [
+    "DEFAULT_SYSTEM",
+    "build_messages",
+    "message_size",
+    "render_memory",
+    "rules_block",
+    "system_prompt",
+]
 
 MEMORY_KEYWORD = "{CORE_MEMORY}"
 TRIMMED = "[Earlier messages were trimmed from the context window.]"
@@ -205,7 +212,8 @@ def _repair(turns: list[Turn], with_tools: bool) -> list[Turn]:
     return _merge(fixed)
 
 
-def _size(message: AgentMessage) -> int:
+def message_size(message: AgentMessage) -> int:
+    """Characters one stored message takes in a prompt (roughly)."""
     _, blocks = _blocks(message)
     total = 16
     for block in blocks:
@@ -225,7 +233,7 @@ def build_messages(
     kept: list[AgentMessage] = []
     used = 0
     for message in reversed(history):
-        size = _size(message)
+        size = message_size(message)
         if kept and used + size > budget_chars:
             break
         kept.append(message)

@@ -33,6 +33,7 @@ __all__ = [
     "AttachTool",
     "BlockCreate",
     "CloseFile",
+    "CompactMessages",
     "CreateAgent",
     "CreateSchedule",
     "DeleteAgent",
@@ -57,6 +58,7 @@ __all__ = [
     "ListTools",
     "OpenFile",
     "PassageHit",
+    "Recompile",
     "ResetMessages",
     "ResumeRun",
     "RunTool",
@@ -222,8 +224,26 @@ class ListMessages:
 
 
 @attrs.frozen
+class CompactMessages:
+    """Summarize the oldest messages in context now -> ``CompactionResult``. ``mode`` is
+    ``sliding_window`` or ``all``; ``clip_chars`` None: no clipping."""
+
+    mode: str = "sliding_window"
+    prompt: str | None = None
+    clip_chars: int | None = 50_000
+    sliding_window_percentage: float = 0.3
+    acknowledge: bool = False  # add Letta's acknowledgement post-prompt
+
+
+@attrs.frozen
 class ResetMessages:
     """Delete the message history and the session (memory stays) -> :class:`AgentView`."""
+
+
+@attrs.frozen
+class Recompile:
+    """-> ``str``: the system prompt the agent's next step sends, compiled from its current
+    memory (Letta's recompile; Kelpie compiles it for every step, so nothing is stored)."""
 
 
 # -- blocks --------------------------------------------------------------------------------------

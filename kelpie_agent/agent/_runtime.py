@@ -34,6 +34,8 @@ from ._messages import AgentMessage
 from ._models import AgentRecord, Block
 from ._retry import Reader
 from ._runs import run_record
+from ._steps import StepRecord
+from ._window import ContextWindow
 
 __all__ = ["AgentRuntime", "format_time", "zone"]
 
@@ -105,6 +107,7 @@ class AgentRuntime:
         self.history: deque[AgentMessage] = deque(maxlen=self.config.history_window)
         self.next_seq = 1
         self.session: SessionCheckpoint | None = None
+        self.context = ContextWindow()  # what of the history is in context (_compaction)
         self.archive: Any = None  # _archive.Archive, loaded on first use
         self.sandbox: Sandbox | None = None
         self.sandbox_request: SandboxRequest | None = None
@@ -231,6 +234,7 @@ class AgentRuntime:
         self.blocks = {}
         self.history = deque(maxlen=self.config.history_window)
         self.session = None
+        self.context = ContextWindow()
         self.archive = None
         self.next_seq = 1
         if self.agent is not None:
@@ -245,6 +249,8 @@ class AgentRuntime:
                 self.next_seq = self.history[-1].seq + 1
             raw = await self.read(lambda: kv.get(keys.session), "the session checkpoint")
             self.session = unpack(raw) if raw is not None else None
+            raw = await self.read(lambda: kv.get(keys.context), "the context window")
+            self.context = unpack(raw) if raw is not None else ContextWindow()
         self.stale = False
 
     async def refresh_blocks(self) -> None:
@@ -314,6 +320,11 @@ class AgentRuntime:
             writes.append((self.keys.message(message.seq), pack(message)))
             writes.append((self.keys.message_id(message.id), pack(message.seq)))
         return writes
+
+    def step_writes(self, step: StepRecord) -> list[tuple[bytes, bytes]]:
+        """What a step's commit writes besides its messages: its record and index entry."""
+        index = self.keys.step_index(step.created_at, step.number, step.id)
+        return [(Keys.step(step.id), pack(step)), (index, b"")]
 
     def remember(self, messages: list[AgentMessage]) -> None:
         """Append committed messages to the in-memory window."""

@@ -28,11 +28,14 @@ from ._routes_approvals import approvals_router
 from ._routes_archival import archival_router
 from ._routes_archives import archives_router
 from ._routes_blocks import blocks_router
+from ._routes_compaction import compaction_router
 from ._routes_directory import directory_router
 from ._routes_health import health_router
 from ._routes_history import history_router
 from ._routes_messages import messages_router
 from ._routes_runs import runs_router
+from ._routes_search import search_router
+from ._routes_steps import steps_router
 from ._routes_tools import tools_router
 
 __all__ = ["KelpieApp", "create_app", "shared_app"]
@@ -122,6 +125,9 @@ def _build(version: str, auth: bool) -> FastAPI:
     app.include_router(archives_router(), dependencies=checks)
     app.include_router(messages_router(), dependencies=checks)
     app.include_router(history_router(), dependencies=checks)
+    app.include_router(compaction_router(), dependencies=checks)
     app.include_router(runs_router(), dependencies=checks)
+    app.include_router(steps_router(), dependencies=checks)
+    app.include_router(search_router(), dependencies=checks)
     app.include_router(directory_router(), dependencies=checks)
     return app

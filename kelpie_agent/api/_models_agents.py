@@ -93,6 +93,10 @@ class AgentCreate(_AgentFields):
     tools: list[Annotated[str, StringConstraints(pattern=TOOL_NAME.pattern)]] | None = None
     include_base_tools: bool = True
     initial_message_sequence: list[InputMessageModel] | None = None
+    # accepted by the schema so that a request naming them is refused with a 400 naming the
+    # field (Kelpie serves no identities or folders routes yet), never silently ignored
+    identity_ids: list[Id] | None = None
+    folder_ids: list[Id] | None = None
 
 
 class AgentUpdate(_AgentFields):

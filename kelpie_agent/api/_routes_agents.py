@@ -8,11 +8,13 @@ from fastapi import APIRouter, Query
 
 from kelpie_agent.agent import BlockCreate as BlockCreateRecord
 from kelpie_agent.agent import CreateAgent
+from kelpie_agent.service import InvalidError
 
 from ._context import current_service
 from ._models_agents import AgentCreate, AgentState, AgentUpdate, agent_out
 from ._models_common import ResponseModel
-from ._params import AgentId, Cursor, NonBlankQuery
+from ._models_messages import StopReasonType
+from ._params import AgentId, Cursor, IdQuery, NonBlankQuery
 from ._routing import ERROR_RESPONSES, collection_route
 
 __all__ = ["Deleted", "agents_router", "create_request"]
@@ -71,7 +73,18 @@ def agents_router() -> APIRouter:
 
     async def create_agent(body: AgentCreate) -> AgentState:
         """Create an agent with its memory blocks and tools (Letta's base tools unless
-        ``include_base_tools`` is false)."""
+        ``include_base_tools`` is false). ``identity_ids``/``folder_ids`` are refused (400)
+        until identities and folders are served."""
+        for field, ids, what in (
+            ("identity_ids", body.identity_ids, "identities"),
+            ("folder_ids", body.folder_ids, "folders"),
+        ):
+            if ids:
+                raise InvalidError(
+                    f"body.{field}",
+                    f"{ids[0]!r} cannot be attached: Kelpie serves no {what} yet",
+                    status=400,
+                )
         view = await current_service().create_agent(
             create_request(body),
             tools=tuple(body.tools or ()),
@@ -90,9 +103,33 @@ def agents_router() -> APIRouter:
         match_all_tags: bool = False,
         query_text: str | None = None,
         include: Annotated[list[str] | None, Query()] = None,
+        include_relationships: Annotated[list[str] | None, Query()] = None,
+        identity_id: IdQuery = None,
+        last_stop_reason: StopReasonType | None = None,
+        order_by: Literal["created_at"] = "created_at",
+        sort_by: Literal["created_at"] | None = None,
+        identifier_keys: Annotated[list[str] | None, Query()] = None,
+        project_id: str | None = None,
+        template_id: str | None = None,
+        base_template_id: str | None = None,
+        created_by_id: str | None = None,
     ) -> list[AgentState]:
         """Agents, newest first by default; ``after``/``before`` are agent ids relative to
-        the order. ``include`` is accepted and ignored (every relation is always included)."""
+        the order. ``include``/``include_relationships`` are accepted and ignored (every
+        relation is always included); ``identity_id`` keeps the agents attached to it,
+        ``last_stop_reason`` those whose latest run stopped so. Filters on what Kelpie has
+        not (identifier keys, projects, templates, users) are refused (400)."""
+        for field, given in (
+            ("identifier_keys", identifier_keys),
+            ("project_id", project_id),
+            ("template_id", template_id),
+            ("base_template_id", base_template_id),
+            ("created_by_id", created_by_id),
+        ):
+            if given is not None:
+                raise InvalidError(
+                    f"query.{field}", "Kelpie's agents cannot be filtered by it", status=400
+                )
         if order is None:
             order = "asc" if ascending else "desc"
         views = await current_service().list_agents(
@@ -104,6 +141,8 @@ def agents_router() -> APIRouter:
             tags=tuple(tags or ()),
             match_all_tags=match_all_tags,
             query_text=query_text,
+            identity_id=identity_id,
+            last_stop_reason=last_stop_reason,
         )
         return [agent_out(v) for v in views]
 

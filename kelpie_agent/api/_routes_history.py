@@ -55,6 +55,15 @@ def history_router() -> APIRouter:
             cursor_after = batch[-1].id
         return out[:limit]  # type: ignore[return-value]
 
+    @router.post("/v1/agents/{agent_id}/recompile")
+    async def recompile(
+        agent_id: AgentId, dry_run: bool = False, update_timestamp: bool = False
+    ) -> str:
+        """The system prompt the agent's next step sends, compiled from its current memory
+        (Kelpie compiles it for every step: ``dry_run`` and ``update_timestamp`` change
+        nothing, the prompt always carries the current time)."""
+        return await current_service().recompile(agent_id)
+
     @router.patch("/v1/agents/{agent_id}/reset-messages")
     async def reset_messages(agent_id: AgentId) -> AgentState:
         """Delete the agent's message history (memory and archival memory stay)."""

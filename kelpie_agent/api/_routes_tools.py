@@ -17,7 +17,7 @@ from ._models_tools import (
     tool_out,
     tool_run_out,
 )
-from ._params import AgentId, Cursor, NonBlankQuery, ToolId, ToolName
+from ._params import AgentId, Cursor, IdListQuery, NonBlankQuery, ToolId, ToolName
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES, collection_route
 
@@ -56,14 +56,33 @@ def tools_router() -> APIRouter:
 
     async def list_tools(
         name: NonBlankQuery = None,
+        names: Annotated[list[str] | None, Query()] = None,
+        tool_ids: IdListQuery = None,
+        tool_types: Annotated[list[str] | None, Query()] = None,
+        exclude_tool_types: Annotated[list[str] | None, Query()] = None,
+        search: str | None = None,
+        return_only_letta_tools: bool = False,
         after: Cursor = None,
         before: Cursor = None,
         limit: Limit = 50,
         order: Order = "asc",
+        order_by: Literal["created_at"] = "created_at",
     ) -> list[Tool]:
-        """Built-in tools first, then the stored ones by name; cursors are tool ids."""
+        """Built-in tools first, then the stored ones by name; cursors are tool ids. Letta's
+        filters: ``name``/``names``, ``tool_ids``, ``tool_types``, ``exclude_tool_types``,
+        ``search`` (part of the name, any case), ``return_only_letta_tools``."""
         tools = await current_service().list_tools(
-            name=name, after=after, before=before, limit=limit, order=order
+            name=name,
+            names=tuple(names or ()),
+            tool_ids=tuple(tool_ids or ()),
+            tool_types=tuple(tool_types or ()),
+            exclude_tool_types=tuple(exclude_tool_types or ()),
+            search=search,
+            letta_only=return_only_letta_tools,
+            after=after,
+            before=before,
+            limit=limit,
+            order=order,
         )
         return [tool_out(t) for t in tools]
 

@@ -20,6 +20,7 @@ from ._port import ChunkStream as ChunkStream
 from ._port import LlmClient as LlmClient
 from ._port import StreamAccumulator as StreamAccumulator
 from ._types import STOP_REASONS as STOP_REASONS
+from ._types import SUMMARIZER_SYSTEM as SUMMARIZER_SYSTEM
 from ._types import AssistantBlock as AssistantBlock
 from ._types import ContentBlock as ContentBlock
 from ._types import LlmRequest as LlmRequest

@@ -17,6 +17,7 @@ import attrs
 
 __all__ = [
     "STOP_REASONS",
+    "SUMMARIZER_SYSTEM",
     "AssistantBlock",
     "ContentBlock",
     "LlmRequest",
@@ -34,6 +35,14 @@ __all__ = [
     "ToolResult",
     "Usage",
 ]
+
+# The first line of the system prompt of a request that summarizes an agent's history (context
+# compaction) rather than runs a step: it offers no tools, and simulated models tell it apart
+# by this line.
+SUMMARIZER_SYSTEM = (
+    "You write summaries of an AI agent's conversation history; the summary replaces the "
+    "evicted messages in the agent's context window."
+)
 
 StopReason: TypeAlias = Literal[
     "end_turn",

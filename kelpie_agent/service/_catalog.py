@@ -7,7 +7,7 @@ blocks they have attached again on every request, so an edit here reaches them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -79,16 +79,54 @@ class Catalog(ServiceBase):
         self,
         *,
         label: str | None = None,
+        label_search: str | None = None,
+        value_search: str | None = None,
+        description_search: str | None = None,
+        agents_gt: int | None = None,
+        agents_lt: int | None = None,
+        agents_eq: Sequence[int] = (),
         after: str | None = None,
         before: str | None = None,
         limit: int = 50,
         order: str = "asc",
     ) -> list[Block]:
-        """Standalone blocks (every block, attached or not), oldest first by default."""
+        """Standalone blocks (every block, attached or not), oldest first by default. Letta's
+        filters: ``label``; ``label_search``/``value_search``/``description_search`` (a
+        case-insensitive part); the number of agents a block is attached to, more than
+        ``agents_gt``, fewer than ``agents_lt``, one of ``agents_eq``."""
         limit, descending = v.page_limit(limit), v.order(order)
         if label is not None:
             v.label(label)
         blocks = await self._store(lambda: self.block_store.list(label), "blocks", retry=True)
+        searches = [
+            (field, text.casefold())
+            for field, text in (
+                ("label", label_search),
+                ("value", value_search),
+                ("description", description_search),
+            )
+            if text
+        ]
+        blocks = [
+            b
+            for b in blocks
+            if all(text in str(getattr(b, field) or "").casefold() for field, text in searches)
+        ]
+        if agents_gt is not None or agents_lt is not None or agents_eq:
+            counts: dict[str, int] = {}
+            for _, data in await _all(self.read, Keys.AGENTS):
+                for block_id in dict.fromkeys(unpack(data).block_ids):
+                    counts[block_id] = counts.get(block_id, 0) + 1
+
+            def connected(b: Block) -> bool:
+                n = counts.get(b.id, 0)
+                return (
+                    (agents_gt is None or n > agents_gt)
+                    and (agents_lt is None or n < agents_lt)
+                    and (not agents_eq or n in agents_eq)
+                )
+
+            blocks = [b for b in blocks if connected(b)]
         return paginate(
             _ordered(blocks),
             lambda b: b.id,
@@ -225,16 +263,39 @@ class Catalog(ServiceBase):
         self,
         *,
         name: str | None = None,
+        names: Sequence[str] = (),
+        tool_ids: Sequence[str] = (),
+        tool_types: Sequence[str] = (),
+        exclude_tool_types: Sequence[str] = (),
+        search: str | None = None,
+        letta_only: bool = False,
         after: str | None = None,
         before: str | None = None,
         limit: int = 50,
         order: str = "asc",
     ) -> list[ToolSpec]:
-        """Every tool: the built-ins first, then the stored ones by name."""
+        """Every tool: the built-ins first, then the stored ones by name. Letta's filters:
+        ``name``/``names`` (any of them), ``tool_ids``, ``tool_types`` (any of them),
+        ``exclude_tool_types``, ``search`` (a case-insensitive part of the name) and
+        ``letta_only`` (Letta's ``return_only_letta_tools``: types ``letta_*``)."""
         limit, descending = v.page_limit(limit), v.order(order)
         tools = await self._store(lambda: self.tool_store.list(), "tools", retry=True)
-        if name is not None:
-            tools = [t for t in tools if t.name == name]
+        wanted_names = set(v.tags(list(names), "names")) | ({name} if name is not None else set())
+        ids = set(v.tags(list(tool_ids), "tool_ids"))
+        types, excluded = set(v.tags(list(tool_types), "tool_types")), set(exclude_tool_types)
+        needle = search.casefold() if search else None
+
+        def keep(t: ToolSpec) -> bool:
+            return (
+                (not wanted_names or t.name in wanted_names)
+                and (not ids or t.id in ids)
+                and (not types or t.tool_type in types)
+                and t.tool_type not in excluded
+                and (needle is None or needle in t.name.casefold())
+                and (not letta_only or t.tool_type.startswith("letta_"))
+            )
+
+        tools = [t for t in tools if keep(t)]
         return paginate(
             tools,
             lambda t: t.id,

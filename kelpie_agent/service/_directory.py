@@ -14,21 +14,18 @@ import attrs
 from kelpie_agent.agent import AgentRecord, Keys, ToolSpec
 from kelpie_agent.agent._codec import unpack
 from kelpie_agent.agent._models import DEFAULT_CONTEXT_WINDOW
-from kelpie_agent.embeddings import STOP_WORDS, Passage, VectorIndex
-from kelpie_agent.embeddings._hashing import words
 
 from . import _validate as v
 from ._catalog import Catalog
 from ._errors import InvalidError, NotFoundError
 from ._index import _all, _owners
+from ._search import SEARCH_MODES, rank
 
 if TYPE_CHECKING:
     from kelpie_agent.agent import PassageHit
 
 __all__ = ["PROVIDER", "SEARCH_MODES", "Directory", "ModelInfo", "ToolHit"]
 
-SEARCH_MODES = ("vector", "fts", "hybrid")
-_RRF_K = 60  # reciprocal rank fusion's constant (hybrid mode)
 
 # The one provider Kelpie speaks (the Anthropic API, real or simulated), a base provider.
 PROVIDER = "anthropic"
@@ -62,10 +59,6 @@ class ToolHit:
 def tool_text(tool: ToolSpec) -> str:
     """What a tool is searched by: its name (words split), description and tags."""
     return "\n".join([tool.name.replace("_", " "), tool.description, " ".join(tool.tags)])
-
-
-def _terms(text: str) -> set[str]:
-    return {w for w in words(text) if w not in STOP_WORDS}
 
 
 class Directory(Catalog):
@@ -214,28 +207,9 @@ class Directory(Catalog):
         texts = {t.id: tool_text(t) for t in tools}
         if not query:
             return [ToolHit(t, texts[t.id], 0.0) for t in tools[:limit]]
-        vector: dict[str, int] = {}
-        fts: dict[str, int] = {}
-        if mode in ("vector", "hybrid"):
-            index = VectorIndex(self.embedder.dimensions)
-            vectors = await self.embedder.embed([texts[t.id] for t in tools])
-            for tool, vec in zip(tools, vectors, strict=True):
-                index.add(Passage(tool.id, texts[tool.id], vec))
-            (query_vector,) = await self.embedder.embed([query])
-            hits = index.search(query_vector, top_k=None)
-            vector = {hit.passage.id: rank for rank, hit in enumerate(hits, start=1)}
-        if mode in ("fts", "hybrid"):
-            asked = _terms(query)
-            shares = {t.id: len(asked & _terms(texts[t.id])) / max(1, len(asked)) for t in tools}
-            ranked = sorted((i for i in shares if shares[i] > 0), key=lambda i: (-shares[i], i))
-            fts = {tool_id: rank for rank, tool_id in enumerate(ranked, start=1)}
-
-        def score(tool_id: str) -> float:
-            return sum(1 / (_RRF_K + ranks[tool_id]) for ranks in (vector, fts) if tool_id in ranks)
-
-        found = [t for t in tools if t.id in vector or t.id in fts]
-        found.sort(key=lambda t: (-score(t.id), t.id))
+        by_id = {t.id: t for t in tools}
+        ranked = await rank(self.embedder, texts, query, mode)
         return [
-            ToolHit(t, texts[t.id], score(t.id), vector.get(t.id), fts.get(t.id))
-            for t in found[:limit]
+            ToolHit(by_id[r.id], texts[r.id], r.score, r.vector_rank, r.fts_rank)
+            for r in ranked[:limit]
         ]

@@ -20,6 +20,7 @@ from kelpie_agent.agent import (
     PassageNotFoundError,
     ResourceNotFoundError,
     SessionError,
+    SummarizerError,
     ToolDefinitionError,
     ToolNotFoundError,
 )
@@ -139,6 +140,8 @@ def translate(error: BaseException) -> ServiceError | None:
         return InvalidError(None, text, status=400)
     if isinstance(error, AgentStorageError | StorageError):
         return UnavailableError(f"storage unavailable: {text}")
+    if isinstance(error, SummarizerError):
+        return UnavailableError(f"summarizer unavailable: {text}")
     if isinstance(error, UnknownActorKindError):
         return None
     if isinstance(error, ActorUnavailableError):

@@ -14,11 +14,24 @@ from kelpie_agent.agent._codec import unpack
 
 from . import _validate as v
 from ._directory import Directory
-from ._errors import NotFoundError
+from ._errors import InvalidError, NotFoundError
 from ._index import _all, _owners
+from ._search import SEARCH_MODES, rank
 from ._types import paginate
 
-__all__ = ["History"]
+__all__ = ["SEARCHED_TYPES", "History", "message_text"]
+
+# the message types Letta's message search answers (its result union)
+SEARCHED_TYPES = ("system_message", "user_message", "reasoning_message", "assistant_message")
+
+
+def message_text(message: AgentMessage) -> str:
+    """What a search matches in a message: its content, or its reasoning."""
+    text = getattr(message, "content", None)
+    if text is None:
+        text = getattr(message, "reasoning", "")
+    return text if isinstance(text, str) else str(text)
+
 
 _MESSAGES = b"msg/"
 _MESSAGE_IDS = b"msgid/"
@@ -62,6 +75,49 @@ class History(Directory):
             limit=limit,
             descending=descending,
         )
+
+    async def search_messages(
+        self,
+        query: str,
+        *,
+        agent_id: str | None = None,
+        conversation_id: str | None = None,
+        mode: str = "hybrid",
+        start: float | None = None,
+        end: float | None = None,
+        limit: int = 50,
+    ) -> list[tuple[str, AgentMessage]]:
+        """``(agent id, message)`` pairs, best match first (Letta's message search): the
+        messages users, the agent (assistant text and reasoning) and the system wrote, as
+        Letta shows them (hidden turns left out), of one agent or all, created after
+        ``start`` and at or before ``end`` (epoch seconds), ranked as ``tools.search`` ranks
+        (``vector``, ``fts`` or ``hybrid``). A ``conversation_id`` is a 404 (no
+        conversations yet)."""
+        self._check_running()
+        if mode not in SEARCH_MODES:
+            raise InvalidError("search_mode", f"must be one of {', '.join(SEARCH_MODES)}")
+        v.text(query, "query", empty=True)
+        limit = v.int_at_least(limit, "limit", 1, v.MAX_PAGE)
+        if conversation_id is not None:
+            v.ident(conversation_id, "conversation_id")
+            raise NotFoundError("conversation", conversation_id)
+        prefix = Keys(v.ident(agent_id, "agent_id")).messages if agent_id else _MESSAGES
+        by_agent: dict[str, list[AgentMessage]] = {}
+        for key, value in await _all(self.read, prefix):
+            by_agent.setdefault(key.split(b"/")[1].decode(), []).append(unpack(value))
+        found: dict[str, tuple[str, AgentMessage]] = {}
+        for owner, messages in by_agent.items():
+            for m in render_messages(messages):
+                if (
+                    m.message_type in SEARCHED_TYPES
+                    and getattr(m, "kind", "input") == "input"
+                    and (start is None or m.date > start)
+                    and (end is None or m.date <= end)
+                ):
+                    found[m.id] = (owner, m)
+        texts = {mid: message_text(m) for mid, (_, m) in found.items()}
+        ranked = await rank(self.embedder, texts, query, mode) if query else []
+        return [found[r.id] for r in ranked[:limit]]
 
     async def get_message(self, message_id: str) -> list[AgentMessage]:
         """Message ``message_id``, whichever agent has it, as Letta shows it (a list: Letta

@@ -19,9 +19,12 @@ from kelpie_agent.actors import ActorId
 from kelpie_agent.agent import (
     AgentMessage,
     AgentView,
+    CompactionResult,
+    CompactMessages,
     InputMessage,
     Keys,
     ListMessages,
+    Recompile,
     ResetMessages,
     RunRecord,
     SendMessage,
@@ -33,7 +36,7 @@ from . import _validate as v
 from ._base import KIND
 from ._errors import InvalidError, NotFoundError, UnavailableError, translate
 from ._index import window
-from ._runs import Runs
+from ._steps import Steps
 
 __all__ = ["MessageStream", "Messaging"]
 
@@ -75,7 +78,7 @@ async def _forward(
             sent[0] += 1
 
 
-class Messaging(Runs):
+class Messaging(Steps):
     """Sending and reading an agent's messages."""
 
     async def _send_request(
@@ -322,11 +325,25 @@ class Messaging(Runs):
         page: list[AgentMessage] = await self._request(agent_id, request)
         return page[::-1] if win.reverse else page
 
+    async def compact_messages(self, agent_id: str, request: CompactMessages) -> CompactionResult:
+        """Summarize the oldest messages in the agent's context now (Letta's summarize)."""
+        await self._agent(agent_id)
+        result: CompactionResult = await self._request(agent_id, request)
+        return result
+
     async def reset_messages(self, agent_id: str) -> AgentView:
         """Delete the agent's history and session (memory and archival stay)."""
         await self._agent(agent_id)
         view: AgentView = await self._request(agent_id, ResetMessages())
         return view
+
+    async def recompile(self, agent_id: str) -> str:
+        """The system prompt the agent's next step sends, compiled from its current memory
+        (Letta's ``agents.recompile``; Kelpie compiles it for every step, so there is nothing
+        to store and ``dry_run`` changes nothing)."""
+        await self._agent(agent_id)
+        prompt: str = await self._request(agent_id, Recompile())
+        return prompt
 
 
 class _Registration:

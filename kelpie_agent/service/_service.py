@@ -43,16 +43,20 @@ from kelpie_agent.agent import (
     load_tools,
     load_view,
 )
+from kelpie_agent.agent._codec import unpack
+from kelpie_agent.agent._identities import link_key
 
 from . import _validate as v
 from ._base import SETTLED
 from ._errors import ConflictError, InvalidError, NotFoundError
-from ._index import RepairReport, repair, scan_index, window
+from ._index import RepairReport, _all, repair, scan_index, window
 from ._messaging import Messaging
 from ._records import IndexEntry, index_entry
 from ._types import paginate
 
 __all__ = ["AgentService"]
+
+_SESSIONS = b"session/"  # session/<agent_id>: the agent's latest run's checkpoint
 
 
 def _page(limit: int | None) -> int | None:
@@ -132,6 +136,8 @@ class AgentService(Messaging):
         tags: Sequence[str] = (),
         match_all_tags: bool = False,
         query_text: str | None = None,
+        identity_id: str | None = None,
+        last_stop_reason: str | None = None,
     ) -> list[AgentView]:
         """Agents by creation time (newest first by default), from the agent index: no actor
         is activated. ``name`` matches exactly, ``query_text`` is a case-insensitive part of
@@ -151,7 +157,11 @@ class AgentService(Messaging):
             if cursor is not None
         }
 
+        only = await self._agents_matching(identity_id, last_stop_reason)
+
         def keep(entry: IndexEntry) -> bool:
+            if only is not None and entry.agent_id not in only:
+                return False
             if name is not None and entry.name != name:
                 return False
             if needle is not None and needle not in entry.name.casefold():
@@ -176,6 +186,24 @@ class AgentService(Messaging):
             await load_view(self.read, e.agent_id, self.loop_config.history_window) for e in entries
         ]
         return [view for view in views if view is not None]
+
+    async def _agents_matching(
+        self, identity_id: str | None, last_stop_reason: str | None
+    ) -> set[str] | None:
+        """The agents attached to identity ``identity_id`` and whose latest run stopped for
+        ``last_stop_reason`` (None: no such filter)."""
+        only: set[str] | None = None
+        if identity_id is not None:
+            prefix = link_key(v.ident(identity_id, "identity_id"), "")
+            only = {key[len(prefix) :].decode() for key, _ in await _all(self.read, prefix)}
+        if last_stop_reason is not None:
+            stopped = {
+                key[len(_SESSIONS) :].decode()
+                for key, data in await _all(self.read, _SESSIONS)
+                if unpack(data).stop_reason == last_stop_reason
+            }
+            only = stopped if only is None else only & stopped
+        return only
 
     async def _cursor(self, agent_id: str, field: str) -> bytes:
         v.ident(agent_id, field)

@@ -281,6 +281,9 @@ class _Process:
             text, is_error = _as_text(produced), tool.fails
         except Exception as error:  # the tool failed: an isError result, like a real server
             text, is_error = f"Error executing tool {tool.name}: {error}", True
+        if self.faults.loses_reply(tool.name):  # the effect happened; the answer never comes
+            self.trace("mcp.reply_lost", tool=tool.name)
+            await trio.sleep_forever()
         content = [{"type": "text", "text": text}]
         return {"result": {"content": content, "isError": is_error}}
 

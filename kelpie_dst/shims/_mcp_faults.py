@@ -12,6 +12,8 @@ The specs are registered when this module is imported (it imports nothing heavy,
                      (its initialize request)     seconds late, so a start-up timeout may fire
 ``mcp.tool_timeout`` each tools/call              the call is never answered (until the client
                                                   cancels it), so the client's timeout fires
+``mcp.reply_lost``   each tools/call that ran     the tool ran (its effect happened), but the
+                                                  answer is lost: the client's timeout fires
 =================== =========================== ==============================================
 """
 
@@ -25,7 +27,7 @@ from .._storms import StormSpec, register_storm
 if TYPE_CHECKING:
     from .._sim import Simulation
 
-__all__ = ["SERVER_CRASH", "SLOW_START", "TOOL_TIMEOUT", "McpFaults"]
+__all__ = ["REPLY_LOST", "SERVER_CRASH", "SLOW_START", "TOOL_TIMEOUT", "McpFaults"]
 
 SERVER_CRASH = register_fault(
     FaultSpec(
@@ -61,6 +63,17 @@ TOOL_TIMEOUT = register_fault(
         ),
     )
 )
+REPLY_LOST = register_fault(
+    FaultSpec(
+        "mcp.reply_lost",
+        "a tool call runs, but its answer is lost",
+        swarm_range=(0.0, 0.1),
+        observed=(
+            "the tool's effect happened, but McpClient.call_tool raises McpTimeoutError after "
+            "the call timeout; the connection stays usable"
+        ),
+    )
+)
 STORM = register_storm(
     StormSpec(
         "mcp",
@@ -69,6 +82,7 @@ STORM = register_storm(
             ("mcp.server_crash", 0.5, ()),
             ("mcp.tool_timeout", 0.5, ()),
             ("mcp.slow_start", 0.5, (("delay", 8.0),)),
+            ("mcp.reply_lost", 0.3, ()),
         ),
         length=(2.0, 6.0),
     )
@@ -110,5 +124,14 @@ class McpFaults:
             return False
         fault = self.sim.faults.fires(
             TOOL_TIMEOUT.name, node=self._node(), server=self.server, tool=tool
+        )
+        return fault is not None
+
+    def loses_reply(self, tool: str) -> bool:
+        """Is the answer of this tool call, which ran, lost (``mcp.reply_lost``)?"""
+        if self.sim is None:
+            return False
+        fault = self.sim.faults.fires(
+            REPLY_LOST.name, node=self._node(), server=self.server, tool=tool
         )
         return fault is not None

@@ -109,6 +109,10 @@ class HttpLink:
             self._clients[node] = client
         return client
 
+    def sdk(self, node: str) -> AsyncLetta:
+        """The SDK client talking to ``node`` (for reads beyond the Link protocol)."""
+        return self._client(node)
+
     def retryable(self, error: BaseException) -> bool:
         if isinstance(error, letta_client.APIStatusError):
             if error.status_code in RETRY_STATUS:

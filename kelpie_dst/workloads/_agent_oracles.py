@@ -21,6 +21,7 @@ violations.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import attrs
@@ -28,8 +29,9 @@ import trio
 
 from kelpie_agent.llm import LlmRequest, TextBlock, ToolCall, ToolResult
 
-from ..shims.llm import Failure, Plan
+from ..shims.llm import Failure, Plan, is_summary_request
 from ._agent_checks import Msg
+from ._agent_compaction import ContextAuditor
 from ._agent_moves import Expect
 from ._agent_prompt import agents_named, prompt_blocks
 
@@ -37,8 +39,10 @@ __all__ = [
     "Applied",
     "Ledger",
     "PromptAuditor",
+    "Sent",
     "check_effects",
     "check_model_said",
+    "check_resends",
 ]
 
 _MAX_PROBLEMS = 50
@@ -57,6 +61,7 @@ class PromptAuditor:
         self.markers: dict[int, str] = {}  # agent -> its persona marker
         self.read_only: dict[int, dict[str, str]] = {}  # agent -> label -> value
         self.expected: dict[str, Expect] = {}
+        self.context = ContextAuditor()  # compaction: no input vanishes from the prompt
 
     def _problem(self, text: str, kind: str = "memory") -> None:
         found = self.problems.setdefault(kind, [])
@@ -87,8 +92,12 @@ class PromptAuditor:
             self._problem(
                 f"{where}: an LLM request shows no agent's memory or messages", "isolation"
             )
+        elif is_summary_request(request):  # compaction: no memory in it, not a step
+            self.context.summary(agents.pop())
         else:
-            self._check_memory(request.system, agents.pop(), where)
+            agent = agents.pop()
+            self._check_memory(request.system, agent, where)
+            self.context.step(request, agent, where)
         if isinstance(outcome, Failure):
             if outcome.kind == "bad_request":
                 self._problem(
@@ -198,6 +207,36 @@ class Applied:
     key: str
     note: str
     via: str
+
+
+@attrs.frozen
+class Sent:
+    """An MCP call with a ``request_id`` that ``activation`` sent, as the send ended: answered
+    (or failed), or ``timed_out`` (the client gave up waiting)."""
+
+    activation: str
+    key: str
+    tool: str
+    timed_out: bool
+
+
+def check_resends(sent: Iterable[Sent], applied: Iterable[Applied]) -> list[str]:
+    """An MCP call that timed out may have taken effect (only its answer was lost), so the
+    activation that sent it must not send it again: the error is the call's result. A resend
+    by the same activation that made the effect happen twice is a bug. (Sends of one call by
+    different activations are recovery, judged by check_effects against the commits.)"""
+    times = Counter(a.key for a in applied if a.via.startswith("mcp:"))
+    problems: list[str] = []
+    timed_out: set[tuple[str, str]] = set()
+    for s in sent:
+        if (s.activation, s.key) in timed_out and times[s.key] > 1:
+            problems.append(
+                f"mcp:{s.tool}: call {s.key} timed out and {s.activation} sent it again: "
+                f"its effect happened {times[s.key]} times"
+            )
+        if s.timed_out:
+            timed_out.add((s.activation, s.key))
+    return problems
 
 
 class Ledger:

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import attrs
 import msgpack
 import trio
 
@@ -28,7 +29,7 @@ from kelpie_agent.actors import Dispatcher, DispatcherOptions
 from kelpie_agent.agent import AgentActor, AgentEnv, LoopConfig, ToolStore
 from kelpie_agent.api import create_app
 from kelpie_agent.http import AccessRecord, ServerOptions, serve
-from kelpie_agent.mcp import McpClient, McpServerConfig
+from kelpie_agent.mcp import McpClient, McpServerConfig, McpTimeoutError
 from kelpie_agent.service import AgentService, ServiceOptions, open_agent_node
 from kelpie_agent.storage._txn import Write
 
@@ -39,8 +40,9 @@ from ..shims._mcp import SimMcpServer, sim_mcp_transport
 from ..shims._storage import SimKVStore, SimTransaction
 from ._agent_checks import Commit, Execution, Fence, Observed, Owner, agent_of_key
 from ._agent_moves import EFFECT_SERVICE
-from ._agent_oracles import Ledger, PromptAuditor
+from ._agent_oracles import Ledger, PromptAuditor, Sent
 from ._agent_policy import CUSTOM_TOOL_SOURCE, MCP_SCHEMA, workload_policy
+from ._agent_steps import StepCommits
 
 __all__ = ["LOOP", "OPTIONS", "PORT", "Journal", "RecordingKV", "World"]
 
@@ -97,6 +99,7 @@ class Journal:
     def __init__(self, mcp_tools: Sequence[str] = ()) -> None:
         self.entries: list[Commit | Observed] = []
         self.executions: list[Execution] = []
+        self.sent: list[Sent] = []  # the MCP calls with a request_id, as each send ended
         self.counts: dict[str, int] = {}
         self.returns: dict[str, tuple[int, str]] = {}  # tool call id -> (entry, status), first
         self._activations: dict[int, str] = {}
@@ -104,6 +107,7 @@ class Journal:
         names = b"|".join(re.escape(t.encode()) for t in mcp_tools)
         self._results = re.compile(b"(?:" + names + rb"): tag-a\d+-m\d+ step \d+(?:\.\d+)?")
         self._any = bool(mcp_tools)
+        self.steps = StepCommits()  # steps written with their messages (_agent_steps)
 
     def activation(self) -> str | None:
         """Which activation is committing: the nearest enclosing actor task (the dispatcher
@@ -132,6 +136,7 @@ class Journal:
         incarnation: int = 0,
         writer: str | None = None,
     ) -> None:
+        self.steps.observe(writes)
         agent_writes = tuple(
             k for k in (key.decode("utf-8", "replace") for key, _ in writes) if agent_of_key(k)
         )
@@ -240,8 +245,18 @@ class RecordingMcp:
         *,
         timeout: float | None = None,
     ) -> Any:
-        self.journal.executed(tool, str((arguments or {}).get("text", "")))
-        return await self.client.call_tool(server, tool, arguments, timeout=timeout)
+        args = arguments or {}
+        key, activation = str(args.get("request_id", "")), self.journal.activation()
+        self.journal.executed(tool, str(args.get("text", "")))
+        timed_out = False
+        try:
+            return await self.client.call_tool(server, tool, arguments, timeout=timeout)
+        except McpTimeoutError:
+            timed_out = True
+            raise
+        finally:
+            if key and activation is not None:
+                self.journal.sent.append(Sent(activation, key, tool, timed_out))
 
     def status(self, server: str) -> str:
         return self.client.status(server)
@@ -265,9 +280,11 @@ class World:
         mcp: Sequence[tuple[str, Sequence[str]]],
         tools: Sequence[str],
         via: str = "direct",
+        history_window: int = 0,
     ) -> None:
         self.sim = sim
         self.via = via
+        self.loop = attrs.evolve(LOOP, history_window=history_window) if history_window else LOOP
         # The oracles at the model's and the external service's boundaries (_agent_oracles).
         self.auditor = PromptAuditor()
         self.ledger = Ledger(lambda: len(self.journal.entries))
@@ -373,7 +390,7 @@ class World:
                         llm=llm,
                         sandbox_factory=factory,
                         mcp=mcp,
-                        loop_config=LOOP,
+                        loop_config=self.loop,
                         dispatcher_options=OPTIONS,
                         options=SERVICE,
                         observer=observer,
@@ -383,7 +400,7 @@ class World:
                 app = create_app(service, observer=observer)
                 await serve(app, "0.0.0.0", PORT, SERVER, access_log=self._access)
                 return
-            env = AgentEnv(llm=llm, sandbox_factory=factory, mcp=mcp, config=LOOP)
+            env = AgentEnv(llm=llm, sandbox_factory=factory, mcp=mcp, config=self.loop)
             dispatcher = Dispatcher(
                 kv,
                 sim_ports(node),

@@ -61,11 +61,13 @@ from ._agent_checks import (
     check_turns,
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
+from ._agent_compaction import check_summaries
 from ._agent_direct import DirectLink
 from ._agent_http import open_http_link
-from ._agent_oracles import check_effects, check_model_said
+from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_runs import BackgroundRuns, check_followed
+from ._agent_steps import check_run_steps, read_steps
 from ._agent_world import World
 
 __all__ = [
@@ -88,12 +90,14 @@ __all__ = [
     "check_no_mixing",
     "check_single_activation",
     "check_streams",
+    "context_complete",
     "every_request_completed",
     "llm_sees_one_agent",
     "memory_blocks_within_limits",
     "no_acknowledged_message_lost",
     "no_mixing_across_agents",
     "single_activation",
+    "steps_recorded",
     "streams_match_results",
     "tool_effects_exactly_once",
     "tool_outcomes_correct",
@@ -118,6 +122,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     "block_limit": 400,
     "otids": True,
     "via": "direct",
+    "history_window": 0,  # messages an agent keeps in memory (0: LoopConfig's default); small
+    # windows make the agents compact their context often (scenarios/agent_compaction.toml)
 }
 VIAS = ("direct", "http")
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -130,6 +136,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "hop": (0, 60),
     "attempt_timeout": (0.001, 3600),
     "block_limit": (1, 100_000),
+    "history_window": (0, 10_000),
 }
 
 
@@ -179,6 +186,7 @@ async def agents(ctx: WorkloadContext) -> None:
         mcp=[(s.name, s.tools) for s in topology.mcp],
         tools=kinds,
         via=via,
+        history_window=int(ctx.params["history_window"]),
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)
@@ -203,10 +211,17 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         for number in range(count):
             nursery.start_soon(clients.client, number, plans[number::count])
     rng = ctx.rng("read")
+    steps: list[str] = []
+    ctx.state["steps"], steps_rng = steps, ctx.rng("steps")
     for plan in plans:
         created = clients.record.requests.get(f"a{plan.number} create")
         if created is not None and created.outcome == "acked":
             await clients.read_back(plan, rng)
+            steps += await read_steps(clients, plan, steps_rng)
+    by_number = {p.agent_id: p for p in plans}
+    steps += check_run_steps(
+        clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
+    )
 
 
 def _plan(
@@ -278,9 +293,12 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
     for kind in ("actor.acquired", "actor.handoff", "actor.lease_lost"):
         ctx.metric(kind, world.journal.counts.get(kind, 0))
     ctx.metric("oracle.prompts", world.auditor.requests)
+    for name, value in world.auditor.context.metrics().items():
+        ctx.metric(name, value)
     ctx.metric("oracle.outcomes", world.auditor.checked_outcomes)
     ctx.metric("oracle.effects", len(world.ledger.applied))
     ctx.metric("oracle.durable_checks", record.durable_checks)
+    ctx.metric("oracle.steps", world.journal.steps.steps)
 
 
 def _world(ctx: WorkloadContext) -> World:
@@ -377,6 +395,15 @@ def llm_sees_one_agent(ctx: WorkloadContext) -> None:
 
 
 @invariant
+def context_complete(ctx: WorkloadContext) -> None:
+    """Once the model has been shown an input, every later prompt of that agent shows it, in
+    context or quoted in the summary of the messages compaction took out, and no compaction is
+    stored twice (_agent_compaction)."""
+    problems = check_summaries(_record(ctx).histories) + _world(ctx).auditor.context.problems
+    _holds(problems, "the context lost or repeated messages")
+
+
+@invariant
 def tool_outcomes_correct(ctx: WorkloadContext) -> None:
     """Boundary edits (at, below and above a block's limit; read-only blocks; missing text) and
     junk calls (unknown tools, bad arguments, broken JSON) got the outcome any correct agent
@@ -394,6 +421,14 @@ def turns_complete(ctx: WorkloadContext) -> None:
     problems = check_turns(record.acks, markers) + check_step_budgets(record.acks, record.histories)
     problems += check_model_said(record.histories, auditor.texts, auditor.calls)
     _holds(problems, "a turn did not complete properly")
+
+
+@invariant
+def steps_recorded(ctx: WorkloadContext) -> None:
+    """Every step was committed with its messages, and every acknowledged run's steps are
+    stored, its own, in order, as many as its usage reported (``_agent_steps``)."""
+    problems = _world(ctx).journal.steps.problems + list(ctx.state.get("steps", []))
+    _holds(problems, "a run's steps are wrong")
 
 
 @invariant
@@ -417,7 +452,8 @@ def tool_effects_exactly_once(ctx: WorkloadContext) -> None:
     """Memory edits and archival inserts are stored once; every completed call of a tool with
     a side effect (custom, sandbox Python, MCP) took effect in the external service exactly
     once, under its own id, and never again once its result was committed; refused calls
-    never took effect."""
+    never took effect; an MCP call that timed out is not sent again by the same activation
+    (its effect may have happened)."""
     record, world = _record(ctx), _world(ctx)
     problems = check_exactly_once(
         record.blocks, record.passages, world.journal.entries, world.journal.executions
@@ -425,4 +461,5 @@ def tool_effects_exactly_once(ctx: WorkloadContext) -> None:
     ledger, made = world.ledger, world.auditor.call_ids
     calls = {key: call for key, call in ledger.calls.items() if key in made}
     problems += check_effects(ledger.applied, calls, world.journal.returns, ledger.calls)
+    problems += check_resends(world.journal.sent, ledger.applied)
     _holds(problems, "a tool's effect was not exactly once")

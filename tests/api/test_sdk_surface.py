@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
+
 from .sdk_surface import CLOUD_ONLY, routed, sdk_methods, table_rows
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "http-api.md"
@@ -19,9 +21,10 @@ def test_introspection_finds_every_resource_and_known_calls() -> None:
     )
     assert methods["tools.search"].verb == "POST"
     assert {m.split(".")[0] for m in methods} >= {"agents", "runs", "steps", *CLOUD_ONLY}
-    table = routed(list(methods.values()))
-    assert table[methods["runs.retrieve"]] and table[methods["tools.search"]]
-    assert not table[methods["steps.retrieve"]]
+    nowhere = attrs.evolve(methods["steps.retrieve"], name="nowhere", path="/v1/nowhere/{x}")
+    table = routed([*methods.values(), nowhere])
+    assert table[methods["runs.retrieve"]] and table[methods["steps.retrieve"]]
+    assert not table[nowhere]
 
 
 def test_sdk_table_matches_the_routes() -> None:

@@ -34,6 +34,14 @@ async def test_tool_timeout(dst: kelpie_dst.Simulation) -> None:
     assert counts["in_flight"] == 0  # the server dropped every hung request when told
 
 
+@pytest.mark.dst(seeds=50, faults=["mcp.reply_lost=0.3"], guards="strict")
+async def test_reply_lost(dst: kelpie_dst.Simulation) -> None:
+    counts = await workloads.lost_replies(dst)
+    assert counts["timeouts"] == dst.faults.fired["mcp.reply_lost"]
+    assert counts["effects"] == 20  # every call ran, answered or not
+    assert counts["starts"] == 1 and counts["in_flight"] == 0
+
+
 @pytest.mark.dst(seeds=100, faults=workloads.ALL_FAULTS, guards="strict")
 async def test_every_fault_at_once_a_retrying_caller_finishes(dst: kelpie_dst.Simulation) -> None:
     counts = await workloads.chaos(dst)

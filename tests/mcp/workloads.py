@@ -132,6 +132,41 @@ async def tool_timeouts(sim: kelpie_dst.Simulation) -> dict[str, int]:
     return {"timeouts": timeouts, "starts": server.starts, "in_flight": in_flight}
 
 
+async def lost_replies(sim: kelpie_dst.Simulation) -> dict[str, int]:
+    """Twenty calls of a tool with an effect; each answers, or times out after exactly the call
+    timeout although its effect happened (mcp.reply_lost)."""
+    effects: list[str] = []
+
+    def record(args: dict[str, Any]) -> str:
+        effects.append(str(args.get("text")))
+        return "recorded"
+
+    server = SimMcpServer(NAME, [{"name": "record", "response": record}])
+    config = McpServerConfig(NAME, "sim-server", call_timeout=CALL_TIMEOUT)
+    client = McpClient([config], transport=sim_mcp_transport(server))
+    timeouts = 0
+    async with client:
+        await client.connect(NAME)
+        for i in range(20):
+            start = trio.current_time()
+            try:
+                result = await client.call_tool(NAME, "record", {"text": str(i)})
+                assert result.text == "recorded", result
+            except McpTimeoutError:
+                assert abs(trio.current_time() - start - CALL_TIMEOUT) < 1e-9
+                timeouts += 1
+            assert effects[-1] == str(i)  # it ran, answered or not
+            assert client.status(NAME) == "connected"
+        await trio.sleep(0.1)  # let the last cancellation notice arrive
+        in_flight = server.in_flight
+    return {
+        "timeouts": timeouts,
+        "effects": len(effects),
+        "starts": server.starts,
+        "in_flight": in_flight,
+    }
+
+
 async def chaos(sim: kelpie_dst.Simulation) -> dict[str, int]:
     """Every fault at once; a caller that reconnects and retries still finishes every call,
     each with the right answer."""

@@ -31,8 +31,10 @@ from kelpie_dst.workloads._agent_oracles import (
     Applied,
     Ledger,
     PromptAuditor,
+    Sent,
     check_effects,
     check_model_said,
+    check_resends,
 )
 from kelpie_dst.workloads._agent_prompt import agents_named, prompt_blocks
 
@@ -215,6 +217,21 @@ def test_effects_exactly_once() -> None:
         {},
     )
     assert twice == ["'n1' took effect 2 times, under k1, k2"]
+
+
+def test_a_timed_out_mcp_call_resent_by_its_activation_is_caught() -> None:
+    twice = [Applied(5, 1.0, "k1", "n1", "mcp:lookup"), Applied(9, 12.0, "k1", "n1", "mcp:lookup")]
+    timed_out, answered = Sent("act#1", "k1", "lookup", True), Sent("act#1", "k1", "lookup", False)
+    problems = check_resends([timed_out, answered], twice)
+    assert problems == [
+        "mcp:lookup: call k1 timed out and act#1 sent it again: its effect happened 2 times"
+    ]
+    # the resend never took effect (the answer was lost before the tool ran): harmless
+    assert check_resends([timed_out, answered], twice[:1]) == []
+    # recovery: another activation sends the call again (check_effects judges that one)
+    assert check_resends([timed_out, Sent("act#2", "k1", "lookup", False)], twice) == []
+    # a resend after a server crash (not a timeout) is the executor's one retry
+    assert check_resends([answered, answered], twice) == []
 
 
 def test_the_ledger_dedups_by_key() -> None:

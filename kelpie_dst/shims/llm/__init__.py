@@ -24,6 +24,8 @@ from ._policies import HelpfulPolicy as HelpfulPolicy
 from ._policies import policy_from_dict as policy_from_dict
 from ._scripted import Rule as Rule
 from ._scripted import ScriptedPolicy as ScriptedPolicy
+from ._summarizer import is_summary_request as is_summary_request
+from ._summarizer import summarize as summarize
 from ._turns import Call as Call
 from ._turns import Policy as Policy
 from ._turns import Reply as Reply
@@ -48,7 +50,9 @@ __all__ = [
     "Turn",
     "check_api_rules",
     "count_tokens",
+    "is_summary_request",
     "latest_turn",
     "policy_from_dict",
     "start_anthropic_host",
+    "summarize",
 ]

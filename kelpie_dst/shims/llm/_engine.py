@@ -43,6 +43,7 @@ from ._faults import (
     malform,
     unknown_tool,
 )
+from ._summarizer import is_summary_request, summarize
 from ._turns import Call, Policy, Reply
 
 __all__ = [
@@ -225,7 +226,10 @@ class SimLlmEngine:
             if sim is not None:
                 sim.trace_event("llm.failure", failure=failure.kind, status=failure.status)
             return failure
-        reply = self.policy.respond(request, self.rng(sim, "llm/policy"))
+        if is_summary_request(request):
+            reply: tuple[str | Call, ...] = (summarize(request),)
+        else:
+            reply = self.policy.respond(request, self.rng(sim, "llm/policy"))
         if not isinstance(reply, tuple) or not all(isinstance(r, str | Call) for r in reply):
             raise TypeError(f"{type(self.policy).__name__}.respond must return a tuple of str/Call")
         shaping = self.rng(sim, "llm/faults")

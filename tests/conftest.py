@@ -55,6 +55,45 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
         return os.cpu_count() or 1
 
 
+def _share_default_ssl_contexts() -> None:
+    """Every ``httpx``/``httpx2`` client builds an SSL context and loads certifi's CA bundle
+    into it (~0.15 s quiet, ~0.4 s under load, per client), even for ``http://`` URLs. A
+    simulated run creates fresh clients (the anthropic SDK, letta-client, the examples), so a
+    run of the http example spent a third of its time there. The tests speak no TLS (the
+    network is simulated or loopback), so one default context per process is shared: the
+    cache holds only the default case (``verify=True``, no client cert); any other argument
+    builds its context as before. See docs/decisions.md, Dsuite-1."""
+    import functools
+
+    for name in ("httpx", "httpx2"):
+        try:
+            module = __import__(f"{name}._transports.default", fromlist=["create_ssl_context"])
+        except ImportError:  # pragma: no cover - both are dependencies
+            continue
+        build = module.create_ssl_context
+        if getattr(build, "_kelpie_shared", False):
+            continue
+        cached = functools.cache(lambda trust_env, build=build: build(trust_env=trust_env))
+
+        def create_ssl_context(
+            verify: object = True,
+            cert: object = None,
+            trust_env: bool = True,
+            *,
+            _build: object = build,
+            _cached: object = cached,
+        ) -> object:
+            if verify is True and cert is None:
+                return _cached(trust_env)  # type: ignore[operator]
+            return _build(verify=verify, cert=cert, trust_env=trust_env)  # type: ignore[operator]
+
+        create_ssl_context._kelpie_shared = True  # type: ignore[attr-defined]
+        setattr(module, "create_ssl_context", create_ssl_context)  # noqa: B010
+
+
+_share_default_ssl_contexts()
+
+
 _NO_BWRAP = (
     "!!! bubblewrap (bwrap) NOT FOUND: the sandbox is NOT being tested !!! "
     "(apt-get install bubblewrap)"

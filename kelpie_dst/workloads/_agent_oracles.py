@@ -212,29 +212,41 @@ class Applied:
 @attrs.frozen
 class Sent:
     """An MCP call with a ``request_id`` that ``activation`` sent, as the send ended: answered
-    (or failed), or ``timed_out`` (the client gave up waiting)."""
+    (or failed), or ``timed_out`` (the client gave up waiting); ``started``/``ended`` are the
+    virtual times of the send (the effects applied in between are its own)."""
 
     activation: str
     key: str
     tool: str
     timed_out: bool
+    started: float = 0.0
+    ended: float = float("inf")
 
 
 def check_resends(sent: Iterable[Sent], applied: Iterable[Applied]) -> list[str]:
     """An MCP call that timed out may have taken effect (only its answer was lost), so the
     activation that sent it must not send it again: the error is the call's result. A resend
     by the same activation that made the effect happen twice is a bug. (Sends of one call by
-    different activations are recovery, judged by check_effects against the commits.)"""
-    times = Counter(a.key for a in applied if a.via.startswith("mcp:"))
+    different activations are recovery, judged by check_effects against the commits.) Only a
+    timed-out send that itself took effect, followed by a resend of the same activation that
+    took effect again, is a double: a resend after a timeout whose tool never ran (the server
+    hung, or died, before running it) is the executor's retry, and the effects of other
+    activations' sends are not this activation's."""
+    effects = [a for a in applied if a.via.startswith("mcp:")]
+    times = Counter(a.key for a in effects)
+
+    def took_effect(s: Sent) -> bool:
+        return any(a.key == s.key and s.started <= a.time <= s.ended for a in effects)
+
     problems: list[str] = []
     timed_out: set[tuple[str, str]] = set()
     for s in sent:
-        if (s.activation, s.key) in timed_out and times[s.key] > 1:
+        if (s.activation, s.key) in timed_out and took_effect(s):
             problems.append(
                 f"mcp:{s.tool}: call {s.key} timed out and {s.activation} sent it again: "
                 f"its effect happened {times[s.key]} times"
             )
-        if s.timed_out:
+        if s.timed_out and took_effect(s):
             timed_out.add((s.activation, s.key))
     return problems
 

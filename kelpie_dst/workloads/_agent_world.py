@@ -248,7 +248,7 @@ class RecordingMcp:
         args = arguments or {}
         key, activation = str(args.get("request_id", "")), self.journal.activation()
         self.journal.executed(tool, str(args.get("text", "")))
-        timed_out = False
+        timed_out, started = False, trio.current_time()
         try:
             return await self.client.call_tool(server, tool, arguments, timeout=timeout)
         except McpTimeoutError:
@@ -256,7 +256,8 @@ class RecordingMcp:
             raise
         finally:
             if key and activation is not None:
-                self.journal.sent.append(Sent(activation, key, tool, timed_out))
+                ended = trio.current_time()
+                self.journal.sent.append(Sent(activation, key, tool, timed_out, started, ended))
 
     def status(self, server: str) -> str:
         return self.client.status(server)

@@ -122,6 +122,14 @@ class World:
             or http.get(f"/v1/archives/{self.ids['archive_id']}").is_error
         ):
             self.ids["archive_id"] = http.post("/v1/archives/", json={"name": "fz"}).json()["id"]
+        if "folder_id" not in self.ids or http.get(f"/v1/folders/{self.ids['folder_id']}").is_error:
+            self.ids["folder_id"] = http.post("/v1/folders/", json={"name": "fz"}).json()["id"]
+        if "run_id" not in self.ids or http.get(f"/v1/runs/{self.ids['run_id']}").is_error:
+            sent = http.post(f"/v1/agents/{agent_id}/messages", json={"input": "hi"}).json()
+            run_id = next(m["run_id"] for m in sent["messages"] if m.get("run_id"))
+            self.ids["run_id"] = run_id
+            steps = http.get(f"/v1/runs/{run_id}/steps").json()
+            self.ids["step_id"] = steps[0]["id"]
         messages = http.get(f"/v1/agents/{agent_id}/messages", params={"limit": 1}).json()
         if messages:
             self.ids["message_id"] = messages[0]["id"]

@@ -221,15 +221,20 @@ def test_effects_exactly_once() -> None:
 
 def test_a_timed_out_mcp_call_resent_by_its_activation_is_caught() -> None:
     twice = [Applied(5, 1.0, "k1", "n1", "mcp:lookup"), Applied(9, 12.0, "k1", "n1", "mcp:lookup")]
-    timed_out, answered = Sent("act#1", "k1", "lookup", True), Sent("act#1", "k1", "lookup", False)
+    timed_out = Sent("act#1", "k1", "lookup", True, 0.5, 2.0)  # its effect at 1.0, answer lost
+    answered = Sent("act#1", "k1", "lookup", False, 11.0, 13.0)  # the resend, effect at 12.0
     problems = check_resends([timed_out, answered], twice)
     assert problems == [
         "mcp:lookup: call k1 timed out and act#1 sent it again: its effect happened 2 times"
     ]
-    # the resend never took effect (the answer was lost before the tool ran): harmless
+    # the resend never took effect (the server died before running it): harmless
     assert check_resends([timed_out, answered], twice[:1]) == []
+    # the timed-out send never took effect (the tool hung before running): the resend is the
+    # first effect, and a later one by another activation (recovery) is not this one's
+    hung = Sent("act#1", "k1", "lookup", True, 0.0, 0.9)
+    assert check_resends([hung, answered], twice) == []
     # recovery: another activation sends the call again (check_effects judges that one)
-    assert check_resends([timed_out, Sent("act#2", "k1", "lookup", False)], twice) == []
+    assert check_resends([timed_out, Sent("act#2", "k1", "lookup", False, 11.0, 13.0)], twice) == []
     # a resend after a server crash (not a timeout) is the executor's one retry
     assert check_resends([answered, answered], twice) == []
 

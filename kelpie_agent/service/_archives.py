@@ -22,7 +22,6 @@ from kelpie_agent.agent import (
 from kelpie_agent.agent._archive import embedder_name
 from kelpie_agent.embeddings import Embedder
 
-from ._errors import translate
 from ._types import paginate
 
 if TYPE_CHECKING:
@@ -48,14 +47,8 @@ PassageItem = tuple[str, tuple[str, ...], Mapping[str, Any], float | None]
 
 
 async def _call(service: AgentService, op: Callable[[], Awaitable[T]]) -> T:
-    service._check_running()
-    try:
-        return await op()
-    except Exception as error:
-        mapped = translate(error)
-        if mapped is None or mapped is error:
-            raise
-        raise mapped from error
+    """A store call with the service's checks and error mapping (writes retry themselves)."""
+    return await service._store(op, "", retry=False)
 
 
 def _store(service: AgentService) -> ArchiveStore:

@@ -31,7 +31,6 @@ from kelpie_agent.agent import (
 )
 from kelpie_agent.agent._archive import embedder_name
 
-from ._errors import translate
 from ._types import paginate
 
 if TYPE_CHECKING:
@@ -63,14 +62,8 @@ T = TypeVar("T")
 
 
 async def _call(service: AgentService, op: Callable[[], Awaitable[T]]) -> T:
-    service._check_running()
-    try:
-        return await op()
-    except Exception as error:
-        mapped = translate(error)
-        if mapped is None or mapped is error:
-            raise
-        raise mapped from error
+    """A store call with the service's checks and error mapping (writes retry themselves)."""
+    return await service._store(op, "", retry=False)
 
 
 def _store(service: AgentService) -> FolderStore:

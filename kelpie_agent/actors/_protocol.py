@@ -48,6 +48,8 @@ Observer = Callable[..., None]
 
 T = TypeVar("T")
 
+_RELEASE_ATTEMPTS = 5  # serialization conflicts a release retries before giving up
+
 
 class _Unreadable(enum.Enum):
     UNREADABLE = "unreadable"
@@ -273,14 +275,31 @@ class Leases:
         return True
 
     async def release(self, aid: ActorId, held: Held) -> None:
+        """Release the lease (keeping its epoch). A serialization conflict is retried: a node
+        that stops releases all its leases at once, and PostgreSQL's serializable isolation
+        can fail some of those concurrent transactions on distinct keys (its predicate locks
+        cover index pages), which would leave their leases held until they expire."""
+        for attempt in range(1, _RELEASE_ATTEMPTS + 1):
+            try:
+                if not await self._release(aid, held):
+                    return
+                break
+            except ConflictError:
+                if attempt == _RELEASE_ATTEMPTS:
+                    raise
+            await trio.sleep(self.options.poll_interval * 0.05 * attempt)
+        self._observe("actor.released", actor=str(aid), epoch=held.epoch)
+
+    async def _release(self, aid: ActorId, held: Held) -> bool:
+        """One release transaction; False if the lease is no longer ours."""
         okey = actor_key(OWNER, aid)
         async with self.kv.transaction() as txn:
             owner = decode_owner(await txn.get(okey))
             if owner is None or owner.token != held.token:
-                return
+                return False
             await txn.set(okey, owner_value(Owner(None, None, owner.epoch, None)))
             await txn.delete(actor_key(LEASE, aid))
-        self._observe("actor.released", actor=str(aid), epoch=held.epoch)
+        return True
 
     # -- handoff requests ----------------------------------------------------------------------
 

@@ -7,6 +7,9 @@ Each test runs inside the simulator with the strict nondeterminism guards, over 
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
 
 import pytest
 import trio
@@ -18,7 +21,10 @@ from kelpie_agent.actors import (
     UnknownActorKindError,
     read_lease,
 )
+from kelpie_agent.actors._lease import LEASE
+from kelpie_agent.storage import KV, ConflictError
 from kelpie_dst import Simulation
+from kelpie_dst.shims import open_kv
 
 from .actors import Add, Boom, Counter, Get, Slow, pack, state_key, unpack
 from .harness import OPTIONS, local_dispatcher
@@ -189,6 +195,52 @@ async def test_stopping_the_dispatcher_deactivates_everything_and_releases_lease
         assert lease is not None and lease.node is None
     with pytest.raises(ActorStoppedError, match="has stopped"):
         await dispatcher.request(A, Get())
+
+
+class _ReleasesConflict:
+    """A store whose first ``conflicts`` lease releases (transactions deleting a lease record)
+    fail with ``ConflictError`` and apply nothing, as PostgreSQL's serializable isolation
+    fails some of the concurrent releases of a stopping node."""
+
+    def __init__(self, kv: KV, conflicts: int) -> None:
+        self._kv = kv
+        self.conflicts = conflicts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kv, name)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Any]:
+        async with self._kv.transaction() as txn:
+            deleted: list[bytes] = []
+            real_delete = txn.delete
+
+            async def delete(key: bytes) -> None:
+                deleted.append(key)
+                await real_delete(key)
+
+            txn.delete = delete  # type: ignore[method-assign]
+            yield txn
+            if self.conflicts and any(key.startswith(LEASE) for key in deleted):
+                self.conflicts -= 1
+                raise ConflictError("a serialization failure at the release's commit")
+
+
+@dst
+async def test_a_release_that_conflicts_is_retried_so_a_clean_stop_leaves_no_lease_held(
+    dst: Simulation,
+) -> None:
+    """Without the retry the lease stays held until it expires, and another node waits for it."""
+    node = dst.current_node()
+    assert node is not None
+    kv = _ReleasesConflict(open_kv(node), conflicts=3)
+    async with local_dispatcher(dst, kv=cast(KV, kv)) as local:
+        await local.dispatcher.request(A, Add(1))
+        await local.dispatcher.request(B, Add(2))
+    assert kv.conflicts == 0
+    for actor in (A, B):
+        lease = await read_lease(kv, actor)
+        assert lease is not None and lease.node is None, lease
 
 
 @dst

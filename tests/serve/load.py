@@ -14,6 +14,7 @@ input is there exactly once, in each client's order, with the reply it was ackno
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections import Counter
@@ -170,14 +171,27 @@ def history(client: Letta, agent_id: str) -> list[Any]:
     return list(client.agents.messages.list(agent_id, limit=500, order="desc"))[::-1]
 
 
+def _alert(content: Any) -> bool:
+    """Whether a user message is the server's own (a compaction summary, a system alert, as
+    Letta lists them): JSON with ``"type": "system_alert"``, not something a client sent."""
+    if not isinstance(content, str) or not content.startswith("{"):
+        return False
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("type") == "system_alert"
+
+
 def check_history(client: Letta, agent_id: str, acked: Sequence[Sent], *, complete: bool) -> int:
     """Every acknowledged input of ``agent_id`` is in its history exactly once, in each
     client's order, with the reply it was acknowledged with. With ``complete`` (no client
-    is sending) the history holds no other input. Returns the number of messages."""
+    is sending) the history holds no other input (the summaries a long history is compacted
+    into are the server's, not inputs). Returns the number of messages."""
     messages = history(client, agent_id)
     ids = [message.id for message in messages]
     assert len(set(ids)) == len(ids), "a message id appears twice"
-    inputs = [m for m in messages if m.message_type == "user_message"]
+    inputs = [m for m in messages if m.message_type == "user_message" and not _alert(m.content)]
     counts = Counter(m.content for m in inputs)
     position = {m.content: i for i, m in enumerate(inputs)}
     otids = {m.content: m.otid for m in inputs}

@@ -1,4 +1,5 @@
-"""Models in Letta's shape (``Model``), for ``/v1/models/``."""
+"""Models in Letta's shapes (``Model``, ``EmbeddingModel``), for ``/v1/models/`` and
+``/v1/models/embedding``."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from ._models_common import RequestModel, ResponseModel
 from ._models_tools import Tool, tool_out
 
 __all__ = [
+    "EmbeddingModel",
     "Model",
     "ProviderCategory",
     "ProviderType",
     "ToolSearch",
     "ToolSearchResult",
+    "embedding_model_out",
     "model_out",
     "tool_hit_out",
 ]
@@ -46,6 +49,33 @@ class Model(ResponseModel):
     context_window: int
     max_context_window: int
     max_tokens: int
+
+
+class EmbeddingModel(ResponseModel):
+    """An embedding model (Letta's EmbeddingModel): the node's embedder, which every agent's
+    archival memory and every folder uses. Kelpie's default embedder is local and in-process,
+    which Letta's vocabulary calls ``hugging-face`` (as folders' ``embedding_config`` already
+    report it; decision Dembed-1)."""
+
+    handle: str
+    name: str
+    display_name: str
+    embedding_model: str
+    embedding_dim: int
+    embedding_endpoint_type: Literal["hugging-face"] = "hugging-face"
+    provider_type: Literal["hugging-face"] = "hugging-face"
+    provider_name: str = "kelpie"
+    model_type: Literal["embedding"] = "embedding"
+
+
+def embedding_model_out(name: str, dimensions: int) -> EmbeddingModel:
+    return EmbeddingModel(
+        handle=f"kelpie/{name}",
+        name=name,
+        display_name=name,
+        embedding_model=name,
+        embedding_dim=dimensions,
+    )
 
 
 def model_out(info: ModelInfo) -> Model:

@@ -1,5 +1,5 @@
-"""``/v1/tags/``, ``/v1/models/`` and ``/v1/tools/search``: what the server knows across
-agents."""
+"""``/v1/tags/``, ``/v1/models/``, ``/v1/models/embedding`` and ``/v1/tools/search``: what the
+server knows across agents."""
 
 from __future__ import annotations
 
@@ -7,16 +7,20 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
+from kelpie_agent.agent._archive import embedder_name
+
 from ._context import current_service
-from ._models_directory import Model as ModelOut
 from ._models_directory import (
+    EmbeddingModel,
     ProviderCategory,
     ProviderType,
     ToolSearch,
     ToolSearchResult,
+    embedding_model_out,
     model_out,
     tool_hit_out,
 )
+from ._models_directory import Model as ModelOut
 from ._routes_agents import Limit
 from ._routing import ERROR_RESPONSES, collection_route
 
@@ -58,6 +62,11 @@ def directory_router() -> APIRouter:
         )
         return [model_out(m) for m in models]
 
+    async def list_embedding_models() -> list[EmbeddingModel]:
+        """The embedding model this node embeds passages, files and tools with."""
+        embedder = current_service().embedder
+        return [embedding_model_out(embedder_name(embedder), embedder.dimensions)]
+
     @router.post("/v1/tools/search", responses=ERROR_RESPONSES)
     async def search_tools(body: ToolSearch) -> list[ToolSearchResult]:
         """Tools ranked by relevance to ``query`` (vector, full-text or hybrid search)."""
@@ -72,4 +81,11 @@ def directory_router() -> APIRouter:
 
     collection_route(router, "/v1/tags/", list_tags, ["GET"], response_model=list[str])
     collection_route(router, "/v1/models/", list_models, ["GET"], response_model=list[ModelOut])
+    router.add_api_route(
+        "/v1/models/embedding",
+        list_embedding_models,
+        methods=["GET"],
+        responses=ERROR_RESPONSES,
+        response_model=list[EmbeddingModel],
+    )
     return router

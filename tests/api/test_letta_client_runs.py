@@ -155,6 +155,14 @@ async def scenario() -> list[str]:
         assert all(m.provider_type == "anthropic" for m in models)
         assert await client.models.list(provider_type="openai") == []
         assert len(await client.models.list(provider_category=["base"])) == 2
+        # models.embeddings: the node's embedder, the one folders report
+        (embedding,) = await client.models.embeddings.list()
+        assert (embedding.name, embedding.embedding_dim) == ("kelpie-hashing-v1-512", 512)
+        assert embedding.handle == "kelpie/kelpie-hashing-v1-512"
+        assert embedding.provider_type == embedding.embedding_endpoint_type == "hugging-face"
+        folder = await client.folders.create(name="docs")
+        assert folder.embedding_config.embedding_model == embedding.embedding_model
+        assert folder.embedding_config.embedding_dim == embedding.embedding_dim
 
         # tools.search: vector, full-text and hybrid ranking, filters
         shout = await client.tools.create(source_code=SOURCE, tags=["loud"])

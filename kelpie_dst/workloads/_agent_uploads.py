@@ -76,8 +76,9 @@ def _plan(ctx: WorkloadContext, log: UploadLog) -> deque[Op]:
     for n in range(int(ctx.params["uploads"])):
         log.sent[n] = document(n, rng)
         ops.append(Op("upload", n))
-        if rng.random() < float(ctx.params["delete_fraction"]) and n:
-            ops.append(Op("delete", rng.randrange(n)))
+        if rng.random() < float(ctx.params["delete_fraction"]):
+            # half the time the upload just made: most likely still being processed
+            ops.append(Op("delete", n if rng.random() < 0.5 else rng.randrange(n + 1)))
         roll = rng.random()
         if roll < 0.25:
             ops.append(Op("grep", n))

@@ -90,7 +90,12 @@ async def _answer(service: AgentService, log: ApprovalLog, req: Request, rng: An
     message = InputMessage("approval", "", otid=f"answer-{req.key}", approvals=(decision,))
     if req.sent_at is None:
         req.sent_at = trio.current_time()
-    turn = await service.send_message(req.agent_id, [message])
+    try:
+        turn = await service.send_message(req.agent_id, [message])
+    except InvalidError as error:  # the answer to the call that waits (or its retry): never
+        log.problems.append(f"{req.key}: the answer was refused: {error}")
+        req.phase = "done"
+        return
     req.acked_at = trio.current_time()
     req.phase = "done"
     pays = [m for m in turn.messages if isinstance(m, ToolReturnMessage) and m.name == log.tool]

@@ -24,7 +24,7 @@ from kelpie_agent.llm import LlmRequest
 from ..shims.llm import Call, Reply
 from ..shims.llm._turns import latest_turn
 
-__all__ = ["SCHEMA", "ApprovalLog", "ApprovalPolicy", "Request", "check"]
+__all__ = ["SCHEMA", "ApprovalLog", "ApprovalPolicy", "Request", "check", "paired"]
 
 SCHEMA = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}
 _PAY = re.compile(r"\bpay (a\d+r\d+)\b")
@@ -32,9 +32,11 @@ _PAY = re.compile(r"\bpay (a\d+r\d+)\b")
 
 @attrs.define
 class ApprovalPolicy:
-    """``pay K`` calls the pay tool for ``K``; after a result it answers in plain text."""
+    """``pay K`` calls the pay tool for ``K`` (for every other request, with a ``note`` call
+    that needs no approval in the same step); after a result it answers in plain text."""
 
     tool: str
+    note: str
 
     def respond(self, request: LlmRequest, rng: random.Random) -> Reply:
         turn = latest_turn(request)
@@ -43,7 +45,14 @@ class ApprovalPolicy:
         ask = _PAY.search(turn.text)
         if ask is None or request.tool(self.tool) is None:
             return ("Nothing to pay.",)
-        return (Call(self.tool, {"key": ask.group(1)}),)
+        key = ask.group(1)
+        pay = Call(self.tool, {"key": key})
+        return (pay, Call(self.note, {"key": key})) if paired(key) else (pay,)
+
+
+def paired(key: str) -> bool:
+    """Whether the step of request ``key`` also calls ``note`` (odd request numbers)."""
+    return int(key.rsplit("r", 1)[1]) % 2 == 1
 
 
 @attrs.define
@@ -57,11 +66,13 @@ class Request:
     probed: bool = False
     sent_at: float | None = None  # the answer's first attempt
     acked_at: float | None = None
+    nodes: list[str] = attrs.Factory(list)  # the node of each attempt, in order
 
 
 @attrs.define
 class ApprovalLog:
     tool: str = ""
+    note: str = ""
     agents: list[str] = attrs.Factory(list)
     requests: list[Request] = attrs.Factory(list)
     held: dict[str, Request] = attrs.Factory(dict)  # node -> the request it is working on
@@ -84,11 +95,16 @@ class ApprovalLog:
             if step is not None:
                 self.turn += offset + 1
                 self.held[node] = step
+                step.nodes.append(node)
                 return step
         return None
 
     def release(self, node: str) -> None:
         self.held.pop(node, None)
+
+    def moved(self) -> int:
+        """Requests whose steps ran on more than one node (a crash, or a client's pick)."""
+        return sum(1 for r in self.requests if len(set(r.nodes)) > 1)
 
     def finished(self) -> bool:
         return all(r.phase == "done" for r in self.requests)
@@ -102,26 +118,34 @@ def check(log: ApprovalLog) -> list[str]:
         runs.setdefault(key, []).append(at)
     planned = {r.key: r for r in log.requests}
     for key in sorted(runs):
-        if key not in planned:
+        if key.removeprefix("note:") not in planned:
             problems.append(f"pay ran for {key}, which no client asked for")
     for req in log.requests:
-        times = runs.get(req.key, [])
-        if req.sent_at is None:
-            if times:
-                problems.append(f"{req.key}: pay ran before any answer was sent")
-            continue
-        early = [t for t in times if t < req.sent_at]
-        if early:
-            problems.append(f"{req.key}: pay ran at t={early[0]:.3f}, before the answer")
-        if not req.approve and times:
-            problems.append(f"{req.key}: denied, yet pay ran {len(times)} time(s)")
-        if req.approve and req.acked_at is not None:
-            if not times:
-                problems.append(f"{req.key}: approved and answered, yet pay never ran")
-            late = [t for t in times if t > req.acked_at]
-            if late:
-                problems.append(
-                    f"{req.key}: pay ran again at t={late[0]:.3f}, after its answer was "
-                    f"acknowledged at t={req.acked_at:.3f}"
-                )
+        problems += _check_request(req, runs.get(req.key, []), runs.get(f"note:{req.key}", []))
+    return problems
+
+
+def _check_request(req: Request, times: list[float], notes: list[float]) -> list[str]:
+    problems: list[str] = []
+    if req.sent_at is None:
+        if times or notes:
+            problems.append(f"{req.key}: pay or note ran before any answer was sent")
+        return problems
+    early = [t for t in times + notes if t < req.sent_at]
+    if early:
+        problems.append(f"{req.key}: a call ran at t={early[0]:.3f}, before the answer")
+    if not req.approve and times:
+        problems.append(f"{req.key}: denied, yet pay ran {len(times)} time(s)")
+    if req.acked_at is None:
+        return problems
+    if req.approve and not times:
+        problems.append(f"{req.key}: approved and answered, yet pay never ran")
+    if paired(req.key) and not notes:
+        problems.append(f"{req.key}: answered, yet note (no approval needed) never ran")
+    late = [t for t in times + notes if t > req.acked_at]
+    if late:
+        problems.append(
+            f"{req.key}: a call ran again at t={late[0]:.3f}, after its answer was "
+            f"acknowledged at t={req.acked_at:.3f}"
+        )
     return problems

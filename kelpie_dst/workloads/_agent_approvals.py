@@ -46,6 +46,7 @@ from ._agent_approval_checks import (
     ApprovalPolicy,
     Request,
     check,
+    paired,
 )
 
 __all__ = ["agent_approvals", "approvals_exactly_as_answered"]
@@ -54,13 +55,24 @@ SERVICE = ServiceOptions(request_timeout=20.0)
 
 
 def vault(log: ApprovalLog) -> SimMcpServer:
+    """The external service: ``pay`` (it will require approval) and ``note`` (it will not)
+    record every execution."""
+
     def pay(args: dict[str, Any]) -> str:
         key = str(args.get("key", ""))
         log.executed.append((key, trio.current_time()))
         return f"paid {key}"
 
-    tool = {"name": "pay", "description": "Pay.", "input_schema": SCHEMA, "response": pay}
-    return SimMcpServer("vault", [tool], latency=(0.01, 0.2))
+    def note(args: dict[str, Any]) -> str:
+        key = str(args.get("key", ""))
+        log.executed.append((f"note:{key}", trio.current_time()))
+        return f"noted {key}"
+
+    tools = [
+        {"name": "pay", "description": "Pay.", "input_schema": SCHEMA, "response": pay},
+        {"name": "note", "description": "Note.", "input_schema": SCHEMA, "response": note},
+    ]
+    return SimMcpServer("vault", tools, latency=(0.01, 0.2))
 
 
 async def _ask(service: AgentService, log: ApprovalLog, req: Request) -> None:
@@ -109,6 +121,9 @@ async def _answer(service: AgentService, log: ApprovalLog, req: Request, rng: An
         log.problems.append(f"{req.key}: approved, but the call returned {pays[0].tool_return}")
     elif not req.approve and (pays[0].status != "error" or "denied" not in pays[0].tool_return):
         log.problems.append(f"{req.key}: denied, but the call returned {pays[0].tool_return}")
+    notes = [m for m in turn.messages if isinstance(m, ToolReturnMessage) and m.name == log.note]
+    if len(notes) != (1 if paired(req.key) else 0) or any(n.status != "success" for n in notes):
+        log.problems.append(f"{req.key}: the answered run has {len(notes)} note results")
     if req.probe:  # the same answer again, as a new request: nothing awaits it now
         await _refused(service, log, req, [decision], f"stale-{req.key}", "a stale call")
 
@@ -147,12 +162,14 @@ async def _client(service: AgentService, node: Node, log: ApprovalLog, rng: Any)
         await trio.sleep(rng.uniform(0.05, 0.5))
 
 
-async def _setup(service: AgentService, log: ApprovalLog, tool_id: str, agents: int) -> None:
+async def _setup(
+    service: AgentService, log: ApprovalLog, tool_ids: tuple[str, str], agents: int
+) -> None:
     while len(log.agents) < agents:
         try:
             agent = (
                 await service.create_agent(
-                    CreateAgent(name=f"payer-{len(log.agents)}", tool_ids=(tool_id,))
+                    CreateAgent(name=f"payer-{len(log.agents)}", tool_ids=tool_ids)
                 )
             ).agent
             await service.set_tool_approval(agent.id, log.tool, True)
@@ -176,7 +193,8 @@ async def agent_approvals(ctx: WorkloadContext) -> None:
     assert main is not None
     store = ToolStore(SimKV(open_kv(main, host=db).store), sim_ports(main))
     spec = await store.add_mcp_tool("vault", "pay", "Pay.", SCHEMA)  # an operator's setup
-    log.tool = spec.name
+    note = await store.add_mcp_tool("vault", "note", "Note.", SCHEMA)
+    log.tool, log.note = spec.name, note.name
     ready = trio.Event()
 
     def serve(admin: bool = False) -> Any:
@@ -189,14 +207,14 @@ async def agent_approvals(ctx: WorkloadContext) -> None:
                     open_kv(node, host=db),
                     sim_ports(node),
                     node_id=node.name,
-                    llm=SimLlmClient(ApprovalPolicy(spec.name), timing=LlmTiming()),
+                    llm=SimLlmClient(ApprovalPolicy(spec.name, note.name), timing=LlmTiming()),
                     mcp=mcp,
                     options=SERVICE,
                     observer=kelpie_dst.log,
                 ) as service,
             ):
                 if admin:
-                    await _setup(service, log, spec.id, int(ctx.params["agents"]))
+                    await _setup(service, log, (spec.id, note.id), int(ctx.params["agents"]))
                     ready.set()
                     return
                 await ready.wait()
@@ -219,6 +237,7 @@ async def agent_approvals(ctx: WorkloadContext) -> None:
     ctx.metric("approvals.requests", len(log.requests))
     ctx.metric("approvals.executed", len(log.executed))
     ctx.metric("approvals.refusals", log.refusals)
+    ctx.metric("approvals.moved", log.moved())
     ctx.metric("approvals.failures", len(log.failures))
 
 

@@ -31,12 +31,14 @@ def test_the_oracle_names_each_broken_answer() -> None:
     log.executed += [("a0r0", 1.5), ("a0r1", 3.5), ("a0r2", 4.5), ("a0r2", 6.5), ("a0r4", 9)]
     log.executed.append(("zz", 1.0))
     log.problems.append("a0r5: an approval for a stale call was accepted")
+    log.executed.append(("note:a0r1", 3.7))  # the paired note of a0r1: fine
     assert check(log) == [
         "a0r5: an approval for a stale call was accepted",
         "pay ran for zz, which no client asked for",
         "a0r1: denied, yet pay ran 1 time(s)",
-        "a0r2: pay ran at t=4.500, before the answer",
-        "a0r2: pay ran again at t=6.500, after its answer was acknowledged at t=6.000",
+        "a0r2: a call ran at t=4.500, before the answer",
+        "a0r2: a call ran again at t=6.500, after its answer was acknowledged at t=6.000",
         "a0r3: approved and answered, yet pay never ran",
-        "a0r4: pay ran before any answer was sent",
+        "a0r3: answered, yet note (no approval needed) never ran",
+        "a0r4: pay or note ran before any answer was sent",
     ]

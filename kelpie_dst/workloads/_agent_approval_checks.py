@@ -67,6 +67,8 @@ class Request:
     sent_at: float | None = None  # the answer's first attempt
     acked_at: float | None = None
     nodes: list[str] = attrs.Factory(list)  # the node of each attempt, in order
+    ran_ok: bool = True  # False: the approved call's result was a tool error (it may not run)
+    note_ok: bool = True  # ... and the same for the note call
 
 
 @attrs.define
@@ -138,9 +140,9 @@ def _check_request(req: Request, times: list[float], notes: list[float]) -> list
         problems.append(f"{req.key}: denied, yet pay ran {len(times)} time(s)")
     if req.acked_at is None:
         return problems
-    if req.approve and not times:
+    if req.approve and req.ran_ok and not times:
         problems.append(f"{req.key}: approved and answered, yet pay never ran")
-    if paired(req.key) and not notes:
+    if paired(req.key) and req.note_ok and not notes:
         problems.append(f"{req.key}: answered, yet note (no approval needed) never ran")
     late = [t for t in times + notes if t > req.acked_at]
     if late:

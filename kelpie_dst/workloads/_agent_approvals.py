@@ -115,15 +115,20 @@ async def _answer(service: AgentService, log: ApprovalLog, req: Request, rng: An
         log.problems.append(f"{req.key}: the answered run ended {turn.stop_reason}")
     if len(pays) != 1:
         log.problems.append(f"{req.key}: the answered run has {len(pays)} results of the call")
-    elif req.approve and (
-        pays[0].status != "success" or f"paid {req.key}" not in pays[0].tool_return
-    ):
+    elif req.approve and pays[0].status != "success":
+        # the tool may fail (an MCP timeout or crash): an error, never a denial
+        req.ran_ok = False
+        if "denied" in pays[0].tool_return:
+            log.problems.append(f"{req.key}: approved, but the call returned {pays[0].tool_return}")
+    elif req.approve and f"paid {req.key}" not in pays[0].tool_return:
         log.problems.append(f"{req.key}: approved, but the call returned {pays[0].tool_return}")
     elif not req.approve and (pays[0].status != "error" or "denied" not in pays[0].tool_return):
         log.problems.append(f"{req.key}: denied, but the call returned {pays[0].tool_return}")
     notes = [m for m in turn.messages if isinstance(m, ToolReturnMessage) and m.name == log.note]
-    if len(notes) != (1 if paired(req.key) else 0) or any(n.status != "success" for n in notes):
+    if len(notes) != (1 if paired(req.key) else 0):
         log.problems.append(f"{req.key}: the answered run has {len(notes)} note results")
+    if any(n.status != "success" for n in notes):
+        req.note_ok = False  # the tool failed (an MCP timeout or crash)
     if req.probe:  # the same answer again, as a new request: nothing awaits it now
         await _refused(service, log, req, [decision], f"stale-{req.key}", "a stale call")
 

@@ -30,7 +30,7 @@ from ._models_messages import LettaMessage, LettaResponse, MessageType
 from ._params import ID_PATTERN, Cursor, IdQuery
 from ._routes_agents import MAX_PAGE
 from ._routes_history import history_page
-from ._routes_messages import keeper
+from ._routes_messages import STREAM_DOC, keeper
 from ._routes_runs import RunStreamRequest, follow_response
 from ._routing import ERROR_RESPONSES, collection_route
 from ._sse import SseResponse, pinger
@@ -201,6 +201,7 @@ def conversations_router() -> APIRouter:
     @router.post(
         "/v1/conversations/{conversation_id}/messages",
         response_model=LettaResponse,
+        responses={200: {"content": STREAM_DOC["content"]}},
     )
     async def send(conversation_id: str, body: ConversationMessageRequest) -> Any:
         """Run the agent on the input in this conversation: streamed (server-sent events)
@@ -243,7 +244,10 @@ def conversations_router() -> APIRouter:
         )
 
     @router.post(
-        "/v1/conversations/{conversation_id}/stream", response_class=SseResponse, status_code=200
+        "/v1/conversations/{conversation_id}/stream",
+        response_class=SseResponse,
+        status_code=200,
+        responses={200: STREAM_DOC},
     )
     async def stream(conversation_id: str, body: RunStreamRequest) -> SseResponse:
         """Follow the conversation's latest run (or ``run_id``) from storage, after

@@ -19,7 +19,7 @@ from ._params import AgentId
 from ._routing import ERROR_RESPONSES
 from ._sse import SseResponse, pinger
 
-__all__ = ["keeper", "messages_router", "stream_response"]
+__all__ = ["STREAM_DOC", "keeper", "messages_router", "stream_response"]
 
 # One server-sent event (OpenAPI < 3.2: the schema of a text/event-stream describes each event).
 _EVENT = {
@@ -37,6 +37,9 @@ _STREAM_DOC = {
     "description": "Server-sent events: message frames, stop_reason, usage_statistics, [DONE]",
     "content": {"text/event-stream": {"schema": _EVENT}},
 }
+
+
+STREAM_DOC = _STREAM_DOC  # the OpenAPI description of a route's server-sent events
 
 
 def keeper(types: Sequence[str] | None) -> Callable[[Mapping[str, Any]], bool]:

@@ -52,12 +52,7 @@ class Conversations(Messaging):
     async def get_conversation(self, conversation_id: str) -> ConversationRecord:
         """The conversation's record (:class:`NotFoundError` if there is none)."""
         self._check_running()
-        key = Keys.conversation(v.ident(conversation_id, "conversation_id"))
-        data = await self.read.get(key, f"conversation {conversation_id}")
-        if data is None:
-            raise NotFoundError("conversation", conversation_id)
-        record: ConversationRecord = unpack(data)
-        return record
+        return await self._thread(conversation_id)
 
     async def thread_of(
         self, conversation_id: str, agent_id: str | None = None

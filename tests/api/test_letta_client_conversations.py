@@ -117,6 +117,8 @@ async def scenario() -> list[str]:
             )
         ]
         assert [m.id for m in default] == [m.id for m in own]
+        everywhere = [m async for m in client.messages.list(conversation_id=one.id)]
+        assert {m.id for m in everywhere} == {m.id for m in ones}
         runs = [r async for r in client.runs.list(conversation_id=one.id)]
         assert len(runs) == 2 and all(r.conversation_id == one.id for r in runs)
         assert (await client.conversations.retrieve(one.id)).last_message_at is not None

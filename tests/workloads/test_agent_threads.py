@@ -3,7 +3,10 @@ fires on the bug it is for and stays quiet on a correct run."""
 
 from __future__ import annotations
 
+import pytest
+
 from kelpie_agent.llm import LlmRequest, Message, TextBlock
+from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._agent_threads import (
     ThreadAck,
     ThreadAuditor,
@@ -97,3 +100,14 @@ def test_prompts_showing_two_threads_are_caught() -> None:
         "t3: a1's prompt shows the threads c1, own",
         "t4: a1's prompt shows the threads c0, c1",
     ]
+
+
+@pytest.mark.slow
+def test_the_conversations_scenario_passes_and_repeats_itself() -> None:
+    """agent_conversations: every conversation input acknowledged and checked, under crashes;
+    the same seed is the same run."""
+    scenario = load_scenario("agent_conversations", ["workload.params.agents=2"])
+    first, second = run_scenario(scenario, 1), run_scenario(scenario, 1)
+    assert first.ok, f"{first.result.failure and first.result.failure.describe()}"
+    assert first.metrics["conversations.acked"] == 2 * (2 * 3 + 1)
+    assert first.result.trace_hash == second.result.trace_hash

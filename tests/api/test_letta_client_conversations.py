@@ -104,9 +104,7 @@ async def scenario() -> list[str]:
         assert [m.id for m in older] == [m.id for m in ones[:-1]][::-1]
         later = [
             m
-            async for m in client.conversations.messages.list(
-                one.id, after=ones[0].id, order="asc"
-            )
+            async for m in client.conversations.messages.list(one.id, after=ones[0].id, order="asc")
         ]
         assert [m.id for m in later] == [m.id for m in ones[1:]]
         # default + agent_id is the agent's own history
@@ -151,9 +149,9 @@ async def scenario() -> list[str]:
             one.id, compaction_settings={"mode": "all"}
         )
         assert compacted.num_messages_after < compacted.num_messages_before
-        assert _inputs(
-            [m async for m in client.conversations.messages.list(one.id, order="asc")]
-        )[:2] == ["alpha", "beta"]  # still stored
+        assert _inputs([m async for m in client.conversations.messages.list(one.id, order="asc")])[
+            :2
+        ] == ["alpha", "beta"]  # still stored
         prompt = await client.conversations.recompile(two.id)
         assert "otto" in prompt or "<memory_blocks>" in prompt
         assert await client.conversations.cancel(two.id) == {"cancelled": 0}

@@ -14,6 +14,8 @@ The oracles (:func:`check_threads`, pure):
   history is its source's inputs, then its own;
 * each conversation an agent acknowledged is listed once when paging its conversations in
   small pages with Letta's ``after`` cursor, and the reverse order lists them reversed;
+* the run of each acknowledged input is listed among its conversation's runs, and every run
+  listed there is that conversation's;
 * (:class:`ThreadAuditor`, fed every LLM request) no prompt shows the inputs of two threads
   (a fork's shows its source's and its own), and the model was shown every acknowledged
   input of a conversation.
@@ -266,13 +268,45 @@ class Threads:
                 t for t in (_input_tag(m.text) for m in own if m.type == "user_message") if t
             ]
             for (agent, thread), conv in sorted(self.ids.items()):
-                if agent == plan.agent_id:
+                if agent != plan.agent_id:
+                    continue
+                try:
                     self.histories[(agent, thread)] = await self._inputs(plan, conv, rng, state)
+                    await self._runs(plan, thread, conv, rng, state)
+                except Exception as error:  # a 404 or 500: the oracle says so, not a crash
+                    self.problems.append(f"a{plan.number} {thread}: reading it: {error!r}")
             size = int(rng.choice((1, 2, 3)))
-            paged = await self._listing(plan, "asc", size, rng, state)
-            reverse = await self._listing(plan, "desc", 1000, rng, state)
+            try:
+                paged = await self._listing(plan, "asc", size, rng, state)
+                reverse = await self._listing(plan, "desc", 1000, rng, state)
+            except Exception as error:
+                self.problems.append(f"a{plan.number} conversations: listing: {error!r}")
+                continue
             for problem in check_listing(self.created[plan.agent_id], paged, reverse):
                 self.problems.append(f"a{plan.number} conversations: {problem}")
+
+    async def _runs(
+        self, plan: Any, thread: str, conv: str, rng: Any, state: dict[str, str]
+    ) -> None:
+        """The runs of the thread's acknowledged inputs are the conversation's runs."""
+        server_id = self.clients.link.server_id(plan)
+
+        async def runs(node: str, _: int) -> dict[str, str | None]:
+            page = await self.clients.link.sdk(node).runs.list(
+                agent_id=server_id, conversation_id=conv, limit=1000
+            )
+            return {r.id: r.conversation_id for r in page.items}
+
+        listed = await self.clients._call(
+            f"a{plan.number} {thread} runs", plan.agent_id, runs, rng, state
+        )
+        for run_id, where in sorted(listed.items()):
+            if where != conv:
+                self.problems.append(f"{run_id} is listed in {conv} but is {where}'s")
+        for ack in self.acks:
+            mine = ack.agent == plan.agent_id and ack.thread == thread and ack.run_id
+            if mine and ack.run_id not in listed:
+                self.problems.append(f"{ack.tag}: its run {ack.run_id} is not {conv}'s")
 
     async def _inputs(self, plan: Any, conv: str, rng: Any, state: dict[str, str]) -> list[str]:
         tags: list[str] = []
@@ -312,9 +346,11 @@ class Threads:
                 )
                 return [str(c.id) for c in got]
 
-            got = await self.clients._call(
+            got: list[str] = await self.clients._call(
                 f"a{plan.number} conversations {order}", plan.agent_id, page, rng, state
             )
+            if any(c in ids for c in got):  # a cursor off by one: the oracle reports it
+                return ids + got
             ids += got
             if len(got) < size or len(ids) > 1000:
                 return ids

@@ -12,10 +12,10 @@ from typing import Annotated, Any, Literal
 import attrs
 from fastapi import APIRouter, Query
 
-from kelpie_agent.agent import CompactMessages, LettaStopReason, letta_json
+from kelpie_agent.agent import CompactMessages
 from kelpie_agent.service import InvalidError, NotFoundError
 
-from ._context import current, current_service
+from ._context import current_service
 from ._models_compaction import CompactionResponse
 from ._models_conversations import (
     Conversation,
@@ -30,10 +30,10 @@ from ._models_messages import LettaMessage, LettaResponse, MessageType
 from ._params import ID_PATTERN, Cursor, IdQuery
 from ._routes_agents import MAX_PAGE
 from ._routes_history import history_page
-from ._routes_messages import STREAM_DOC, keeper
+from ._routes_messages import STREAM_DOC, letta_response, stream_response
 from ._routes_runs import RunStreamRequest, follow_response
 from ._routing import ERROR_RESPONSES, collection_route
-from ._sse import SseResponse, pinger
+from ._sse import SseResponse
 
 __all__ = ["conversations_router"]
 
@@ -43,31 +43,6 @@ def _path(conversation_id: str) -> str:
     if conversation_id != "default" and not re.fullmatch(ID_PATTERN, conversation_id):
         raise InvalidError("path.conversation_id", "must be a conversation id or 'default'")
     return conversation_id
-
-
-def _stream(agent_id: str, conversation_id: str | None, body: ConversationMessageRequest) -> Any:
-    node = current()
-    service = node.service
-    inputs = body.inputs()
-
-    async def produce(channel: Any) -> None:
-        await service.stream_to(
-            agent_id,
-            inputs,
-            channel,
-            max_steps=body.max_steps,
-            stream_tokens=body.stream_tokens,
-            use_assistant_message=body.use_assistant_message,
-            conversation_id=conversation_id,
-        )
-
-    return SseResponse(
-        produce,
-        keep=keeper(body.include_return_message_types),
-        ping=pinger(service.ports) if body.include_pings else None,
-        ping_interval=node.ping_interval,
-        observer=node.observer,
-    )
 
 
 def conversations_router() -> APIRouter:
@@ -222,7 +197,7 @@ def conversations_router() -> APIRouter:
             follow = RunStreamRequest(include_pings=body.include_pings)
             return follow_response(record.id, follow)
         if body.streaming:
-            return _stream(owner, thread, body)
+            return stream_response(owner, body, thread)
         problem = body.stream_only_problem()
         if problem is not None:
             raise InvalidError(*problem)
@@ -233,15 +208,7 @@ def conversations_router() -> APIRouter:
             use_assistant_message=body.use_assistant_message,
             conversation_id=thread,
         )
-        keep = keeper(body.include_return_message_types)
-        messages = [m for m in (letta_json(m) for m in result.response_messages) if keep(m)]
-        return LettaResponse.model_validate(
-            {
-                "messages": messages,
-                "stop_reason": letta_json(LettaStopReason(result.stop_reason)),
-                "usage": letta_json(result.usage),
-            }
-        )
+        return letta_response(result, body.include_return_message_types)
 
     @router.post(
         "/v1/conversations/{conversation_id}/stream",

@@ -6,11 +6,10 @@ history where Letta accepts it (messages, fork, cancel, compact, recompile, stre
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 import attrs
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from kelpie_agent.agent import CompactMessages
 from kelpie_agent.service import InvalidError, NotFoundError
@@ -37,12 +36,9 @@ from ._sse import SseResponse
 
 __all__ = ["conversations_router"]
 
-
-def _path(conversation_id: str) -> str:
-    """A conversation path parameter: an id, or ``default``."""
-    if conversation_id != "default" and not re.fullmatch(ID_PATTERN, conversation_id):
-        raise InvalidError("path.conversation_id", "must be a conversation id or 'default'")
-    return conversation_id
+ConversationId = Annotated[
+    str, Path(pattern=ID_PATTERN, description="A conversation id (conv-...), or 'default'")
+]
 
 
 def conversations_router() -> APIRouter:
@@ -85,64 +81,66 @@ def conversations_router() -> APIRouter:
     collection_route(router, "/v1/conversations/", list_, ["GET"])
 
     @router.get("/v1/conversations/{conversation_id}")
-    async def retrieve(conversation_id: str) -> Conversation:
-        record = await current_service().get_conversation(_path(conversation_id))
+    async def retrieve(conversation_id: ConversationId) -> Conversation:
+        record = await current_service().get_conversation(conversation_id)
         return conversation_out(record)
 
     @router.patch("/v1/conversations/{conversation_id}")
-    async def update(conversation_id: str, body: UpdateConversationRequest) -> Conversation:
+    async def update(
+        conversation_id: ConversationId, body: UpdateConversationRequest
+    ) -> Conversation:
         """Change the summary, description, archived flag or last_message_at."""
         try:
             changes = body.changes()
         except ValueError as error:
             raise InvalidError("body.archived", str(error)) from None
-        record = await current_service().update_conversation(_path(conversation_id), changes)
+        record = await current_service().update_conversation(conversation_id, changes)
         return conversation_out(record)
 
     @router.delete("/v1/conversations/{conversation_id}")
-    async def delete(conversation_id: str) -> None:
+    async def delete(conversation_id: ConversationId) -> None:
         """Delete the conversation and its messages (its runs and steps stay)."""
-        await current_service().delete_conversation(_path(conversation_id))
+        await current_service().delete_conversation(conversation_id)
 
     @router.post("/v1/conversations/{conversation_id}/fork")
     async def fork(
-        conversation_id: str,
+        conversation_id: ConversationId,
         agent_id: IdQuery = None,
         hidden: bool = False,
         message_id: IdQuery = None,
     ) -> Conversation:
         """A new conversation with a copy of this one's history (up to ``message_id``)."""
         record = await current_service().fork_conversation(
-            _path(conversation_id), agent_id=agent_id, message_id=message_id, hidden=hidden
+            conversation_id, agent_id=agent_id, message_id=message_id, hidden=hidden
         )
         return conversation_out(record)
 
     @router.post("/v1/conversations/{conversation_id}/cancel")
-    async def cancel(conversation_id: str, agent_id: IdQuery = None) -> dict[str, Any]:
+    async def cancel(conversation_id: ConversationId, agent_id: IdQuery = None) -> dict[str, Any]:
         """Ask the conversation's runs this node serves to stop after their current step."""
         service = current_service()
-        owner, thread = await service.thread_of(_path(conversation_id), agent_id)
+        owner, thread = await service.thread_of(conversation_id, agent_id)
         return {"cancelled": service.cancel_runs(thread or owner)}
 
     @router.post("/v1/conversations/{conversation_id}/recompile")
     async def recompile(
-        conversation_id: str, dry_run: bool = False, body: RecompileRequest | None = None
+        conversation_id: ConversationId, dry_run: bool = False, body: RecompileRequest | None = None
     ) -> str:
         """The system prompt the conversation's next step sends (the agent's memory is
         shared: Kelpie compiles it for every step, so ``dry_run`` changes nothing)."""
         service = current_service()
         agent_id = body.agent_id if body is not None else None
-        owner, thread = await service.thread_of(_path(conversation_id), agent_id)
+        owner, thread = await service.thread_of(conversation_id, agent_id)
         return await service.recompile(owner, thread)
 
     @router.post("/v1/conversations/{conversation_id}/compact")
     async def compact(
-        conversation_id: str, body: ConversationCompactRequest | None = None
+        conversation_id: ConversationId, body: ConversationCompactRequest | None = None
     ) -> CompactionResponse:
         """Summarize the oldest messages in the conversation's context."""
         service = current_service()
         body = body or ConversationCompactRequest()
-        owner, thread = await service.thread_of(_path(conversation_id), body.agent_id)
+        owner, thread = await service.thread_of(conversation_id, body.agent_id)
         settings = body.compaction_settings
         request = settings.request() if settings is not None else CompactMessages()
         result = await service.compact_messages(owner, attrs.evolve(request, thread=thread))
@@ -154,7 +152,7 @@ def conversations_router() -> APIRouter:
 
     @router.get("/v1/conversations/{conversation_id}/messages")
     async def list_messages(
-        conversation_id: str,
+        conversation_id: ConversationId,
         agent_id: IdQuery = None,
         after: Cursor = None,
         before: Cursor = None,
@@ -168,7 +166,7 @@ def conversations_router() -> APIRouter:
         """The conversation's history, newest first by default (Letta's cursors)."""
         if group_id is not None:
             raise NotFoundError("group", group_id, f"group_id: no group {group_id!r}")
-        owner, thread = await current_service().thread_of(_path(conversation_id), agent_id)
+        owner, thread = await current_service().thread_of(conversation_id, agent_id)
         return await history_page(
             owner, after, before, limit, order, True, include_return_message_types, thread
         )
@@ -178,12 +176,12 @@ def conversations_router() -> APIRouter:
         response_model=LettaResponse,
         responses={200: {"content": STREAM_DOC["content"]}},
     )
-    async def send(conversation_id: str, body: ConversationMessageRequest) -> Any:
+    async def send(conversation_id: ConversationId, body: ConversationMessageRequest) -> Any:
         """Run the agent on the input in this conversation: streamed (server-sent events)
         unless ``streaming: false``; ``background: true`` starts a background run and
         streams it from storage (resumable with ``/stream``)."""
         service = current_service()
-        owner, thread = await service.thread_of(_path(conversation_id), body.agent_id)
+        owner, thread = await service.thread_of(conversation_id, body.agent_id)
         if body.background:
             if not body.streaming:
                 raise InvalidError("body.background", "background=true requires streaming=true")
@@ -216,11 +214,11 @@ def conversations_router() -> APIRouter:
         status_code=200,
         responses={200: STREAM_DOC},
     )
-    async def stream(conversation_id: str, body: RunStreamRequest) -> SseResponse:
+    async def stream(conversation_id: ConversationId, body: RunStreamRequest) -> SseResponse:
         """Follow the conversation's latest run (or ``run_id``) from storage, after
         ``starting_after``."""
         service = current_service()
-        owner, thread = await service.thread_of(_path(conversation_id), body.agent_id)
+        owner, thread = await service.thread_of(conversation_id, body.agent_id)
         run_id = body.run_id
         if run_id is None:
             runs = await service.list_runs(

@@ -182,8 +182,7 @@ async def _delete_thread(rt: AgentRuntime, thread_id: str) -> None:
 
 async def delete_conversation(rt: AgentRuntime, request: DeleteConversation) -> None:
     """The record goes first (the conversation is gone for every reader), then its thread;
-    a crash in between leaves keys no request can reach, removed by the next delete of the
-    agent (docs/decisions.md, Dconv)."""
+    a crash in between leaves keys no request can reach (not collected yet: Dconv-3)."""
     rt.require()
     record = await load_conversation(rt, request.conversation_id)
     index = rt.keys.conversation_index(record.created_at, record.id)

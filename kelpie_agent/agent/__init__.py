@@ -25,6 +25,12 @@ from ._config import ActorContextLike as ActorContextLike
 from ._config import AgentEnv as AgentEnv
 from ._config import LoopConfig as LoopConfig
 from ._config import McpToolSource as McpToolSource
+from ._conversations import UPDATABLE_CONVERSATION_FIELDS as UPDATABLE_CONVERSATION_FIELDS
+from ._conversations import ConversationRecord as ConversationRecord
+from ._conversations import CreateConversation as CreateConversation
+from ._conversations import DeleteConversation as DeleteConversation
+from ._conversations import ForkConversation as ForkConversation
+from ._conversations import UpdateConversation as UpdateConversation
 from ._custom_tools import CustomTool as CustomTool
 from ._custom_tools import parse_tool_source as parse_tool_source
 from ._documents import DocumentError as DocumentError
@@ -142,6 +148,7 @@ __all__ = [
     "FEEDBACKS",
     "STEP_STATUSES",
     "TOOL_RULE_TYPES",
+    "UPDATABLE_CONVERSATION_FIELDS",
     "UPDATABLE_FIELDS",
     "ActorContextLike",
     "AgentActor",
@@ -173,10 +180,13 @@ __all__ = [
     "CloseFile",
     "CompactMessages",
     "CompactionResult",
+    "ConversationRecord",
     "CreateAgent",
+    "CreateConversation",
     "CreateSchedule",
     "CustomTool",
     "DeleteAgent",
+    "DeleteConversation",
     "DeletePassage",
     "DeleteSchedule",
     "DetachBlock",
@@ -190,6 +200,7 @@ __all__ = [
     "FireSchedule",
     "Folder",
     "FolderStore",
+    "ForkConversation",
     "GetAgent",
     "GetBlock",
     "GetSession",
@@ -252,6 +263,7 @@ __all__ = [
     "UnsupportedFileError",
     "UpdateAgent",
     "UpdateBlock",
+    "UpdateConversation",
     "UserMessage",
     "builtin_by_name",
     "builtin_id",

@@ -17,6 +17,7 @@ from kelpie_agent.storage import Transaction
 
 from . import _agent_files as files
 from . import _archive as archival
+from . import _conversations as convs
 from . import _handlers as h
 from . import _links as links
 from . import _schedules as schedules
@@ -128,6 +129,10 @@ class AgentActor:
             ListAgentFiles: lambda r: files.list_agent_files(self.rt),
             AttachShared: lambda r: links.attach(self.rt, r.kind, r.target_id),
             DetachShared: lambda r: links.detach(self.rt, r.kind, r.target_id),
+            convs.CreateConversation: lambda r: convs.create_conversation(self.rt, r),
+            convs.UpdateConversation: lambda r: convs.update_conversation(self.rt, r),
+            convs.DeleteConversation: lambda r: convs.delete_conversation(self.rt, r),
+            convs.ForkConversation: lambda r: convs.fork_conversation(self.rt, r),
             FireSchedule: lambda r: schedules.fire_schedule(
                 self.rt, r.schedule_id, r.due, lambda request: send(self.rt, request)
             ),
@@ -143,18 +148,25 @@ class AgentActor:
         self._rt = AgentRuntime(ctx, self.env)
         await self._rt.load()
         session = self._rt.session
-        if self.env.config.resume_on_activate and session is not None and session.running:
-            try:
+        if not self.env.config.resume_on_activate:
+            return
+        try:
+            if session is not None and session.running:
                 self.resumed = await resume(self._rt)
-            except AgentStorageError:
-                pass  # stale now: the next request reloads and resumes again
+            await convs.resume_conversations(self._rt, resume)
+        except AgentStorageError:
+            pass  # stale now: the next request reloads and resumes again
 
     async def handle(self, message: object) -> object:
         handler = self._handlers.get(type(message))
         if handler is None:
             raise InvalidRequestError(f"AgentActor cannot handle {type(message).__name__}")
         await self.rt.ensure_fresh()
-        return await handler(message)
+        try:
+            await self.rt.enter(getattr(message, "thread", None))
+            return await handler(message)
+        finally:
+            self.rt.thread = self.rt.default  # a request in a conversation leaves it
 
     async def deactivate(self) -> None:
         if self._rt is not None:

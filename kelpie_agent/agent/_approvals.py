@@ -130,11 +130,12 @@ async def start_approval_run(
         paused_until=paused,
         allowed=cp.allowed,
         prefill=cp.prefill,
+        thread_id=cp.thread_id,
     )
     records: list[tuple[bytes, bytes | None]] = [(rt.keys.run_index(now, run_id), b"")]
     if answer.otid is not None:  # a retried answer finds this run (exactly once)
         record = OtidRecord(answer.otid, run_id, response.seq)
-        records.append((rt.keys.otid(answer.otid), pack(record)))
+        records.append((rt.tkeys.otid(answer.otid), pack(record)))
     writes = [*rt.message_writes(messages), *rt.checkpoint_writes(started), *records]
     await rt.write(writes, "the approval answer")
     rt.remember(messages)

@@ -22,7 +22,14 @@ history order and ``scan_prefix`` pages through them):
 ``step/<step_id>``                   :class:`StepRecord`: one answered LLM call of a run
 ``steps/<agent_id>/<µs>/<n>/<id>``   the agent's steps in order (``n``: number in its run)
 ``context/<agent_id>``               :class:`ContextWindow`: what of the history is in context
+``conv/<conversation_id>``           :class:`ConversationRecord` (scan ``conv/`` lists them all)
+``convs/<agent_id>/<µs>/<conv_id>``  the agent's conversations in creation order (empty values)
+``open/<agent_id>/<conv_id>``        ``1`` while a run of the conversation runs, else ``0``
 ==================================  ===============================================
+
+A *thread* is one history: the agent's own (its id is the agent's) or a conversation's (its id
+is the conversation's). ``msg/``, ``msgid/``, ``session/``, ``otid/`` and ``context/`` are per
+thread (``Keys(thread_id)``), everything else per agent or global.
 """
 
 from __future__ import annotations
@@ -152,6 +159,20 @@ class Keys:
         self.runs = f"runs/{a}/".encode()
         self.steps = f"steps/{a}/".encode()
         self.context = f"context/{a}".encode()
+        self.conversations = f"convs/{a}/".encode()
+        self.open_runs = f"open/{a}/".encode()
+
+    def conversation_index(self, created_at: float, conversation_id: str) -> bytes:
+        micros = max(0, round(created_at * 1_000_000))
+        conv = check_id(conversation_id, "conversation id")
+        return self.conversations + f"{micros:016x}/{conv}".encode()
+
+    def open_run(self, conversation_id: str) -> bytes:
+        return self.open_runs + check_id(conversation_id, "conversation id").encode()
+
+    @staticmethod
+    def conversation(conversation_id: str) -> bytes:
+        return f"conv/{check_id(conversation_id, 'conversation id')}".encode()
 
     def otid(self, otid: str) -> bytes:
         digest = hashlib.blake2b(otid.encode(), digest_size=16).hexdigest()
@@ -197,5 +218,6 @@ class Keys:
     AGENTS = b"agent/"
     RUNS = b"run/"
     STEPS = b"step/"
+    CONVERSATIONS = b"conv/"
     BLOCKS = b"block/"
     TOOLS = b"tool/"

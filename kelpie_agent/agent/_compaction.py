@@ -130,9 +130,9 @@ async def context_body(rt: AgentRuntime) -> list[AgentMessage]:
     if covered or not history:
         messages: Sequence[AgentMessage] = history
     else:
-        end = Keys.prefix_end(rt.keys.messages)
+        end = Keys.prefix_end(rt.tkeys.messages)
         rows = await rt.read(
-            lambda: rt.ctx.kv.scan(rt.keys.message(max(start, 1)), end), "the context"
+            lambda: rt.ctx.kv.scan(rt.tkeys.message(max(start, 1)), end), "the context"
         )
         messages = [unpack(value) for _, value in rows]
     return [m for m in messages if m.seq >= start and not _is_summary(m)]
@@ -269,7 +269,7 @@ async def compact(
     )
     start = body[cut].seq if cut < len(body) else seq + 1
     new = ContextWindow(start, message, text, window.compactions + 1, total)
-    writes = [*rt.message_writes([message]), (rt.keys.context, pack(new))]
+    writes = [*rt.message_writes([message]), (rt.tkeys.context, pack(new))]
     if cp is not None:
         cp = attrs.evolve(cp, updated_at=rt.now())
         writes += rt.checkpoint_writes(cp)

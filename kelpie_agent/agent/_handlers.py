@@ -174,7 +174,7 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
         tool_ids=request.tool_ids,
         identity_ids=identity_ids,
     )
-    leftovers = await rt.read(lambda: rt.ctx.kv.scan_prefix(rt.keys.messages, limit=1), "history")
+    leftovers = await rt.read(lambda: rt.ctx.kv.scan_prefix(rt.tkeys.messages, limit=1), "history")
     if leftovers:  # an agent with this id was deleted half-way: finish the job first
         await _delete_prefixes(rt)
     initial = [_initial(rt, m) for m in request.initial_messages]
@@ -182,7 +182,7 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
         from ._af_messages import materialize
 
         initial += materialize(request.imported, rt.new_id, rt.next_seq, {})
-        rt.next_seq += len(request.imported)
+        rt.thread.next_seq += len(request.imported)
     writes = [(Keys.block(b.id), pack(b)) for b in blocks[: len(request.memory_blocks)]]
     writes += [*rt.message_writes(initial), (rt.keys.agent, pack(agent))]
     writes += [(identity_link(i, agent.id), b"") for i in identity_ids]
@@ -270,7 +270,7 @@ async def _delete_keys(rt: AgentRuntime, keys: list[bytes], what: str) -> None:
 async def _delete_prefixes(rt: AgentRuntime, *, passages: bool = True) -> None:
     """Delete the history (and the otid records that point into it); with ``passages``, the
     archival memory, the runs and their steps too (an agent's deletion)."""
-    prefixes = [rt.keys.messages, rt.keys.message_ids, rt.keys.otids]
+    prefixes = [rt.tkeys.messages, rt.tkeys.message_ids, rt.tkeys.otids]
     if passages:
         prefixes += [rt.keys.passages, rt.keys.passage_ids]
     for prefix in prefixes:
@@ -293,16 +293,18 @@ def run_id_of(index_key: bytes) -> str:
 
 async def delete_agent(rt: AgentRuntime) -> None:
     from ._agent_files import forget_files
+    from ._conversations import delete_all_conversations
     from ._links import link_deletes
     from ._schedules import delete_all
     from ._teleport import image_keys, stored_image
 
     rt.require()
     await delete_all(rt)  # first: a schedule must never fire for a deleted agent
+    await delete_all_conversations(rt)
     for key, _ in [*await forget_files(rt), *link_deletes(rt)]:
         await _delete_keys(rt, [key], "the agent's links")
     await _delete_keys(rt, image_keys(rt.agent_id, await stored_image(rt)), "the sandbox image")
-    await _delete_keys(rt, [rt.keys.agent, rt.keys.session, rt.keys.context], "the agent")
+    await _delete_keys(rt, [rt.keys.agent, rt.tkeys.session, rt.tkeys.context], "the agent")
     rt.agent, rt.session, rt.blocks = None, None, {}
     rt.context = ContextWindow()
     rt.history.clear()
@@ -313,7 +315,7 @@ async def delete_agent(rt: AgentRuntime) -> None:
 
 async def reset_messages(rt: AgentRuntime) -> AgentView:
     rt.require()
-    await _delete_keys(rt, [rt.keys.session, rt.keys.context], "the session")
+    await _delete_keys(rt, [rt.tkeys.session, rt.tkeys.context], "the session")
     rt.session = None
     rt.context = ContextWindow()
     rt.history.clear()
@@ -324,7 +326,7 @@ async def reset_messages(rt: AgentRuntime) -> AgentView:
 async def _seq_of(rt: AgentRuntime, message_id: str | None) -> int | None:
     if message_id is None:
         return None
-    key = rt.keys.message_id(message_id)
+    key = rt.tkeys.message_id(message_id)
     data = await rt.get(key, f"message {message_id}")
     if data is None:
         raise InvalidRequestError(f"message {message_id!r} not found on agent {rt.agent_id}")
@@ -339,8 +341,8 @@ async def list_messages(rt: AgentRuntime, request: ListMessages) -> list[AgentMe
     if isinstance(request.limit, bool) or not isinstance(request.limit, int) or request.limit < 0:
         raise InvalidRequestError(f"limit must be an integer >= 0, got {request.limit!r}")
     after, before = await _seq_of(rt, request.after), await _seq_of(rt, request.before)
-    start = rt.keys.message(after + 1) if after is not None else rt.keys.messages
-    end = rt.keys.message(before) if before is not None else Keys.prefix_end(rt.keys.messages)
+    start = rt.tkeys.message(after + 1) if after is not None else rt.tkeys.messages
+    end = rt.tkeys.message(before) if before is not None else Keys.prefix_end(rt.tkeys.messages)
     reverse = request.order == "desc"
     rows = await rt.read(
         lambda: rt.ctx.kv.scan(start, end, limit=request.limit * 2 + 10, reverse=reverse),

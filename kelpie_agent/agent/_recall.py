@@ -36,7 +36,7 @@ _SEARCH_TOOLS = ("conversation_search", "conversation_search_date")
 
 
 async def all_messages(rt: AgentRuntime) -> list[AgentMessage]:
-    rows = await rt.scan_all(rt.keys.messages, "the message history")
+    rows = await rt.scan_all(rt.tkeys.messages, "the message history")
     return [unpack(value) for _, value in rows]
 
 

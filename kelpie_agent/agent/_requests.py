@@ -210,6 +210,7 @@ class SendMessage:
     background: bool = False  # recorded on the run (Letta's background mode)
     config: Mapping[str, Any] = attrs.field(factory=dict, hash=False)  # the run's request_config
     on_start: Callable[[str], None] | None = attrs.field(default=None, eq=False)
+    thread: str | None = None  # the conversation to run in (None: the agent's own history)
 
 
 @attrs.frozen
@@ -223,6 +224,7 @@ class ListMessages:
     limit: int = 100
     order: Literal["asc", "desc"] = "desc"
     use_assistant_message: bool = True
+    thread: str | None = None  # the conversation whose history to list (None: the agent's)
 
 
 @attrs.frozen
@@ -235,6 +237,7 @@ class CompactMessages:
     clip_chars: int | None = 50_000
     sliding_window_percentage: float = 0.3
     acknowledge: bool = False  # add Letta's acknowledgement post-prompt
+    thread: str | None = None  # the conversation to compact (None: the agent's own history)
 
 
 @attrs.frozen
@@ -246,6 +249,8 @@ class ResetMessages:
 class Recompile:
     """-> ``str``: the system prompt the agent's next step sends, compiled from its current
     memory (Letta's recompile; Kelpie compiles it for every step, so nothing is stored)."""
+
+    thread: str | None = None  # a conversation's (the same prompt: memory is the agent's)
 
 
 # -- blocks --------------------------------------------------------------------------------------

@@ -93,8 +93,26 @@ class WriteLog:
         return await self._txn.scan_prefix(prefix, limit=limit, reverse=reverse)
 
 
+class Thread:
+    """One history of the agent, loaded: its own (``id`` is the agent's) or a conversation's
+    (``id`` is the conversation's). It has its messages (the last ``history_window`` in
+    memory), its run checkpoint and its context window; memory blocks, tools and archival
+    memory are the agent's (docs/conversations.md)."""
+
+    def __init__(self, thread_id: str, window: int, conversation: Any = None) -> None:
+        self.id = thread_id
+        self.keys = Keys(thread_id)
+        self.history: deque[AgentMessage] = deque(maxlen=window)
+        self.next_seq = 1
+        self.session: SessionCheckpoint | None = None
+        self.context = ContextWindow()  # what of the history is in context (_compaction)
+        self.conversation = conversation  # its ConversationRecord; None for the agent's own
+
+
 class AgentRuntime:
-    """The live state of one agent actor."""
+    """The live state of one agent actor. Requests run one at a time, each in one thread
+    (:meth:`enter`): ``history``, ``session``, ``context`` and ``tkeys`` are the current
+    thread's."""
 
     def __init__(self, ctx: ActorContextLike, env: AgentEnv) -> None:
         self.ctx = ctx
@@ -104,10 +122,9 @@ class AgentRuntime:
         self.keys = Keys(self.agent_id)
         self.agent: AgentRecord | None = None
         self.blocks: dict[str, Block] = {}
-        self.history: deque[AgentMessage] = deque(maxlen=self.config.history_window)
-        self.next_seq = 1
-        self.session: SessionCheckpoint | None = None
-        self.context = ContextWindow()  # what of the history is in context (_compaction)
+        self.default = Thread(self.agent_id, self.config.history_window)
+        self.threads: dict[str, Thread] = {}  # conversations loaded so far
+        self.thread = self.default
         self.archive: Any = None  # _archive.Archive, loaded on first use
         self.sandbox: Sandbox | None = None
         self.sandbox_request: SandboxRequest | None = None
@@ -125,6 +142,64 @@ class AgentRuntime:
     def _mark_stale(self) -> None:
         self.stale = True
 
+    # -- the current thread ---------------------------------------------------------------------
+    @property
+    def history(self) -> deque[AgentMessage]:
+        return self.thread.history
+
+    @property
+    def session(self) -> SessionCheckpoint | None:
+        return self.thread.session
+
+    @session.setter
+    def session(self, cp: SessionCheckpoint | None) -> None:
+        self.thread.session = cp
+
+    @property
+    def context(self) -> ContextWindow:
+        return self.thread.context
+
+    @context.setter
+    def context(self, window: ContextWindow) -> None:
+        self.thread.context = window
+
+    @property
+    def next_seq(self) -> int:
+        return self.thread.next_seq
+
+    @property
+    def tkeys(self) -> Keys:
+        """The keys of the current thread's history (messages, session, otids, context)."""
+        return self.thread.keys
+
+    @property
+    def conversation_id(self) -> str | None:
+        """The current thread's conversation (None: the agent's own history)."""
+        return None if self.thread is self.default else self.thread.id
+
+    async def enter(self, thread_id: str | None) -> Thread:
+        """Make ``thread_id`` (a conversation of this agent; None: its own history) the
+        current thread, loading it on first use."""
+        if thread_id is None or thread_id == self.agent_id:
+            self.thread = self.default
+            return self.thread
+        thread = self.threads.get(thread_id)
+        if thread is None:
+            from ._conversations import load_conversation
+
+            record = await load_conversation(self, thread_id)
+            thread = Thread(thread_id, self.config.history_window, record)
+            await self._load_thread(thread)
+            self.threads[thread_id] = thread
+        self.thread = thread
+        return thread
+
+    def forget_thread(self, thread_id: str) -> None:
+        """Drop a conversation's loaded state (deleted, or to be read again)."""
+        self.threads.pop(thread_id, None)
+        if self.thread.id == thread_id:
+            self.thread = self.default
+
     # -- ports ----------------------------------------------------------------------------------
     def now(self) -> float:
         return self.ctx.ports.clock.now()
@@ -140,8 +215,8 @@ class AgentRuntime:
         return format_time(self.now(), self.agent.timezone if self.agent else "UTC")
 
     def alloc_seq(self) -> int:
-        seq = self.next_seq
-        self.next_seq += 1
+        seq = self.thread.next_seq
+        self.thread.next_seq += 1
         return seq
 
     @property
@@ -226,32 +301,37 @@ class AgentRuntime:
 
     # -- loading --------------------------------------------------------------------------------
     async def load(self) -> None:
-        """(Re)load everything from storage, as a fresh activation does."""
+        """(Re)load everything from storage, as a fresh activation does (conversations are
+        loaded again when next used)."""
         kv = self.ctx.kv
         keys = self.keys
         raw = await self.read(lambda: kv.get(keys.agent), "the agent record")
         self.agent = unpack(raw) if raw is not None else None
         self.blocks = {}
-        self.history = deque(maxlen=self.config.history_window)
-        self.session = None
-        self.context = ContextWindow()
+        self.default = Thread(self.agent_id, self.config.history_window)
+        self.threads = {}
+        self.thread = self.default
         self.archive = None
-        self.next_seq = 1
         if self.agent is not None:
             self.blocks = {b.id: b for b in await load_blocks(self.reader, self.agent)}
-            window = self.config.history_window
-            recent = await self.read(
-                lambda: kv.scan_prefix(keys.messages, limit=window, reverse=True), "history"
-            )
-            for _, value in reversed(recent):
-                self.history.append(unpack(value))
-            if self.history:
-                self.next_seq = self.history[-1].seq + 1
-            raw = await self.read(lambda: kv.get(keys.session), "the session checkpoint")
-            self.session = unpack(raw) if raw is not None else None
-            raw = await self.read(lambda: kv.get(keys.context), "the context window")
-            self.context = unpack(raw) if raw is not None else ContextWindow()
+            await self._load_thread(self.default)
         self.stale = False
+
+    async def _load_thread(self, thread: Thread) -> None:
+        kv = self.ctx.kv
+        keys = thread.keys
+        window = self.config.history_window
+        recent = await self.read(
+            lambda: kv.scan_prefix(keys.messages, limit=window, reverse=True), "history"
+        )
+        for _, value in reversed(recent):
+            thread.history.append(unpack(value))
+        if thread.history:
+            thread.next_seq = thread.history[-1].seq + 1
+        raw = await self.read(lambda: kv.get(keys.session), "the session checkpoint")
+        thread.session = unpack(raw) if raw is not None else None
+        raw = await self.read(lambda: kv.get(keys.context), "the context window")
+        thread.context = unpack(raw) if raw is not None else ContextWindow()
 
     async def refresh_blocks(self) -> None:
         """Read the agent's blocks again: shared blocks may have been edited elsewhere."""
@@ -308,17 +388,22 @@ class AgentRuntime:
     # -- helpers used by several modules -------------------------------------------------------
     def checkpoint_writes(self, cp: SessionCheckpoint) -> list[tuple[bytes, bytes]]:
         """What a commit of run checkpoint ``cp`` writes: the checkpoint and the run's record
-        (a session imported from another agent keeps the record its source wrote)."""
-        writes = [(self.keys.session, pack(cp))]
+        (a session imported from another agent keeps the record its source wrote); in a
+        conversation, its run marker too (``1`` while the run runs: an activation finds an
+        interrupted run of any thread by it)."""
+        writes = [(self.tkeys.session, pack(cp))]
         if cp.transferred_from is None:
             writes.append((Keys.run(cp.session_id), pack(run_record(cp))))
+        if self.conversation_id is not None:
+            marker = self.keys.open_run(self.conversation_id)
+            writes.append((marker, b"1" if cp.running else b"0"))
         return writes
 
     def message_writes(self, messages: list[AgentMessage]) -> list[tuple[bytes, bytes]]:
         writes: list[tuple[bytes, bytes]] = []
         for message in messages:
-            writes.append((self.keys.message(message.seq), pack(message)))
-            writes.append((self.keys.message_id(message.id), pack(message.seq)))
+            writes.append((self.tkeys.message(message.seq), pack(message)))
+            writes.append((self.tkeys.message_id(message.id), pack(message.seq)))
         return writes
 
     def step_writes(self, step: StepRecord) -> list[tuple[bytes, bytes]]:
@@ -327,5 +412,5 @@ class AgentRuntime:
         return [(Keys.step(step.id), pack(step)), (index, b"")]
 
     def remember(self, messages: list[AgentMessage]) -> None:
-        """Append committed messages to the in-memory window."""
-        self.history.extend(messages)
+        """Append committed messages to the current thread's in-memory window."""
+        self.thread.history.extend(messages)

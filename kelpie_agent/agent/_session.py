@@ -17,6 +17,7 @@ from ._approvals import refuse_while_waiting, start_approval_run
 from ._calls import finish
 from ._checkpoint import SessionCheckpoint
 from ._codec import Keys, pack, unpack
+from ._conversations import touch_writes
 from ._errors import InvalidRequestError, SessionError
 from ._events import EventSink
 from ._loop import Loop, TurnOptions
@@ -79,7 +80,7 @@ async def run_messages(rt: AgentRuntime, run_id: str, first_seq: int) -> list[Ag
     """The stored messages of run ``run_id``, from its first input at ``first_seq`` (read
     back from storage: a resumed run's early messages may predate this activation). Runs of
     a history never interleave, so the run ends at the first message of another."""
-    start, end = rt.keys.message(first_seq), Keys.prefix_end(rt.keys.messages)
+    start, end = rt.tkeys.message(first_seq), Keys.prefix_end(rt.tkeys.messages)
     found: list[AgentMessage] = []
     while True:
         rows = await rt.reader.scan(start, end, "the run's messages", limit=_BATCH)
@@ -177,11 +178,13 @@ async def _start(rt: AgentRuntime, request: SendMessage, max_steps: int) -> str:
         paused_until=paused,
         background=request.background,
         request=request.config,
+        thread_id=rt.conversation_id,
     )
     records: list[tuple[bytes, bytes | None]] = [(rt.keys.run_index(now, run_id), b"")]
+    records += touch_writes(rt, now)
     otid = request.messages[0].otid
     if otid is not None:
-        records.append((rt.keys.otid(otid), pack(OtidRecord(otid, run_id, inputs[0].seq))))
+        records.append((rt.tkeys.otid(otid), pack(OtidRecord(otid, run_id, inputs[0].seq))))
     await _commit(rt, inputs, cp, "the input messages", [*records, *request.extra_writes])
     return run_id
 
@@ -197,7 +200,7 @@ async def find_retried_run(rt: AgentRuntime, otid: str | None) -> RunRecord | No
     before it looks, so a run found here has finished."""
     if otid is None:
         return None
-    data = await rt.get(rt.keys.otid(otid), "the request's otid")
+    data = await rt.get(rt.tkeys.otid(otid), "the request's otid")
     if data is None:
         return None
     seen: OtidRecord = unpack(data)

@@ -29,6 +29,7 @@ from ._routes_archival import archival_router
 from ._routes_archives import archives_router
 from ._routes_blocks import blocks_router
 from ._routes_compaction import compaction_router
+from ._routes_conversations import conversations_router
 from ._routes_directory import directory_router
 from ._routes_folders import folders_router
 from ._routes_health import health_router
@@ -132,6 +133,7 @@ def _build(version: str, auth: bool) -> FastAPI:
     app.include_router(messages_router(), dependencies=checks)
     app.include_router(history_router(), dependencies=checks)
     app.include_router(compaction_router(), dependencies=checks)
+    app.include_router(conversations_router(), dependencies=checks)
     app.include_router(runs_router(), dependencies=checks)
     app.include_router(steps_router(), dependencies=checks)
     app.include_router(search_router(), dependencies=checks)

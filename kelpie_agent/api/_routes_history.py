@@ -17,7 +17,41 @@ from ._routes_agents import MAX_PAGE
 from ._routes_messages import keeper
 from ._routing import ERROR_RESPONSES, collection_route
 
-__all__ = ["history_router"]
+__all__ = ["history_page", "history_router"]
+
+
+async def history_page(
+    agent_id: str,
+    after: str | None,
+    before: str | None,
+    limit: int,
+    order: str,
+    use_assistant_message: bool,
+    include_return_message_types: list[MessageType] | None,
+    conversation_id: str | None = None,
+) -> list[LettaMessage]:
+    """A page of a history (the agent's, or its conversation's) with only the message types
+    asked for: pages are read until the page is full."""
+    keep = keeper(include_return_message_types)
+    out: list[dict[str, Any]] = []
+    cursor_after = after
+    while True:
+        batch: list[AgentMessage] = await current_service().list_messages(
+            agent_id,
+            after=cursor_after,
+            before=before,
+            limit=limit,
+            order=order,
+            use_assistant_message=use_assistant_message,
+            conversation_id=conversation_id,
+        )
+        out.extend(m for m in (letta_json(m) for m in batch) if keep(m))
+        if include_return_message_types is None or len(out) >= limit or len(batch) < limit:
+            break
+        if before is not None and after is None:
+            break  # paging backwards: one window only
+        cursor_after = batch[-1].id
+    return out[:limit]  # type: ignore[return-value]
 
 
 def history_router() -> APIRouter:
@@ -35,25 +69,15 @@ def history_router() -> APIRouter:
     ) -> list[LettaMessage]:
         """The agent's history, newest first by default; ``after``/``before`` are message
         ids relative to the order."""
-        keep = keeper(include_return_message_types)
-        out: list[dict[str, Any]] = []
-        cursor_after = after
-        while True:
-            batch: list[AgentMessage] = await current_service().list_messages(
-                agent_id,
-                after=cursor_after,
-                before=before,
-                limit=limit,
-                order=order,
-                use_assistant_message=use_assistant_message,
-            )
-            out.extend(m for m in (letta_json(m) for m in batch) if keep(m))
-            if include_return_message_types is None or len(out) >= limit or len(batch) < limit:
-                break
-            if before is not None and after is None:
-                break  # paging backwards: one window only
-            cursor_after = batch[-1].id
-        return out[:limit]  # type: ignore[return-value]
+        return await history_page(
+            agent_id,
+            after,
+            before,
+            limit,
+            order,
+            use_assistant_message,
+            include_return_message_types,
+        )
 
     @router.post("/v1/agents/{agent_id}/recompile")
     async def recompile(

@@ -9,7 +9,7 @@ from typing import Any
 import trio
 from fastapi import APIRouter
 
-from kelpie_agent.agent import LettaStopReason, StreamEvent, letta_json
+from kelpie_agent.agent import LettaStopReason, StreamEvent, TurnResult, letta_json
 from kelpie_agent.service import InvalidError
 
 from ._context import current, current_service
@@ -19,7 +19,7 @@ from ._params import AgentId
 from ._routing import ERROR_RESPONSES
 from ._sse import SseResponse, pinger
 
-__all__ = ["keeper", "messages_router", "stream_response"]
+__all__ = ["STREAM_DOC", "keeper", "letta_response", "messages_router", "stream_response"]
 
 # One server-sent event (OpenAPI < 3.2: the schema of a text/event-stream describes each event).
 _EVENT = {
@@ -39,6 +39,9 @@ _STREAM_DOC = {
 }
 
 
+STREAM_DOC = _STREAM_DOC  # the OpenAPI description of a route's server-sent events
+
+
 def keeper(types: Sequence[str] | None) -> Callable[[Mapping[str, Any]], bool]:
     if types is None:
         return lambda frame: True
@@ -46,9 +49,24 @@ def keeper(types: Sequence[str] | None) -> Callable[[Mapping[str, Any]], bool]:
     return lambda frame: frame.get("message_type") in wanted
 
 
-def stream_response(agent_id: AgentId, body: MessageRequest) -> SseResponse:
-    """The run of ``body`` on the agent as server-sent events (the service's ``stream_to``
-    feeds the response's channel)."""
+def letta_response(result: TurnResult, types: Sequence[str] | None) -> LettaResponse:
+    """A finished run as Letta's JSON answer, with only the message types asked for."""
+    keep = keeper(types)
+    messages = [m for m in (letta_json(m) for m in result.response_messages) if keep(m)]
+    return LettaResponse.model_validate(
+        {
+            "messages": messages,
+            "stop_reason": letta_json(LettaStopReason(result.stop_reason)),
+            "usage": letta_json(result.usage),
+        }
+    )
+
+
+def stream_response(
+    agent_id: AgentId, body: MessageRequest, conversation_id: str | None = None
+) -> SseResponse:
+    """The run of ``body`` on the agent (in its conversation ``conversation_id``, if given)
+    as server-sent events (the service's ``stream_to`` feeds the response's channel)."""
     node = current()
     service = node.service
     inputs = body.inputs()
@@ -61,6 +79,7 @@ def stream_response(agent_id: AgentId, body: MessageRequest) -> SseResponse:
             max_steps=body.max_steps,
             stream_tokens=body.stream_tokens,
             use_assistant_message=body.use_assistant_message,
+            conversation_id=conversation_id,
         )
 
     return SseResponse(
@@ -94,15 +113,7 @@ def messages_router() -> APIRouter:
             max_steps=body.max_steps,
             use_assistant_message=body.use_assistant_message,
         )
-        keep = keeper(body.include_return_message_types)
-        messages = [m for m in (letta_json(m) for m in result.response_messages) if keep(m)]
-        return LettaResponse.model_validate(
-            {
-                "messages": messages,
-                "stop_reason": letta_json(LettaStopReason(result.stop_reason)),
-                "usage": letta_json(result.usage),
-            }
-        )
+        return letta_response(result, body.include_return_message_types)
 
     @router.post(
         "/v1/agents/{agent_id}/messages/stream",

@@ -17,6 +17,7 @@ from ._models_messages import LettaMessage, StopReasonType
 from ._models_runs import Run, RunStatus, RunUsage, run_out, usage_out
 from ._params import Cursor, IdListQuery, IdQuery, RunId
 from ._routes_agents import Limit
+from ._routes_messages import STREAM_DOC
 from ._routing import ERROR_RESPONSES, collection_route
 from ._sse import SseResponse, pinger
 
@@ -133,7 +134,12 @@ def runs_router() -> APIRouter:
         )
         return [letta_json(m) for m in messages]  # type: ignore[misc]
 
-    @router.post("/v1/runs/{run_id}/stream", response_class=SseResponse, status_code=200)
+    @router.post(
+        "/v1/runs/{run_id}/stream",
+        response_class=SseResponse,
+        status_code=200,
+        responses={200: STREAM_DOC},
+    )
     async def stream_run(run_id: RunId, body: RunStreamRequest) -> SseResponse:
         """Follow a run (background mode): its messages after ``starting_after`` as they are
         stored, then its stop reason and usage, from any node."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kelpie_agent.agent import AgentMessage, Keys, render_messages
+from kelpie_agent.agent import AgentMessage, ConversationRecord, Keys, render_messages
 from kelpie_agent.agent._codec import unpack
 
 from . import _validate as v
@@ -52,14 +52,15 @@ class History(Directory):
     ) -> list[AgentMessage]:
         """Every agent's messages by date (then id), newest first by default, as Letta shows
         them; ``types`` keeps those message types; ``after``/``before`` are message ids in
-        the listing order. A ``conversation_id`` is a 404: there are no conversations yet."""
+        the listing order; ``conversation_id`` keeps that conversation's (404 if there is no
+        such conversation)."""
         self._check_running()
         limit, descending = v.page_limit(limit), v.order(order)
+        prefix = _MESSAGES
         if conversation_id is not None:
-            v.ident(conversation_id, "conversation_id")
-            raise NotFoundError("conversation", conversation_id)
+            prefix = Keys((await self._thread(conversation_id)).id).messages
         by_agent: dict[str, list[AgentMessage]] = {}
-        for key, value in await _all(self.read, _MESSAGES):
+        for key, value in await _all(self.read, prefix):
             by_agent.setdefault(key.split(b"/")[1].decode(), []).append(unpack(value))
         shown = [m for messages in by_agent.values() for m in render_messages(messages)]
         if types is not None:
@@ -91,20 +92,28 @@ class History(Directory):
         messages users, the agent (assistant text and reasoning) and the system wrote, as
         Letta shows them (hidden turns left out), of one agent or all, created after
         ``start`` and at or before ``end`` (epoch seconds), ranked as ``tools.search`` ranks
-        (``vector``, ``fts`` or ``hybrid``). A ``conversation_id`` is a 404 (no
-        conversations yet)."""
+        (``vector``, ``fts`` or ``hybrid``); ``conversation_id`` searches that conversation
+        (of ``agent_id``, if given). The agent id of a conversation's message is its agent's."""
         self._check_running()
         if mode not in SEARCH_MODES:
             raise InvalidError("search_mode", f"must be one of {', '.join(SEARCH_MODES)}")
         v.text(query, "query", empty=True)
         limit = v.int_at_least(limit, "limit", 1, v.MAX_PAGE)
-        if conversation_id is not None:
-            v.ident(conversation_id, "conversation_id")
-            raise NotFoundError("conversation", conversation_id)
         prefix = Keys(v.ident(agent_id, "agent_id")).messages if agent_id else _MESSAGES
+        if conversation_id is not None:
+            conv = await self._thread(conversation_id)
+            if agent_id is not None and conv.agent_id != agent_id:
+                raise NotFoundError(
+                    "conversation", conversation_id, f"conversation_id: not {agent_id}'s"
+                )
+            prefix = Keys(conv.id).messages
         by_agent: dict[str, list[AgentMessage]] = {}
+        owners: dict[str, str] = {}
         for key, value in await _all(self.read, prefix):
-            by_agent.setdefault(key.split(b"/")[1].decode(), []).append(unpack(value))
+            thread = key.split(b"/")[1].decode()
+            if thread not in owners:
+                owners[thread] = await self._owner_of(thread)
+            by_agent.setdefault(owners[thread], []).append(unpack(value))
         found: dict[str, tuple[str, AgentMessage]] = {}
         for owner, messages in by_agent.items():
             for m in render_messages(messages):
@@ -118,6 +127,20 @@ class History(Directory):
         texts = {mid: message_text(m) for mid, (_, m) in found.items()}
         ranked = await rank(self.embedder, texts, query, mode) if query else []
         return [found[r.id] for r in ranked[:limit]]
+
+    async def _thread(self, conversation_id: str) -> ConversationRecord:
+        """Conversation ``conversation_id``'s record (NotFoundError if there is none)."""
+        key = Keys.conversation(v.ident(conversation_id, "conversation_id"))
+        data = await self.read.get(key, f"conversation {conversation_id}")
+        if data is None:
+            raise NotFoundError("conversation", conversation_id)
+        record: ConversationRecord = unpack(data)
+        return record
+
+    async def _owner_of(self, thread: str) -> str:
+        """The agent a history belongs to: the agent's own, or a conversation's agent."""
+        data = await self.read.get(Keys.conversation(thread), f"conversation {thread}")
+        return thread if data is None else str(unpack(data).agent_id)
 
     async def get_message(self, message_id: str) -> list[AgentMessage]:
         """Message ``message_id``, whichever agent has it, as Letta shows it (a list: Letta

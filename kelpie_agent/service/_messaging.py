@@ -120,12 +120,13 @@ class Messaging(Steps):
         *,
         max_steps: int | None = None,
         use_assistant_message: bool = True,
+        conversation_id: str | None = None,
     ) -> TurnResult:
         """Run the agent on new input and return the finished run (Letta's LettaResponse:
         ``result.response_messages``, ``stop_reason``, ``usage``). Give the first message an
         ``otid`` to make retries of the same request safe across calls."""
         request, idempotent = await self._send_request(
-            agent_id, messages, max_steps, use_assistant_message, False
+            agent_id, messages, max_steps, use_assistant_message, False, thread=conversation_id
         )
         with self._registered(agent_id, request):
             result: TurnResult = await self._request(agent_id, request, idempotent=idempotent)
@@ -141,6 +142,7 @@ class Messaging(Steps):
         max_steps: int | None = None,
         stream_tokens: bool = False,
         use_assistant_message: bool = True,
+        conversation_id: str | None = None,
     ) -> AsyncIterator[MessageStream]:
         """``async with service.stream_message(...) as stream: async for event in stream``.
 
@@ -150,7 +152,12 @@ class Messaging(Steps):
         the input and finishes the run; the history shows it. Only this node stopping can
         stop it before the agent took it (a retry with the same otid is then safe)."""
         request, idempotent = await self._send_request(
-            agent_id, messages, max_steps, use_assistant_message, stream_tokens
+            agent_id,
+            messages,
+            max_steps,
+            use_assistant_message,
+            stream_tokens,
+            thread=conversation_id,
         )
         send, receive = trio.open_memory_channel[StreamEvent](self.options.stream_buffer)
         stream = MessageStream(receive)
@@ -186,6 +193,7 @@ class Messaging(Steps):
         max_steps: int | None = None,
         stream_tokens: bool = False,
         use_assistant_message: bool = True,
+        conversation_id: str | None = None,
     ) -> TurnResult:
         """Like :meth:`stream_message`, sending the events into ``out`` (closed at the end)
         and returning the result, for a caller that owns the consuming task (an SSE
@@ -194,7 +202,12 @@ class Messaging(Steps):
         with the run's result)."""
         async with out:
             request, idempotent = await self._send_request(
-                agent_id, messages, max_steps, use_assistant_message, stream_tokens
+                agent_id,
+                messages,
+                max_steps,
+                use_assistant_message,
+                stream_tokens,
+                thread=conversation_id,
             )
             return await self._stream_into(agent_id, request, out, idempotent)
 
@@ -242,6 +255,7 @@ class Messaging(Steps):
         max_steps: int | None = None,
         use_assistant_message: bool = True,
         config: Mapping[str, Any] | None = None,
+        conversation_id: str | None = None,
     ) -> RunRecord:
         """Start a run in the background (Letta's background mode and ``/messages/async``)
         and return its record as soon as the agent committed the input (``running``, or
@@ -249,7 +263,13 @@ class Messaging(Steps):
         this node runs, and resumed by the agent's next activation if the node dies. Follow
         it with :meth:`get_run` and :meth:`follow_run`."""
         request, idempotent = await self._send_request(
-            agent_id, messages, max_steps, use_assistant_message, False, background=True
+            agent_id,
+            messages,
+            max_steps,
+            use_assistant_message,
+            False,
+            background=True,
+            thread=conversation_id,
         )
         if config:
             request = attrs.evolve(request, config={**request.config, **config})
@@ -281,12 +301,14 @@ class Messaging(Steps):
         return await self.get_run(started[0])
 
     def _registered(self, agent_id: str, request: SendMessage) -> _Registration:
-        return _Registration(self._cancel_events, agent_id, request.cancel)
+        keys = [agent_id] if request.thread is None else [agent_id, request.thread]
+        return _Registration(self._cancel_events, keys, request.cancel)
 
     def cancel_runs(self, agent_id: str) -> int:
-        """Ask the runs this node is serving for the agent to stop after their current step
-        (stop reason ``cancelled``); returns how many were asked. Runs started through other
-        nodes are not reached."""
+        """Ask the runs this node is serving for the agent (or, given a conversation's id,
+        for that conversation) to stop after their current step (stop reason
+        ``cancelled``); returns how many were asked. Runs started through other nodes are
+        not reached."""
         events = self._cancel_events.get(agent_id, [])
         for event in events:
             event.set()
@@ -301,18 +323,22 @@ class Messaging(Steps):
         limit: int = 100,
         order: str = "desc",
         use_assistant_message: bool = True,
+        conversation_id: str | None = None,
     ) -> list[AgentMessage]:
-        """A page of the agent's history, newest first by default. ``after``/``before`` are
-        message ids relative to the listing order (Letta's cursors)."""
+        """A page of the agent's history (or of its conversation ``conversation_id``),
+        newest first by default. ``after``/``before`` are message ids relative to the
+        listing order (Letta's cursors)."""
         await self._agent(agent_id)
         limit, descending = v.page_limit(limit), v.order(order)
-        keys = Keys(agent_id)
+        keys = Keys(conversation_id or agent_id)
         for field, cursor in (("after", after), ("before", before)):
             if cursor is not None:
                 v.ident(cursor, field)
                 if await self.read.get(keys.message_id(cursor), "a message cursor") is None:
                     raise NotFoundError(
-                        "message", cursor, f"{field}: agent {agent_id} has no message {cursor!r}"
+                        "message",
+                        cursor,
+                        f"{field}: {conversation_id or agent_id} has no message {cursor!r}",
                     )
         win = window(descending, after, before)
         request = ListMessages(
@@ -321,6 +347,7 @@ class Messaging(Steps):
             limit=limit,
             order="desc" if win.from_high else "asc",
             use_assistant_message=use_assistant_message,
+            thread=conversation_id,
         )
         page: list[AgentMessage] = await self._request(agent_id, request)
         return page[::-1] if win.reverse else page
@@ -337,30 +364,33 @@ class Messaging(Steps):
         view: AgentView = await self._request(agent_id, ResetMessages())
         return view
 
-    async def recompile(self, agent_id: str) -> str:
+    async def recompile(self, agent_id: str, conversation_id: str | None = None) -> str:
         """The system prompt the agent's next step sends, compiled from its current memory
         (Letta's ``agents.recompile``; Kelpie compiles it for every step, so there is nothing
         to store and ``dry_run`` changes nothing)."""
         await self._agent(agent_id)
-        prompt: str = await self._request(agent_id, Recompile())
+        prompt: str = await self._request(agent_id, Recompile(thread=conversation_id))
         return prompt
 
 
 class _Registration:
-    """Makes a send's cancel event reachable by ``cancel_runs`` while it runs."""
+    """Makes a send's cancel event reachable by ``cancel_runs`` while it runs (under its
+    agent's id, and its conversation's if it runs in one)."""
 
     def __init__(
-        self, table: dict[str, list[trio.Event]], agent_id: str, event: trio.Event | None
+        self, table: dict[str, list[trio.Event]], keys: list[str], event: trio.Event | None
     ) -> None:
-        self.table, self.agent_id, self.event = table, agent_id, event
+        self.table, self.keys, self.event = table, keys, event
 
     def __enter__(self) -> None:
         if self.event is not None:
-            self.table.setdefault(self.agent_id, []).append(self.event)
+            for key in self.keys:
+                self.table.setdefault(key, []).append(self.event)
 
     def __exit__(self, *exc: object) -> None:
-        events = self.table.get(self.agent_id, [])
-        if self.event in events:
-            events.remove(self.event)
-        if not events:
-            self.table.pop(self.agent_id, None)
+        for key in self.keys:
+            events = self.table.get(key, [])
+            if self.event in events:
+                events.remove(self.event)
+            if not events:
+                self.table.pop(key, None)

@@ -124,7 +124,7 @@ class Runs(History):
         )
 
     async def _run_messages(self, run: RunRecord, batch: int = _BATCH) -> list[AgentMessage]:
-        keys = Keys(run.agent_id)
+        keys = Keys(run.thread_id or run.agent_id)  # its thread's history
         start, end = keys.message(run.first_seq), Keys.prefix_end(keys.messages)
         found: list[AgentMessage] = []
         while True:

@@ -48,9 +48,9 @@ from kelpie_agent.agent._identities import link_key
 
 from . import _validate as v
 from ._base import SETTLED
+from ._conversations import Conversations
 from ._errors import ConflictError, InvalidError, NotFoundError
 from ._index import RepairReport, _all, repair, scan_index, window
-from ._messaging import Messaging
 from ._records import IndexEntry, index_entry
 from ._types import paginate
 
@@ -68,7 +68,7 @@ def _gone(kind: str) -> Any:
     return lambda error: isinstance(error, NotFoundError) and error.kind == kind
 
 
-class AgentService(Messaging):
+class AgentService(Conversations):
     """The agents of a deployment, served through one node. See docs/service.md."""
 
     # -- agents --------------------------------------------------------------------------------

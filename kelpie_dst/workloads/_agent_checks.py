@@ -195,16 +195,31 @@ class Observed:
     epoch: int | None = None
 
 
-def agent_of_key(key: str) -> str | None:
-    """The agent a storage key belongs to; ``"block"`` for a block; None for other keys."""
+def agent_of_key(key: str, threads: Mapping[str, str] | None = None) -> str | None:
+    """The agent a storage key belongs to; ``"block"`` for a block; None for other keys.
+    A conversation's keys (its record, and its thread's history under its own id) belong to
+    its agent: ``threads`` maps conversation ids to agents (:func:`conversation_owners`)."""
     head, _, rest = key.partition("/")
-    if head in ("agent", "session"):
-        return rest or None
-    if head in ("msg", "msgid", "passage", "passageid"):
-        return rest.split("/", 1)[0] or None
-    if head == "block":
+    found: str | None = None
+    if head in ("agent", "session", "conv"):
+        found = rest or None
+    elif head in ("msg", "msgid", "passage", "passageid", "convs", "open"):
+        found = rest.split("/", 1)[0] or None
+    elif head == "block":
         return "block"
-    return None
+    if found is not None and threads:
+        return threads.get(found, found)
+    return found
+
+
+def conversation_owners(keys: Iterable[str], into: dict[str, str]) -> None:
+    """Learn conversation -> agent from the agents' index keys (``convs/<agent>/<µs>/<conv>``,
+    written in the transaction that creates the conversation, before any of its keys)."""
+    for key in keys:
+        if key.startswith("convs/"):
+            parts = key.split("/")
+            if len(parts) == 4:
+                into[parts[3]] = parts[1]
 
 
 def check_acknowledged(acks: Iterable[Ack], histories: Mapping[str, Sequence[Msg]]) -> list[str]:
@@ -253,6 +268,7 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
     latest: dict[str, tuple[int, str, int]] = {}  # actor -> (position, node, epoch) acquired
     lives: dict[str, tuple[str, int]] = {}  # owner token -> (node, incarnation) that took it
     takers: dict[str, str] = {}  # owner token -> the activation that acquired it
+    threads: dict[str, str] = {}  # conversation -> its agent
     for position, entry in enumerate(entries):
         if isinstance(entry, Observed):
             if entry.kind == "actor.acquired" and entry.epoch is not None:
@@ -260,7 +276,8 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
                 latest[entry.actor] = (position, entry.node, entry.epoch)
             continue
         fenced = {f.actor: f.owner for f in entry.fences}
-        touched = [agent_of_key(k) for k in entry.agent_writes]
+        conversation_owners(entry.agent_writes, threads)
+        touched = [agent_of_key(k, threads) for k in entry.agent_writes]
         actors = sorted({f"agent/{a}" for a in touched if a not in (None, "block")})
         if "block" in touched and not fenced:
             problems.append(f"t={entry.time:.3f} {entry.node}: an unfenced write of a block")

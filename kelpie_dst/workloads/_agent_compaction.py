@@ -27,7 +27,7 @@ from ._agent_checks import Msg
 
 __all__ = ["ContextAuditor", "check_context", "check_summaries"]
 
-_INPUT = re.compile(r"^(tag-a\d+-m\d+) ")
+_INPUT = re.compile(r"^(tag-a\d+-(?:(c\d+f?)-)?m\d+) ")
 _EVICTED = re.compile(r"prior messages \((\d+) of \d+ total messages\) have been hidden")
 _MAX_PROBLEMS = 50
 
@@ -80,7 +80,7 @@ class ContextAuditor:
     them all. Counts the summary requests too."""
 
     def __init__(self) -> None:
-        self.shown: dict[int, set[str]] = {}
+        self.shown: dict[tuple[int, str], set[str]] = {}
         self.summaries: dict[int, int] = {}
         self.problems: list[str] = []
 
@@ -90,18 +90,23 @@ class ContextAuditor:
     def step(self, request: LlmRequest, agent: int, where: str) -> None:
         texts = list(_texts(request))
         prompt = "\n".join(texts)
-        shown = self.shown.setdefault(agent, set())
+        inputs = [
+            found
+            for message in request.messages
+            if message.role == "user"
+            for block in message.content
+            if isinstance(block, TextBlock)
+            for found in [_INPUT.match(block.text)]
+            if found is not None
+        ]
+        # each thread (the agent's own history, or a conversation: _agent_threads) has its
+        # own context; the newest input says which thread the step runs in
+        thread = (inputs[-1].group(2) or "") if inputs else ""
+        shown = self.shown.setdefault((agent, thread), set())
         for problem in check_context(shown, prompt, agent):
             if len(self.problems) < _MAX_PROBLEMS:
                 self.problems.append(f"{where}: {problem}")
-        for message in request.messages:
-            if message.role != "user":
-                continue
-            for block in message.content:
-                if isinstance(block, TextBlock):
-                    found = _INPUT.match(block.text)
-                    if found is not None:
-                        shown.add(found.group(1))
+        shown.update(found.group(1) for found in inputs)
 
     def metrics(self) -> Mapping[str, int]:
         return {

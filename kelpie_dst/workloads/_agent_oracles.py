@@ -34,6 +34,7 @@ from ._agent_checks import Msg
 from ._agent_compaction import ContextAuditor
 from ._agent_moves import Expect
 from ._agent_prompt import agents_named, prompt_blocks
+from ._agent_threads import ThreadAuditor
 
 __all__ = [
     "Applied",
@@ -62,6 +63,7 @@ class PromptAuditor:
         self.read_only: dict[int, dict[str, str]] = {}  # agent -> label -> value
         self.expected: dict[str, Expect] = {}
         self.context = ContextAuditor()  # compaction: no input vanishes from the prompt
+        self.threads = ThreadAuditor()  # conversations: one thread per prompt
 
     def _problem(self, text: str, kind: str = "memory") -> None:
         found = self.problems.setdefault(kind, [])
@@ -98,6 +100,7 @@ class PromptAuditor:
             agent = agents.pop()
             self._check_memory(request.system, agent, where)
             self.context.step(request, agent, where)
+            self.threads.step(request, agent, where)
         if isinstance(outcome, Failure):
             if outcome.kind == "bad_request":
                 self._problem(

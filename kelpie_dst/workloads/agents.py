@@ -68,6 +68,7 @@ from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
+from ._agent_threads import Threads
 from ._agent_world import World
 
 __all__ = [
@@ -124,6 +125,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     "via": "direct",
     "history_window": 0,  # messages an agent keeps in memory (0: LoopConfig's default); small
     # windows make the agents compact their context often (scenarios/agent_compaction.toml)
+    "conversations": 0,  # per agent, each driven by its own client (via http; _agent_threads)
+    "conversation_messages": 3,
 }
 VIAS = ("direct", "http")
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -137,6 +140,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "attempt_timeout": (0.001, 3600),
     "block_limit": (1, 100_000),
     "history_window": (0, 10_000),
+    "conversations": (0, 20),
+    "conversation_messages": (1, 100),
 }
 
 
@@ -160,6 +165,8 @@ async def agents(ctx: WorkloadContext) -> None:
     via = str(ctx.params["via"])
     if via not in VIAS:
         raise UsageError(f"workload.params.via: unknown {via!r} (allowed: {', '.join(VIAS)})")
+    if int(ctx.params["conversations"]) and via != "http":
+        raise UsageError("workload.params.conversations: needs via = 'http'")
     topology = ctx.topology
     if topology.llm.transport != "direct":
         raise UsageError("topology.llm.transport: the agents workload supports 'direct' only")
@@ -207,9 +214,18 @@ async def agents(ctx: WorkloadContext) -> None:
 
 async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan]) -> None:
     count = max(1, min(int(ctx.params["clients"]), len(plans)))
+    threads = Threads(
+        clients,
+        int(ctx.params["conversations"]),
+        int(ctx.params["conversation_messages"]),
+        float(ctx.params["stream_fraction"]),
+    )
     async with trio.open_nursery() as nursery:
         for number in range(count):
             nursery.start_soon(clients.client, number, plans[number::count])
+        for plan in plans if threads.count else ():
+            for k in range(threads.count):
+                nursery.start_soon(threads.client, plan, k)
     rng = ctx.rng("read")
     steps: list[str] = []
     ctx.state["steps"], steps_rng = steps, ctx.rng("steps")
@@ -218,6 +234,10 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         if created is not None and created.outcome == "acked":
             await clients.read_back(plan, rng)
             steps += await read_steps(clients, plan, steps_rng)
+    if threads.count:
+        await threads.read_back(plans, ctx.rng("threads/read"))
+        ctx.state["threads"] = threads
+        ctx.metric("conversations.acked", len(threads.acks))
     by_number = {p.agent_id: p for p in plans}
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
@@ -327,6 +347,17 @@ def background_runs_followed(ctx: WorkloadContext) -> None:
     background = ctx.state.get("background")
     if isinstance(background, BackgroundRuns):
         _holds(check_followed(background), "background runs followed wrongly")
+
+
+@invariant
+def conversations_isolated(ctx: WorkloadContext) -> None:
+    """Every acknowledged input of a conversation is in that conversation's history exactly
+    once, in order, and in no other thread; a fork holds a copy of its source; each prompt
+    shows one thread, and the model saw every acknowledged input; the conversations list
+    pages each once (_agent_threads)."""
+    threads = ctx.state.get("threads")
+    if isinstance(threads, Threads):
+        _holds(threads.check(), "conversations mixed or lost")
 
 
 @invariant

@@ -216,12 +216,27 @@ class Moves:
                 calls.append(self.call(kind, {"text": note}, key=True))
         return calls
 
-    def python(self, note: str, step: int) -> Call:
+    def python(self, note: str, step: int, *, forbidden: bool = False) -> Call:
         """Python in the sandbox that records ``note`` with the ledger service."""
         ident = call_id(self.rng)
         code = f"{EFFECT_SERVICE}({ident!r}, {note!r})\nprint({note!r}, {step} * 7)"
-        self.effect(ident, note, False)
+        self.effect(ident, note, forbidden)
         return Call("run_code", {"code": code, "language": "python"}, id=ident)
+
+    # -- tool rules --------------------------------------------------------------------------------
+    def hidden(self, agent: int, name: str, args: dict[str, Any], *, key: bool) -> Call:
+        """A call of ``name``, which the agent has but its rules no longer offer (the model
+        disobeys, as models do): it must be refused, and never take effect."""
+        if name == "run_code" and "note" in args:  # Python that records with the ledger
+            call = self.python(str(args["note"]), 0, forbidden=True)
+        else:
+            ident = call_id(self.rng)
+            args = dict(args)
+            if key:
+                args["request_id"] = ident
+                self.effect(ident, str(args.get("text", "")), True)
+            call = Call(name, args, id=ident)
+        return self._expect(agent, call, False, f"{name} is used up by its tool rule")
 
     # -- boundary edits -------------------------------------------------------------------------
     def edge(self, agent: int, tag: str) -> Call | None:

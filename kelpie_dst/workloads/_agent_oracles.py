@@ -34,6 +34,7 @@ from ._agent_checks import Msg
 from ._agent_compaction import ContextAuditor
 from ._agent_moves import Expect
 from ._agent_prompt import agents_named, prompt_blocks
+from ._agent_rules import check_offered
 
 __all__ = [
     "Applied",
@@ -55,11 +56,13 @@ class PromptAuditor:
         self.problems: dict[str, list[str]] = {}  # by kind: isolation, memory, outcome, api
         self.requests = 0
         self.checked_outcomes = 0
+        self.rule_checks = 0  # requests checked against the agent's tool rules
         self.texts: set[str] = set()  # text blocks of complete answers
         self.calls: set[tuple[str, str]] = set()  # (name, arguments) of complete answers
         self.call_ids: set[str] = set()
         self.markers: dict[int, str] = {}  # agent -> its persona marker
         self.read_only: dict[int, dict[str, str]] = {}  # agent -> label -> value
+        self.max_counts: dict[int, dict[str, int]] = {}  # agent -> tool -> its rule's limit
         self.expected: dict[str, Expect] = {}
         self.context = ContextAuditor()  # compaction: no input vanishes from the prompt
 
@@ -97,6 +100,10 @@ class PromptAuditor:
         else:
             agent = agents.pop()
             self._check_memory(request.system, agent, where)
+            limits = self.max_counts.get(agent, {})
+            self.rule_checks += bool(limits)
+            for problem in check_offered(request, agent, limits, where):
+                self._problem(problem, "outcome")
             self.context.step(request, agent, where)
         if isinstance(outcome, Failure):
             if outcome.kind == "bad_request":

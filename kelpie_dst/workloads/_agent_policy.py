@@ -25,6 +25,7 @@ from ..shims import HelpfulPolicy, policy_from_dict
 from ..shims.llm import Call, Policy, Reply
 from ._agent_checks import tag
 from ._agent_moves import CUSTOM_TOOL, CUSTOM_TOOL_SOURCE, Expect, Moves
+from ._agent_rules import prompt_max_counts
 
 __all__ = [
     "CUSTOM_TOOL",
@@ -207,9 +208,11 @@ def _calls(d: Directive, step: int, moves: Moves) -> list[Call]:
         return [edit] if edit is not None else []
     if d.kind == "junk":
         return [moves.junk(d.agent, d.tag, step)]
-    if d.kind == "python":
-        return [moves.python(note, step)] if "run_code" in offered else []
     options: list[tuple[str, dict[str, Any], bool]] = []
+    if d.kind == "python":
+        if "run_code" in offered:
+            return [moves.python(note, step)]
+        return _disobey(d, moves, [("run_code", {"note": note}, False)])
     if d.kind == "memory":
         options = [
             ("core_memory_append", {"label": "human", "content": f"{note}."}, False),
@@ -239,6 +242,18 @@ def _calls(d: Directive, step: int, moves: Moves) -> list[Call]:
     for name, args, effect in options:
         if name in offered:
             return [moves.call(name, args, key=effect)]
+    return _disobey(d, moves, options)
+
+
+def _disobey(
+    d: Directive, moves: Moves, options: list[tuple[str, dict[str, Any], bool]]
+) -> list[Call]:
+    """None of ``options`` is offered: if the prompt's tool rules say one was used up, call
+    it anyway half the time (it must be refused); otherwise no call."""
+    limits = prompt_max_counts(moves.request.system)
+    for name, args, effect in options:
+        if name in limits and moves.rng.random() < 0.5:
+            return [moves.hidden(d.agent, name, args, key=effect)]
     return []
 
 

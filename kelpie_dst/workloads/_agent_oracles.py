@@ -87,7 +87,7 @@ class PromptAuditor:
                     agents |= agents_named(block.arguments)
                 else:
                     agents |= agents_named(block.content)
-                    self._check_result(block, where)
+                    self._check_result(block, where, request.system)
         if len(agents) > 1:
             names = ", ".join(f"a{n}" for n in sorted(agents))
             self._problem(f"{where}: one LLM request shows the data of agents {names}", "isolation")
@@ -139,7 +139,7 @@ class PromptAuditor:
                     f"the prompt shows {got}"
                 )
 
-    def _check_result(self, result: ToolResult, where: str) -> None:
+    def _check_result(self, result: ToolResult, where: str, system: str) -> None:
         expect = self.expected.pop(result.tool_call_id, None)
         if expect is None:
             return
@@ -160,6 +160,16 @@ class PromptAuditor:
                 f"{outcome}: {result.content[:160]}",
                 "outcome",
             )
+        elif expect.after is not None:  # the step after an edit shows the edited block
+            label, value = expect.after
+            shown = (prompt_blocks(system) or {}).get(label)
+            if shown is not None and shown.value != value:
+                self._problem(
+                    f"{where}: after a{expect.agent}'s {expect.name} call {expect.call_id} "
+                    f"({expect.why}) the prompt shows {label} as {shown.value[:80]!r}, "
+                    f"not {value[:80]!r}",
+                    "outcome",
+                )
 
     def _said(self, plan: Plan) -> None:
         for block in plan.response.content:

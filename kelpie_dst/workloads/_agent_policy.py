@@ -214,6 +214,11 @@ def _calls(d: Directive, step: int, moves: Moves) -> list[Call]:
             return [moves.python(note, step)]
         return _disobey(d, moves, [("run_code", {"note": note}, False)])
     if d.kind == "memory":
+        # a model that can memory_replace also tidies its scratch block between notes
+        if "memory_replace" in offered and step > 1 and moves.rng.random() < 0.5:
+            edit = moves.edge(d.agent, d.tag)
+            if edit is not None:
+                return [edit]
         options = [
             ("core_memory_append", {"label": "human", "content": f"{note}."}, False),
             ("memory_insert", {"label": "human", "new_string": f"{note}."}, False),

@@ -128,6 +128,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     # windows make the agents compact their context often (scenarios/agent_compaction.toml)
 }
 VIAS = ("direct", "http")
+SCRATCH = "kelp tide kelp 海海\nreef foam reef"
+"""The scratch block's first value: words twice on one line and across lines, non-ASCII, so
+that boundary ``memory_replace`` calls (``_agent_edits``) have ambiguous strings to refuse."""
 BOUNDS: dict[str, tuple[float, float]] = {
     "agents": (1, 200),
     "messages": (1, 1000),
@@ -265,7 +268,7 @@ def _plan(
             BlockPlan("persona", f"I am agent {number}. My marker is {marker}.", block_limit),
             BlockPlan("human", "", block_limit),
             BlockPlan("rules", f"mark-a{number} rules: answer every directive.", 200, True),
-            BlockPlan("scratch", "", rng.randint(48, 160)),
+            BlockPlan("scratch", SCRATCH, rng.randint(48, 160)),
         )
         plan = AgentPlan(
             number,

@@ -21,7 +21,7 @@ import random
 
 from ._agent_prompt import agents_named
 
-__all__ = ["pick_old_string", "replace_model"]
+__all__ = ["insert_model", "pick_old_string", "replace_model"]
 
 
 def replace_model(value: str, old: str, new: str, limit: int) -> tuple[bool, str, str]:
@@ -35,6 +35,17 @@ def replace_model(value: str, old: str, new: str, limit: int) -> tuple[bool, str
     if len(after) > limit:
         return False, value, f"replace to {len(after)}/{limit}"
     return True, after, f"replace of a unique old_string, to {len(after)}/{limit}"
+
+
+def insert_model(value: str, new: str, insert_line: int = -1) -> str | None:
+    """Letta's ``memory_insert``: ``new``'s lines after line ``insert_line`` (0: first, -1:
+    after the last line; a block's value always has at least one, possibly empty, line); None
+    when the line is out of range. ``core_memory_append`` is ``insert_model(value, new)``."""
+    lines = value.split("\n")
+    at = len(lines) if insert_line == -1 else insert_line
+    if not 0 <= at <= len(lines):
+        return None
+    return "\n".join([*lines[:at], *new.split("\n"), *lines[at:]])
 
 
 def _twice_on_a_line(value: str, rng: random.Random) -> str:

@@ -32,7 +32,7 @@ import attrs
 from kelpie_agent.llm import LlmRequest, Tool, ToolCall, ToolResult
 
 from ..shims.llm import Call
-from ._agent_edits import pick_old_string, replace_model
+from ._agent_edits import insert_model, pick_old_string, replace_model
 from ._agent_prompt import PromptBlock, prompt_blocks
 
 __all__ = [
@@ -250,7 +250,7 @@ class Moves:
         if scratch is None:
             return None
         rng = self.rng
-        limit, current = scratch.chars_limit, scratch.chars_current
+        limit, current, value = scratch.chars_limit, scratch.chars_current, scratch.value
         target = limit + rng.choice((-1, 0, 0, 1, 1, -limit, 9 * limit))
         wide = rng.random() < 0.4
         case = rng.random()
@@ -259,7 +259,8 @@ class Moves:
         if "memory_rethink" in self.offered and (case < 0.3 or not scratch.value):
             text = "" if target <= 0 else _filler(target, tag, wide, rng)
             call = self.call("memory_rethink", {"label": "scratch", "new_memory": text})
-            return self._expect(agent, call, len(text) <= limit, f"rethink to {len(text)}/{limit}")
+            ok, why = len(text) <= limit, f"rethink to {len(text)}/{limit}"
+            return self._expect(agent, call, ok, why, after=("scratch", text if ok else value))
         if "memory_replace" in self.offered and case < 0.8 and scratch.value:
             return self._replace(agent, tag, scratch, target, wide)
         if "memory_insert" in self.offered and case < 0.85:
@@ -270,7 +271,9 @@ class Moves:
                 text = _filler(length, tag, wide, rng)
                 call = self.call(name, {"label": "scratch", field: text})
                 total = current + 1 + len(text)
-                return self._expect(agent, call, total <= limit, f"{name} to {total}/{limit}")
+                ok, why = total <= limit, f"{name} to {total}/{limit}"
+                after = insert_model(value, text) if ok else value
+                return self._expect(agent, call, ok, why, after=("scratch", after or value))
         return None
 
     def _replace(
@@ -288,8 +291,7 @@ class Moves:
         ok, after, why = replace_model(value, old, new, scratch.chars_limit)
         args = {"label": "scratch", "old_string": old, "new_string": new}
         call = self.call("memory_replace", args)
-        shown = ("scratch", after) if ok else None
-        return self._expect(agent, call, ok, f"{kind} old_string: {why}", after=shown)
+        return self._expect(agent, call, ok, f"{kind} old_string: {why}", after=("scratch", after))
 
     def _readonly(self, agent: int, tag: str) -> Call | None:
         """Any edit tool, on the read-only block: always refused."""
@@ -318,8 +320,11 @@ class Moves:
             "memory_insert", {"label": "scratch", "new_string": text, "insert_line": at}
         )
         total = scratch.chars_current + 1 + len(text)
-        ok = 0 <= at <= lines and total <= scratch.chars_limit
-        return self._expect(agent, call, ok, f"insert after line {at} of {lines}, to {total}")
+        after = insert_model(scratch.value, text, at)
+        ok = after is not None and total <= scratch.chars_limit
+        why = f"insert after line {at} of {lines}, to {total}"
+        shown = after if ok and after is not None else scratch.value
+        return self._expect(agent, call, ok, why, after=("scratch", shown))
 
     # -- junk --------------------------------------------------------------------------------------
     def junk(self, agent: int, tag: str, step: int) -> Call:

@@ -160,7 +160,7 @@ class PromptAuditor:
                 f"{outcome}: {result.content[:160]}",
                 "outcome",
             )
-        elif expect.after is not None:  # the step after an edit shows the edited block
+        elif expect.after is not None:  # the next step shows the block as the edit left it
             label, value = expect.after
             shown = (prompt_blocks(system) or {}).get(label)
             if shown is not None and shown.value != value:

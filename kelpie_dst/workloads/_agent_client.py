@@ -46,6 +46,7 @@ class AgentPlan:
     messages: tuple[Planned, ...]
     blocks: tuple[BlockPlan, ...] = ()
     marker: str = ""  # in the persona block: what this agent's memory says in every prompt
+    max_counts: tuple[tuple[str, int], ...] = ()  # max_count_per_step tool rules (_agent_rules)
 
 
 @attrs.frozen

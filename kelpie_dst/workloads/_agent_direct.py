@@ -30,6 +30,7 @@ from kelpie_agent.agent import (
     StreamEvent,
     ToolCallMessage,
     ToolReturnMessage,
+    ToolRule,
     TurnResult,
     UserMessage,
 )
@@ -101,6 +102,10 @@ class DirectLink:
                 for b in plan.blocks
             ),
             tool_ids=plan.tool_ids,
+            tool_rules=tuple(
+                ToolRule(name, "max_count_per_step", max_count_limit=limit)
+                for name, limit in plan.max_counts
+            ),
         )
         try:
             await self._ask(node, plan, request)

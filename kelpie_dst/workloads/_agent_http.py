@@ -150,6 +150,7 @@ class HttpLink:
             ],
             tool_ids=list(plan.tool_ids),
             include_base_tools=False,
+            **_tool_rules(plan),
         )
         self.ids[plan.agent_id] = agent.id
 
@@ -259,3 +260,14 @@ async def open_http_link(
     """One connection pool for every client task; closed when the clients are done."""
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout), verify=_tls()) as http:
         yield HttpLink(http, background)
+
+
+def _tool_rules(plan: AgentPlan) -> dict[str, Any]:
+    """The plan's ``max_count_per_step`` rules as the SDK's ``tool_rules`` (none: omitted)."""
+    if not plan.max_counts:
+        return {}
+    rules = [
+        {"tool_name": name, "type": "max_count_per_step", "max_count_limit": limit}
+        for name, limit in plan.max_counts
+    ]
+    return {"tool_rules": rules}

@@ -32,6 +32,7 @@ import attrs
 from kelpie_agent.llm import LlmRequest, Tool, ToolCall, ToolResult
 
 from ..shims.llm import Call
+from ._agent_edits import insert_model, pick_old_string, replace_model
 from ._agent_prompt import PromptBlock, prompt_blocks
 
 __all__ = [
@@ -87,6 +88,7 @@ class Expect:
     ok: bool
     why: str
     contains: str = ""  # a search: its successful result must show this text
+    after: tuple[str, str] | None = None  # a success: (label, value) the next prompt shows
 
 
 def _filler(length: int, head: str, wide: bool, rng: random.Random) -> str:
@@ -98,12 +100,6 @@ def _filler(length: int, head: str, wide: bool, rng: random.Random) -> str:
     while len(text) < length:
         text += rng.choice(pool) + ("" if wide else " ")
     return text[:length]
-
-
-def _repeated(value: str) -> str:
-    """A word that occurs more than once in ``value`` (empty if none does)."""
-    words = [w for w in value.split() if len(w) >= 3]
-    return next((w for w in words if value.count(w) > 1), "")
 
 
 class Moves:
@@ -137,10 +133,18 @@ class Moves:
             args["request_heartbeat"] = True
         return Call(name, args, id=ident)
 
-    def _expect(self, agent: int, call: Call, ok: bool, why: str, contains: str = "") -> Call:
+    def _expect(
+        self,
+        agent: int,
+        call: Call,
+        ok: bool,
+        why: str,
+        contains: str = "",
+        after: tuple[str, str] | None = None,
+    ) -> Call:
         arguments = call.raw if call.raw is not None else encode_args(call.input)
         assert call.id is not None
-        self.expect(Expect(agent, call.id, call.name, arguments, ok, why, contains))
+        self.expect(Expect(agent, call.id, call.name, arguments, ok, why, contains, after))
         return call
 
     def search(self, agent: int, name: str, args: dict[str, Any], find: str) -> Call:
@@ -216,12 +220,27 @@ class Moves:
                 calls.append(self.call(kind, {"text": note}, key=True))
         return calls
 
-    def python(self, note: str, step: int) -> Call:
+    def python(self, note: str, step: int, *, forbidden: bool = False) -> Call:
         """Python in the sandbox that records ``note`` with the ledger service."""
         ident = call_id(self.rng)
         code = f"{EFFECT_SERVICE}({ident!r}, {note!r})\nprint({note!r}, {step} * 7)"
-        self.effect(ident, note, False)
+        self.effect(ident, note, forbidden)
         return Call("run_code", {"code": code, "language": "python"}, id=ident)
+
+    # -- tool rules --------------------------------------------------------------------------------
+    def hidden(self, agent: int, name: str, args: dict[str, Any], *, key: bool) -> Call:
+        """A call of ``name``, which the agent has but its rules no longer offer (the model
+        disobeys, as models do): it must be refused, and never take effect."""
+        if name == "run_code" and "note" in args:  # Python that records with the ledger
+            call = self.python(str(args["note"]), 0, forbidden=True)
+        else:
+            ident = call_id(self.rng)
+            args = dict(args)
+            if key:
+                args["request_id"] = ident
+                self.effect(ident, str(args.get("text", "")), True)
+            call = Call(name, args, id=ident)
+        return self._expect(agent, call, False, f"{name} is used up by its tool rule")
 
     # -- boundary edits -------------------------------------------------------------------------
     def edge(self, agent: int, tag: str) -> Call | None:
@@ -231,17 +250,18 @@ class Moves:
         if scratch is None:
             return None
         rng = self.rng
-        limit, current = scratch.chars_limit, scratch.chars_current
+        limit, current, value = scratch.chars_limit, scratch.chars_current, scratch.value
         target = limit + rng.choice((-1, 0, 0, 1, 1, -limit, 9 * limit))
         wide = rng.random() < 0.4
         case = rng.random()
-        if case < 0.12 and "rules" in blocks:
+        if case < 0.1 and "rules" in blocks:
             return self._readonly(agent, tag)
-        if "memory_rethink" in self.offered and case < 0.55:
+        if "memory_rethink" in self.offered and (case < 0.3 or not scratch.value):
             text = "" if target <= 0 else _filler(target, tag, wide, rng)
             call = self.call("memory_rethink", {"label": "scratch", "new_memory": text})
-            return self._expect(agent, call, len(text) <= limit, f"rethink to {len(text)}/{limit}")
-        if "memory_replace" in self.offered and case < 0.75 and scratch.value:
+            ok, why = len(text) <= limit, f"rethink to {len(text)}/{limit}"
+            return self._expect(agent, call, ok, why, after=("scratch", text if ok else value))
+        if "memory_replace" in self.offered and case < 0.8 and scratch.value:
             return self._replace(agent, tag, scratch, target, wide)
         if "memory_insert" in self.offered and case < 0.85:
             return self._insert_at(agent, tag, scratch)
@@ -251,37 +271,27 @@ class Moves:
                 text = _filler(length, tag, wide, rng)
                 call = self.call(name, {"label": "scratch", field: text})
                 total = current + 1 + len(text)
-                return self._expect(agent, call, total <= limit, f"{name} to {total}/{limit}")
+                ok, why = total <= limit, f"{name} to {total}/{limit}"
+                after = insert_model(value, text) if ok else value
+                return self._expect(agent, call, ok, why, after=("scratch", after or value))
         return None
 
     def _replace(
         self, agent: int, tag: str, scratch: PromptBlock, target: int, wide: bool
     ) -> Call | None:
+        """``memory_replace`` with a boundary ``old_string`` (twice on one line, across lines,
+        at the start or end, non-ASCII, empty, absent), judged by Letta's rule
+        (``_agent_edits.replace_model``); a success must show the modelled value next."""
         value, rng = scratch.value, self.rng
-        if rng.random() < 0.3:  # text that is not there
-            call = self.call(
-                "memory_replace",
-                {"label": "scratch", "old_string": f"{tag} absent", "new_string": "x"},
-            )
-            return self._expect(agent, call, False, "old_string not in the block")
-        repeated = _repeated(value)
-        if repeated and rng.random() < 0.5:  # in several places: memory_replace refuses
-            call = self.call(
-                "memory_replace", {"label": "scratch", "old_string": repeated, "new_string": "x"}
-            )
-            return self._expect(agent, call, False, f"{repeated!r} occurs more than once")
-        old = value[-min(len(value), 6) :]
-        if value.count(old) != 1:
-            return None
-        length = max(1, target - (len(value) - len(old)))
-        new = _filler(length, tag, wide, rng)
-        call = self.call(
-            "memory_replace", {"label": "scratch", "old_string": old, "new_string": new}
-        )
-        total = len(value) - len(old) + len(new)
-        return self._expect(
-            agent, call, total <= scratch.chars_limit, f"replace to {total}/{scratch.chars_limit}"
-        )
+        old, kind = pick_old_string(value, tag, agent, rng)
+        if rng.random() < 0.15:
+            new = ""  # a deletion
+        else:  # sized so that a unique old_string lands the block at the target length
+            new = _filler(max(1, target - (len(value) - len(old))), tag, wide, rng)
+        ok, after, why = replace_model(value, old, new, scratch.chars_limit)
+        args = {"label": "scratch", "old_string": old, "new_string": new}
+        call = self.call("memory_replace", args)
+        return self._expect(agent, call, ok, f"{kind} old_string: {why}", after=("scratch", after))
 
     def _readonly(self, agent: int, tag: str) -> Call | None:
         """Any edit tool, on the read-only block: always refused."""
@@ -310,8 +320,11 @@ class Moves:
             "memory_insert", {"label": "scratch", "new_string": text, "insert_line": at}
         )
         total = scratch.chars_current + 1 + len(text)
-        ok = 0 <= at <= lines and total <= scratch.chars_limit
-        return self._expect(agent, call, ok, f"insert after line {at} of {lines}, to {total}")
+        after = insert_model(scratch.value, text, at)
+        ok = after is not None and total <= scratch.chars_limit
+        why = f"insert after line {at} of {lines}, to {total}"
+        shown = after if ok and after is not None else scratch.value
+        return self._expect(agent, call, ok, why, after=("scratch", shown))
 
     # -- junk --------------------------------------------------------------------------------------
     def junk(self, agent: int, tag: str, step: int) -> Call:

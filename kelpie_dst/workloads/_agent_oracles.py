@@ -34,6 +34,7 @@ from ._agent_checks import Msg
 from ._agent_compaction import ContextAuditor
 from ._agent_moves import Expect
 from ._agent_prompt import agents_named, prompt_blocks
+from ._agent_rules import check_offered
 from ._agent_threads import ThreadAuditor
 
 __all__ = [
@@ -56,11 +57,13 @@ class PromptAuditor:
         self.problems: dict[str, list[str]] = {}  # by kind: isolation, memory, outcome, api
         self.requests = 0
         self.checked_outcomes = 0
+        self.rule_checks = 0  # requests checked against the agent's tool rules
         self.texts: set[str] = set()  # text blocks of complete answers
         self.calls: set[tuple[str, str]] = set()  # (name, arguments) of complete answers
         self.call_ids: set[str] = set()
         self.markers: dict[int, str] = {}  # agent -> its persona marker
         self.read_only: dict[int, dict[str, str]] = {}  # agent -> label -> value
+        self.max_counts: dict[int, dict[str, int]] = {}  # agent -> tool -> its rule's limit
         self.expected: dict[str, Expect] = {}
         self.context = ContextAuditor()  # compaction: no input vanishes from the prompt
         self.threads = ThreadAuditor()  # conversations: one thread per prompt
@@ -86,7 +89,7 @@ class PromptAuditor:
                     agents |= agents_named(block.arguments)
                 else:
                     agents |= agents_named(block.content)
-                    self._check_result(block, where)
+                    self._check_result(block, where, request.system)
         if len(agents) > 1:
             names = ", ".join(f"a{n}" for n in sorted(agents))
             self._problem(f"{where}: one LLM request shows the data of agents {names}", "isolation")
@@ -99,6 +102,10 @@ class PromptAuditor:
         else:
             agent = agents.pop()
             self._check_memory(request.system, agent, where)
+            limits = self.max_counts.get(agent, {})
+            self.rule_checks += bool(limits)
+            for problem in check_offered(request, agent, limits, where):
+                self._problem(problem, "outcome")
             self.context.step(request, agent, where)
             self.threads.step(request, agent, where)
         if isinstance(outcome, Failure):
@@ -135,7 +142,7 @@ class PromptAuditor:
                     f"the prompt shows {got}"
                 )
 
-    def _check_result(self, result: ToolResult, where: str) -> None:
+    def _check_result(self, result: ToolResult, where: str, system: str) -> None:
         expect = self.expected.pop(result.tool_call_id, None)
         if expect is None:
             return
@@ -156,6 +163,16 @@ class PromptAuditor:
                 f"{outcome}: {result.content[:160]}",
                 "outcome",
             )
+        elif expect.after is not None:  # the next step shows the block as the edit left it
+            label, value = expect.after
+            shown = (prompt_blocks(system) or {}).get(label)
+            if shown is not None and shown.value != value:
+                self._problem(
+                    f"{where}: after a{expect.agent}'s {expect.name} call {expect.call_id} "
+                    f"({expect.why}) the prompt shows {label} as {shown.value[:80]!r}, "
+                    f"not {value[:80]!r}",
+                    "outcome",
+                )
 
     def _said(self, plan: Plan) -> None:
         for block in plan.response.content:

@@ -25,6 +25,7 @@ from ..shims import HelpfulPolicy, policy_from_dict
 from ..shims.llm import Call, Policy, Reply
 from ._agent_checks import tag
 from ._agent_moves import CUSTOM_TOOL, CUSTOM_TOOL_SOURCE, Expect, Moves
+from ._agent_rules import prompt_max_counts, run_calls
 
 __all__ = [
     "CUSTOM_TOOL",
@@ -207,10 +208,17 @@ def _calls(d: Directive, step: int, moves: Moves) -> list[Call]:
         return [edit] if edit is not None else []
     if d.kind == "junk":
         return [moves.junk(d.agent, d.tag, step)]
-    if d.kind == "python":
-        return [moves.python(note, step)] if "run_code" in offered else []
     options: list[tuple[str, dict[str, Any], bool]] = []
+    if d.kind == "python":
+        if "run_code" in offered:
+            return [moves.python(note, step)]
+        return _disobey(d, moves, [("run_code", {"note": note}, False)])
     if d.kind == "memory":
+        # a model that can memory_replace also tidies its scratch block between notes
+        if "memory_replace" in offered and step > 1 and moves.rng.random() < 0.5:
+            edit = moves.edge(d.agent, d.tag)
+            if edit is not None:
+                return [edit]
         options = [
             ("core_memory_append", {"label": "human", "content": f"{note}."}, False),
             ("memory_insert", {"label": "human", "new_string": f"{note}."}, False),
@@ -236,9 +244,44 @@ def _calls(d: Directive, step: int, moves: Moves) -> list[Call]:
         options = [(CUSTOM_TOOL, {"text": note, "times": 2}, True)]
     elif d.kind == "mcp" and d.tool:
         options = [(d.tool, {"text": note}, True)]
+    limits = prompt_max_counts(moves.request.system) if options else {}
     for name, args, effect in options:
         if name in offered:
+            if name in limits and moves.rng.random() < 0.3:
+                return _burst(d, moves, name, args, effect, limits[name], note)
             return [moves.call(name, args, key=effect)]
+    return _disobey(d, moves, options)
+
+
+def _burst(
+    d: Directive, moves: Moves, name: str, args: dict[str, Any], key: bool, limit: int, note: str
+) -> list[Call]:
+    """One step calling ``name`` once more than its rule has left (``limit`` minus the run's
+    successful calls the model can see, so at least the last call is one too many): the last
+    must be refused."""
+    used = run_calls(moves.request).get(name, 0)
+    calls: list[Call] = []
+    count = max(1, limit - used + 1)
+    for j in range(1, count + 1):
+        mine = {
+            k: v.replace(note, f"{note}.{j}") if isinstance(v, str) else v for k, v in args.items()
+        }
+        if j < count:
+            calls.append(moves.call(name, mine, key=key))
+        else:
+            calls.append(moves.hidden(d.agent, name, mine, key=key))
+    return calls
+
+
+def _disobey(
+    d: Directive, moves: Moves, options: list[tuple[str, dict[str, Any], bool]]
+) -> list[Call]:
+    """None of ``options`` is offered: if the prompt's tool rules say one was used up, call
+    it anyway half the time (it must be refused); otherwise no call."""
+    limits = prompt_max_counts(moves.request.system)
+    for name, args, effect in options:
+        if name in limits and moves.rng.random() < 0.5:
+            return [moves.hidden(d.agent, name, args, key=effect)]
     return []
 
 

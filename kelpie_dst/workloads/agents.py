@@ -66,6 +66,7 @@ from ._agent_direct import DirectLink
 from ._agent_http import open_http_link
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
+from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
 from ._agent_threads import Threads
@@ -123,17 +124,22 @@ PARAMS: dict[str, int | float | str | bool] = {
     "block_limit": 400,
     "otids": True,
     "via": "direct",
+    "tool_rules": 0.0,  # the fraction of agents with max_count_per_step rules (_agent_rules)
     "history_window": 0,  # messages an agent keeps in memory (0: LoopConfig's default); small
     # windows make the agents compact their context often (scenarios/agent_compaction.toml)
     "conversations": 0,  # per agent, each driven by its own client (via http; _agent_threads)
     "conversation_messages": 3,
 }
 VIAS = ("direct", "http")
+SCRATCH = "kelp tide kelp 海海\nreef foam reef"
+"""The scratch block's first value: words twice on one line and across lines, non-ASCII, so
+that boundary ``memory_replace`` calls (``_agent_edits``) have ambiguous strings to refuse."""
 BOUNDS: dict[str, tuple[float, float]] = {
     "agents": (1, 200),
     "messages": (1, 1000),
     "clients": (1, 100),
     "stream_fraction": (0, 1),
+    "tool_rules": (0, 1),
     "max_tool_steps": (0, 50),
     "max_steps": (1, 100),
     "hop": (0, 60),
@@ -253,14 +259,17 @@ def _plan(
     ids = sim_ports(main).ids
     steps, fraction = int(ctx.params["max_tool_steps"]), float(ctx.params["stream_fraction"])
     block_limit = int(ctx.params["block_limit"])
+    rules_rng, rules = ctx.rng("rules"), float(ctx.params["tool_rules"])
     plans = []
     for number in range(1, int(ctx.params["agents"]) + 1):
         agent_type = types[(number - 1) % len(types)]
         names = list(default_tool_names(agent_type))
-        tool_ids = [builtin_id(n) for n in names]
         if {"python", "shell", "parallel"} & set(kinds):
-            tool_ids.append(builtin_id("run_code"))
+            names.append("run_code")
+        tool_ids = [builtin_id(n) for n in names]
         tool_ids += list(world.tool_ids.values())  # the custom tool and the MCP tools
+        candidates = ruled_candidates([*names, *world.tool_ids], world.mcp_tools)
+        max_counts = draw_max_counts(rules_rng, rules, candidates)
         messages = []
         for index in range(1, int(ctx.params["messages"]) + 1):
             kind = rng.choice(kinds)
@@ -279,7 +288,7 @@ def _plan(
             BlockPlan("persona", f"I am agent {number}. My marker is {marker}.", block_limit),
             BlockPlan("human", "", block_limit),
             BlockPlan("rules", f"mark-a{number} rules: answer every directive.", 200, True),
-            BlockPlan("scratch", "", rng.randint(48, 160)),
+            BlockPlan("scratch", SCRATCH, rng.randint(48, 160)),
         )
         plan = AgentPlan(
             number,
@@ -289,8 +298,10 @@ def _plan(
             tuple(messages),
             blocks,
             marker,
+            max_counts,
         )
         plans.append(plan)
+        world.auditor.max_counts[number] = dict(max_counts)
         world.auditor.markers[number] = marker
         world.auditor.read_only[number] = {b.label: b.value for b in blocks if b.read_only}
     return plans
@@ -316,6 +327,7 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
     for name, value in world.auditor.context.metrics().items():
         ctx.metric(name, value)
     ctx.metric("oracle.outcomes", world.auditor.checked_outcomes)
+    ctx.metric("oracle.rule_checks", world.auditor.rule_checks)
     ctx.metric("oracle.effects", len(world.ledger.applied))
     ctx.metric("oracle.durable_checks", record.durable_checks)
     ctx.metric("oracle.steps", world.journal.steps.steps)
@@ -436,9 +448,10 @@ def context_complete(ctx: WorkloadContext) -> None:
 
 @invariant
 def tool_outcomes_correct(ctx: WorkloadContext) -> None:
-    """Boundary edits (at, below and above a block's limit; read-only blocks; missing text) and
-    junk calls (unknown tools, bad arguments, broken JSON) got the outcome any correct agent
-    gives."""
+    """Boundary edits (at, below and above a block's limit; read-only blocks; missing text),
+    junk calls (unknown tools, bad arguments, broken JSON) and calls of tools the agent's rules
+    have used up got the outcome any correct agent gives; and the model was never offered a
+    tool that its ``max_count_per_step`` rule had used up in the run (_agent_rules)."""
     _holds(_world(ctx).auditor.problems.get("outcome", []), "a tool call got the wrong outcome")
 
 

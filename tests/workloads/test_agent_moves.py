@@ -42,8 +42,8 @@ def _request(scratch: str, limit: int, names: tuple[str, ...], *extra: Message) 
     return LlmRequest("m", (first, *extra), render_memory(blocks), _tools(names), 1000)
 
 
-def _apply(name: str, args: dict[str, object], blocks: dict[str, Block]) -> bool:
-    """What kelpie_agent does with the call: True if the edit succeeds."""
+def _apply(name: str, args: dict[str, object], blocks: dict[str, Block]) -> str | None:
+    """What kelpie_agent does with the call: the block's new value, None if refused."""
     block = blocks.get(str(args["label"]))
     assert block is not None
     try:
@@ -64,16 +64,15 @@ def _apply(name: str, args: dict[str, object], blocks: dict[str, Block]) -> bool
             )
         else:
             raise AssertionError(name)
-        edits.apply_edit(block, value, 0.0)
+        return edits.apply_edit(block, value, 0.0).value
     except edits.ToolError:
-        return False
-    return True
+        return None
 
 
 @pytest.mark.parametrize("names", [MEMGPT, V1], ids=["memgpt", "letta_v1"])
 def test_every_edge_expectation_matches_the_real_edits(names: tuple[str, ...]) -> None:
     rng = random.Random(7)
-    checked = 0
+    checked, kinds = 0, set[str]()
     for _ in range(600):
         limit = rng.randint(20, 160)
         scratch = "".join(rng.choice("ab c\né🦦") for _ in range(rng.randint(0, limit)))
@@ -91,10 +90,26 @@ def test_every_edge_expectation_matches_the_real_edits(names: tuple[str, ...]) -
                 id="b3", label="rules", value="mark-a1 rules", limit=200, read_only=True
             ),
         }
-        assert _apply(call.name, args, blocks) is expect.ok, (expect, scratch)
+        after = _apply(call.name, args, blocks)
+        assert (after is not None) is expect.ok, (expect, scratch)
+        if expect.after is not None:  # what the next prompt shows: unchanged if refused
+            assert expect.after == ("scratch", scratch if after is None else after)
         assert json.loads(expect.arguments) == call.input
+        if call.name == "memory_replace" and args["label"] == "scratch":
+            kinds.add(expect.why.split(" old_string")[0])
         checked += 1
     assert checked > 300
+    if "memory_replace" in names:  # every boundary kind of old_string was drawn
+        assert kinds == {
+            "absent",
+            "empty",
+            "twice on one line",
+            "across lines",
+            "start",
+            "end",
+            "non-ASCII",
+            "substring",
+        }
 
 
 def test_parallel_calls_have_their_own_notes_and_keys() -> None:

@@ -158,6 +158,30 @@ def test_an_outcome_is_checked_once_against_its_expectation() -> None:
     assert "toolu_2" in auditor.expected  # never answered: nothing to check
 
 
+def test_the_prompt_after_an_edit_must_show_the_value_it_left() -> None:
+    """A success with the wrong text, or a refusal that changed the block, is caught in the
+    next prompt; the right value passes."""
+    auditor = _auditor()
+    ask = Message("user", (TextBlock("tag-a1-m1 edge x2: hi"),))
+    for ident, ok, after in (("toolu_1", True, "kelp x"), ("toolu_2", False, "kelp tide kelp")):
+        args = '{"label":"scratch"}'
+        auditor.expect(
+            Expect(1, ident, "memory_replace", args, ok, "why", after=("scratch", after))
+        )
+    shown = _system(_blocks(scratch="kelp x"))
+    for ident, content, error in (
+        ("toolu_1", '{"status": "OK"}', False),
+        ("toolu_2", '{"status": "Failed"}', True),
+    ):
+        call = Message("assistant", (ToolCall(ident, "memory_replace", '{"label":"scratch"}'),))
+        result = Message("user", (ToolResult(ident, content, error),))
+        _observe(auditor, _request(shown, ask, call, result), _plan())
+    assert auditor.problems["outcome"] == [
+        "t=0.000 server-1: after a1's memory_replace call toolu_2 (why) the prompt shows scratch "
+        "as 'kelp x', not 'kelp tide kelp'"
+    ]
+
+
 def test_a_call_a_fault_changed_loses_its_expectation() -> None:
     auditor = _auditor()
     auditor.expect(Expect(1, "toolu_1", "memory_rethink", '{"a":1}', True, "fits"))

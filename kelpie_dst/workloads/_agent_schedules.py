@@ -22,6 +22,9 @@ The oracle (:func:`check`), on the inputs whose otid is ``sched-<id>-<due µs>``
   tolerance) fired;
 - **nothing stuck**: no schedule the final read finds pending was due more than ``grace``
   seconds before it.
+
+With ``outage``, every server node goes down at once, once, for 5 to 30 s (a power cut): what
+came due meanwhile must be sent once they are back.
 """
 
 from __future__ import annotations
@@ -256,6 +259,17 @@ async def _agent_client(client: Client, log: Log, agent_id: str, span: float) ->
         await trio.sleep(rng.uniform(2, 12))
 
 
+async def _outage(ctx: WorkloadContext, nodes: list[kelpie_dst.Node], span: float) -> None:
+    """Every server node down at once (a power cut), back after 5 to 30 s: the occurrences
+    that came due meanwhile are sent by whichever node comes back first."""
+    rng = ctx.rng("outage")
+    await trio.sleep(rng.uniform(0.2, 0.7) * span)
+    ctx.sim.trace_event("workload.outage", nodes=len(nodes))
+    for node in nodes:
+        ctx.sim.crash(node)
+        ctx.sim.restart(node, after=rng.uniform(5, 30))
+
+
 def _history(agent_id: str) -> Callable[[AgentService], Awaitable[list[Any]]]:
     return lambda s: s.list_messages(agent_id, limit=1000, order="asc")
 
@@ -285,7 +299,7 @@ async def _read_back(client: Client, log: Log, agent_ids: list[str]) -> None:
 
 
 @workload(
-    params={"agents": 3, "span": 120.0, "grace": 60.0, "tolerance": 5.0},
+    params={"agents": 3, "span": 120.0, "grace": 60.0, "tolerance": 5.0, "outage": True},
     sizes=("agents",),
     bounds={"agents": (1, 50), "span": (1, 3600), "grace": (1, 3600), "tolerance": (0, 60)},
 )
@@ -310,17 +324,22 @@ async def agent_schedules(ctx: WorkloadContext) -> None:
             services[node.name] = service
             await trio.sleep_forever()
 
-    for name in topology.nodes or ("server-1", "server-2", "server-3"):
+    nodes = [
         ctx.sim.add_node(name, server)
+        for name in topology.nodes or ("server-1", "server-2", "server-3")
+    ]
     client = Client(ctx, services)
     agent_ids = []
     for number in range(int(ctx.params["agents"])):
         request = CreateAgent(name=f"sched-{number}")
         view = await client.until_done(lambda s, r=request: s.create_agent(r))  # type: ignore[misc]
         agent_ids.append(view.agent.id)
+    span = float(ctx.params["span"])
     async with trio.open_nursery() as nursery:
         for agent_id in agent_ids:
-            nursery.start_soon(_agent_client, client, log, agent_id, float(ctx.params["span"]))
+            nursery.start_soon(_agent_client, client, log, agent_id, span)
+        if ctx.params["outage"]:
+            nursery.start_soon(_outage, ctx, nodes, span)
     # the end: delete what is left (including schedules whose create's outcome was unknown)
     for agent_id in agent_ids:
         pending, _ = await client.until_done(_pending(agent_id))

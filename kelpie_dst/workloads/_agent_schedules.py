@@ -253,7 +253,12 @@ async def _agent_client(client: Client, log: Log, agent_id: str, span: float) ->
         recurring = [c for c in log.created if c.agent_id == agent_id and c.cron and c.id]
         live = [c for c in recurring if c.delete_started is None]
         if live and rng.random() < 0.2:
-            await _delete(client, rng.choice(live))
+            chosen = rng.choice(live)
+            if rng.random() < 0.5:  # cancel it just as it fires (the cron's next minute)
+                assert chosen.cron is not None
+                fires = parse_cron(chosen.cron).next_after(client.clock.now())
+                await trio.sleep(max(0.0, fires - client.clock.now() + rng.uniform(-0.5, 1.5)))
+            await _delete(client, chosen)
         else:
             await _create(client, log, agent_id, number)
         await trio.sleep(rng.uniform(2, 12))

@@ -33,8 +33,6 @@ import trio
 from kelpie_agent.agent import FireSchedule
 from kelpie_agent.agent._schedules import DUE, parse_due_key
 
-from ._errors import ServiceError
-
 if TYPE_CHECKING:
     from ._base import ServiceBase
 
@@ -70,10 +68,10 @@ class Scheduler:
                 try:
                     delay = await self._scan(nursery)
                     self._failures = 0
-                except ServiceError as error:  # storage kept failing, or the node is stopping
-                    delay = self._backoff(self._failures)
+                except Exception as error:  # storage kept failing, the node is stopping, a bug:
+                    delay = self._backoff(self._failures)  # reported, and never the end of it
                     self._failures += 1
-                    self.service.observe("scheduler.scan_failed", error=str(error))
+                    self.service.observe("scheduler.scan_failed", error=repr(error))
                 if delay > 0:
                     with trio.move_on_after(delay):
                         await self._wake.wait()
@@ -107,11 +105,11 @@ class Scheduler:
         try:
             await service.ports.hazards.point("service.schedule_due")  # decided, not yet asked
             result = await service._request(agent_id, FireSchedule(schedule_id, due))
-        except ServiceError as error:
+        except Exception as error:  # a ServiceError, or a bug: reported, retried later
             failures = self._held.get(key, (0.0, 0))[1]
             self._held[key] = (trio.current_time() + self._backoff(failures), failures + 1)
             service.observe(
-                "scheduler.fire_failed", agent=agent_id, schedule=schedule_id, error=str(error)
+                "scheduler.fire_failed", agent=agent_id, schedule=schedule_id, error=repr(error)
             )
         else:
             if result is None:  # fired already (another node, a retry), or gone: if the entry

@@ -4,6 +4,7 @@ messages, archival memory and tools. Each change is one transaction (compute, co
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import attrs
@@ -18,8 +19,11 @@ from ._errors import (
     BlockNotFoundError,
     InvalidRequestError,
     NameConflictError,
+    ResourceNotFoundError,
     ToolNotFoundError,
 )
+from ._identities import identity_key
+from ._identities import link_key as identity_link
 from ._loop import load_toolset
 from ._messages import AgentMessage, render_messages
 from ._models import DEFAULT_BLOCK_LIMIT, AgentRecord, Block, ToolSpec, check_label
@@ -66,7 +70,21 @@ async def view(rt: AgentRuntime) -> AgentView:
         specs,
         session.stop_reason if session is not None else None,
         tuple(m.id for m in rt.history),
+        await _folders(rt, agent),
     )
+
+
+async def _folders(rt: AgentRuntime, agent: AgentRecord) -> tuple[Any, ...]:
+    """The attached folders' records (none read for an agent without folders)."""
+    from ._folders import load_folder
+
+    kv = rt.ctx.kv
+    found = []
+    for folder_id in agent.folder_ids:
+        folder = await rt.read(partial(load_folder, kv, folder_id), f"folder {folder_id}")
+        if folder is not None:
+            found.append(folder)
+    return tuple(found)
 
 
 def _block(spec: BlockCreate, rt: AgentRuntime, now: float) -> Block:
@@ -148,7 +166,14 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
         spec = await _existing_tool(rt, tool_id)
         _check_tool(agent, spec, names)
         names.append(spec.name)
-    agent = attrs.evolve(agent, block_ids=tuple(b.id for b in blocks), tool_ids=request.tool_ids)
+    identity_ids = await _existing(rt, "identity", request.identity_ids)
+    folder_ids = await _existing(rt, "folder", request.folder_ids)
+    agent = attrs.evolve(
+        agent,
+        block_ids=tuple(b.id for b in blocks),
+        tool_ids=request.tool_ids,
+        identity_ids=identity_ids,
+    )
     leftovers = await rt.read(lambda: rt.ctx.kv.scan_prefix(rt.keys.messages, limit=1), "history")
     if leftovers:  # an agent with this id was deleted half-way: finish the job first
         await _delete_prefixes(rt)
@@ -160,11 +185,30 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
         rt.next_seq += len(request.imported)
     writes = [(Keys.block(b.id), pack(b)) for b in blocks[: len(request.memory_blocks)]]
     writes += [*rt.message_writes(initial), (rt.keys.agent, pack(agent))]
+    writes += [(identity_link(i, agent.id), b"") for i in identity_ids]
     await rt.write(writes, "the new agent")
     rt.agent = agent
     rt.blocks = {b.id: b for b in blocks}
     rt.remember(initial)
+    if folder_ids:
+        from ._agent_files import attach_folder
+
+        for folder_id in folder_ids:  # each its own transaction, as agents.folders.attach
+            await attach_folder(rt, folder_id)
     return await view(rt)
+
+
+async def _existing(rt: AgentRuntime, kind: str, ids: tuple[str, ...]) -> tuple[str, ...]:
+    """``ids`` without repeats, in order, after checking that each exists (a 404 naming the
+    first missing one, before anything is written)."""
+    from ._folders import folder_key
+
+    key = identity_key if kind == "identity" else folder_key
+    unique = tuple(dict.fromkeys(ids))
+    for target in unique:
+        if await rt.get(key(target), f"{kind} {target}") is None:
+            raise ResourceNotFoundError(kind, target)
+    return unique
 
 
 def _initial(rt: AgentRuntime, message: InputMessage) -> AgentMessage:

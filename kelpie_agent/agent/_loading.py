@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._builtins import builtin_by_id
 from ._codec import Keys, unpack
+from ._folders import folder_key
 from ._models import AgentRecord, Block, ToolSpec
 from ._requests import AgentView
 from ._retry import Reader
@@ -67,4 +68,9 @@ async def load_view(read: Reader, agent_id: str, window: int) -> AgentView | Non
     recent = await read.scan(keys.messages, end, "history", limit=window, reverse=True)
     ids = tuple(unpack(value).id for _, value in reversed(recent))
     specs = tuple(t.spec for t in tools.tools.values())
-    return AgentView(agent, blocks, specs, stop, ids)
+    folders = []
+    for folder_id in agent.folder_ids:  # none read for an agent without folders
+        data = await read.get(folder_key(folder_id), f"folder {folder_id}")
+        if data is not None:
+            folders.append(unpack(data))
+    return AgentView(agent, blocks, specs, stop, ids, tuple(folders))

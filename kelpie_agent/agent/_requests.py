@@ -127,6 +127,8 @@ class CreateAgent:
     tool_rules: tuple[ToolRule, ...] = ()
     timezone: str = "UTC"
     initial_messages: tuple[InputMessage, ...] = ()
+    identity_ids: tuple[str, ...] = ()  # linked in the creating transaction
+    folder_ids: tuple[str, ...] = ()  # attached (files opened) right after it
     max_files_open: int = DEFAULT_MAX_FILES_OPEN
     per_file_view_window_char_limit: int = DEFAULT_FILE_WINDOW
     # an imported history (``_af_messages.ImportedMessage``s from an agent file)
@@ -474,6 +476,7 @@ class AgentView:
     tools: tuple[ToolSpec, ...]
     last_stop_reason: str | None
     message_ids: tuple[str, ...]
+    folders: tuple[Any, ...] = ()  # the attached ``_folders.Folder`` records, in attach order
 
 
 @attrs.frozen

@@ -12,6 +12,7 @@ from kelpie_agent.llm._types import TOOL_NAME
 
 from ._models_blocks import Block, BlockCreate, block_out
 from ._models_common import Id, JsonObject, NonBlank, RequestModel, ResponseModel, epoch_datetime
+from ._models_folders import FolderOut, folder_out
 from ._models_messages import InputMessageModel, StopReasonType
 from ._models_rules import ToolRuleModel, rule_out
 from ._models_tools import Tool, tool_out
@@ -93,8 +94,8 @@ class AgentCreate(_AgentFields):
     tools: list[Annotated[str, StringConstraints(pattern=TOOL_NAME.pattern)]] | None = None
     include_base_tools: bool = True
     initial_message_sequence: list[InputMessageModel] | None = None
-    # accepted by the schema so that a request naming them is refused with a 400 naming the
-    # field (Kelpie serves no identities or folders routes yet), never silently ignored
+    # linked in the creating transaction (a missing one is a 404, and nothing is created);
+    # the folders are attached right after, with their files opened (agents.folders.attach)
     identity_ids: list[Id] | None = None
     folder_ids: list[Id] | None = None
 
@@ -149,7 +150,8 @@ class AgentState(ResponseModel):
     memory: Memory
     blocks: list[Block]
     tools: list[Tool]
-    sources: list[Any] = Field(default_factory=list)
+    sources: list[FolderOut] = Field(default_factory=list)  # the attached folders
+    identity_ids: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -161,6 +163,18 @@ class AgentState(ResponseModel):
     tool_rules: list[dict[str, Any]] = Field(default_factory=list)
     last_stop_reason: StopReasonType | None = None
     timezone: str | None = None
+
+
+def _sources(view: AgentView) -> list[FolderOut]:
+    """The attached folders, as ``folders.retrieve`` shows them."""
+    if not view.folders:
+        return []
+    from kelpie_agent.agent._archive import embedder_name
+
+    from ._context import current_service
+
+    embedder = current_service().embedder
+    return [folder_out(f, embedder_name(embedder), embedder.dimensions) for f in view.folders]
 
 
 def agent_out(view: AgentView) -> AgentState:
@@ -182,6 +196,8 @@ def agent_out(view: AgentView) -> AgentState:
         memory=Memory(agent_type=agent.agent_type, blocks=blocks),
         blocks=blocks,
         tools=[tool_out(t) for t in view.tools],
+        sources=_sources(view),
+        identity_ids=list(agent.identity_ids),
         tags=list(agent.tags),
         created_at=epoch_datetime(agent.created_at) if agent.created_at else None,
         updated_at=epoch_datetime(agent.updated_at) if agent.updated_at else None,

@@ -64,6 +64,8 @@ def create_request(body: AgentCreate) -> CreateAgent:
         tool_ids=tuple(body.tool_ids or ()),
         tool_rules=tuple(r.to_record() for r in body.tool_rules or ()),
         initial_messages=tuple(m.to_input() for m in body.initial_message_sequence or ()),
+        identity_ids=tuple(body.identity_ids or ()),
+        folder_ids=tuple(body.folder_ids or ()),
         **options,
     )
 
@@ -73,18 +75,8 @@ def agents_router() -> APIRouter:
 
     async def create_agent(body: AgentCreate) -> AgentState:
         """Create an agent with its memory blocks and tools (Letta's base tools unless
-        ``include_base_tools`` is false). ``identity_ids``/``folder_ids`` are refused (400)
-        until identities and folders are served."""
-        for field, ids, what in (
-            ("identity_ids", body.identity_ids, "identities"),
-            ("folder_ids", body.folder_ids, "folders"),
-        ):
-            if ids:
-                raise InvalidError(
-                    f"body.{field}",
-                    f"{ids[0]!r} cannot be attached: Kelpie serves no {what} yet",
-                    status=400,
-                )
+        ``include_base_tools`` is false), linked to ``identity_ids`` and attached to
+        ``folder_ids`` (each must exist: a 404 names the first missing one)."""
         view = await current_service().create_agent(
             create_request(body),
             tools=tuple(body.tools or ()),

@@ -31,11 +31,16 @@ _MIN_PRUNE = 1024
 class ConflictTracker:
     """Commit counter plus the recently written keys still needed for validation."""
 
-    def __init__(self) -> None:
+    def __init__(self, min_prune: int = _MIN_PRUNE) -> None:
+        """``min_prune``: how many remembered writes trigger pruning at the earliest (the
+        simulator makes it small for some seeds, so pruning runs all the time there)."""
+        if min_prune < 1:
+            raise ValueError(f"min_prune must be at least 1, not {min_prune}")
         self._version = 0
         self._written = SortedDict()  # key -> version of the last commit that wrote it
         self._open: Counter[int] = Counter()  # start version -> number of open transactions
-        self._prune_at = _MIN_PRUNE
+        self._min_prune = min_prune
+        self._prune_at = min_prune
 
     @property
     def version(self) -> int:
@@ -58,7 +63,7 @@ class ConflictTracker:
             stale = [k for k, v in self._written.items() if v <= oldest]
             for key in stale:
                 del self._written[key]
-            self._prune_at = max(_MIN_PRUNE, 2 * len(self._written))
+            self._prune_at = max(self._min_prune, 2 * len(self._written))
 
     def record(self, keys: Iterable[bytes]) -> None:
         """Note a commit (or a single write) of ``keys``; call it as the write becomes visible."""

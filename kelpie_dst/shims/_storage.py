@@ -34,9 +34,11 @@ __all__ = ["SimKV", "SimKVStore"]
 class SimKVStore:
     """The durable data behind one or more :class:`SimKV` handles."""
 
-    def __init__(self) -> None:
+    def __init__(self, min_prune: int | None = None) -> None:
+        """``min_prune``: the conflict tracker's pruning threshold (production's by default;
+        :func:`open_kv` picks one per seed, FoundationDB-knob style)."""
         self._data = SortedDict()  # key -> framed value
-        self._tracker = ConflictTracker()
+        self._tracker = ConflictTracker() if min_prune is None else ConflictTracker(min_prune)
 
     def __len__(self) -> int:
         return len(self._data)

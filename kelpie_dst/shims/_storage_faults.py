@@ -36,6 +36,7 @@ from kelpie_agent.storage._errors import ConflictError, StorageError, StorageUna
 from kelpie_agent.storage._txn import Write
 
 from .._faults import FaultSpec, register_fault
+from .._rng import derive_seed
 from .._storms import StormSpec, register_storm
 from ._storage import SimKV, SimKVStore
 
@@ -218,9 +219,21 @@ class FaultyKV(SimKV):
             self.node.check_alive()  # any other caller learns the node is gone
 
 
+# The conflict tracker's pruning threshold, per seed: production's 1024 is rarely reached by a
+# simulated run, so most seeds use a tiny one and prune at nearly every transaction end (a
+# knob, as FoundationDB randomizes its own; drawn from the seed alone, so no stream moves).
+PRUNE_KNOBS = (1, 4, 32, 1024)
+
+
+def _prune_knob(sim: Simulation) -> int:
+    return PRUNE_KNOBS[derive_seed(sim.seed, "knob/occ-min-prune") % len(PRUNE_KNOBS)]
+
+
 def open_kv(node: Node, *, host: Node | None = None, name: str = "kv") -> FaultyKV:
     """A KV handle for ``node``: on its own disk, or on database host ``host``."""
     owner = host if host is not None else node
-    store = owner.durable.setdefault(f"kelpie_dst.kv/{name}", SimKVStore())
+    store = owner.durable.get(f"kelpie_dst.kv/{name}")
+    if store is None:
+        store = owner.durable[f"kelpie_dst.kv/{name}"] = SimKVStore(_prune_knob(node.sim))
     assert isinstance(store, SimKVStore)
     return FaultyKV(node.sim, node, store, host)

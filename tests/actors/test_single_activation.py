@@ -72,6 +72,20 @@ def test_fencing_holds_when_pauses_and_clock_jumps_break_the_timing_assumption(
     assert len(out["clients"].acked) == 80
 
 
+@pytest.mark.dst(seeds=5)
+def test_storage_slower_than_the_lease_margin_never_stretches_an_activation(
+    dst_seed: int,
+) -> None:
+    """Storage latency spikes longer than the lease margin (2-5 s against a 2.5 s margin):
+    a renewal that took that long must count its lease from when it began (when the stored
+    expiry was computed), never from when it returned, or the activation would run on after
+    the others saw its lease expire. Still under the skew assumption, so spans stay disjoint."""
+    slow = Fault("storage.latency", 0.05, params=(("min", 2.0), ("max", 5.0)))
+    faults = [f for f in workloads.chaos_faults() if f.type != "storage.latency"] + [slow]
+    _, out = _run(dst_seed, faults, require_liveness=False)
+    _check(dst_seed, out, timing=True)
+
+
 @pytest.mark.dst(seeds=10)
 def test_corrupted_lease_records_never_let_two_activations_overlap(dst_seed: int) -> None:
     """Corruption hits lease records too (and actor state, which no runtime can restore: so no

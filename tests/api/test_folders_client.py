@@ -106,6 +106,20 @@ async def folders_flow() -> list[str]:
         assert await client.agents.files.close_all(ada.id) == []
         with pytest.raises(letta_client.NotFoundError):
             await client.agents.folders.attach("source-missing", agent_id=ada.id)
+        # the agent shows its folders as Letta's sources; agents.create attaches folder_ids
+        state = await client.agents.retrieve(ada.id)
+        assert [(s.id, s.name) for s in state.sources] == [(docs.id, "docs")]
+        assert state.sources[0].embedding_config.embedding_dim == 512
+        bo = await client.agents.create(name="bo", folder_ids=[docs.id])
+        assert [s.id for s in bo.sources] == [docs.id]
+        assert sorted(await client.folders.agents.list(docs.id)) == sorted([ada.id, bo.id])
+        bo_open = [f.file_id async for f in client.agents.files.list(bo.id, is_open=True)]
+        assert sorted(bo_open) == sorted([up.id, again.id])  # attached with its files opened
+        assert "grep_files" in [t.name for t in bo.tools]
+        with pytest.raises(letta_client.NotFoundError, match="source-missing"):
+            await client.agents.create(name="cy", folder_ids=[docs.id, "source-missing"])
+        assert [a.name async for a in client.agents.list(name="cy")] == []
+        await client.agents.delete(bo.id)
 
         await client.folders.files.delete(again.id, folder_id=docs.id)
         with pytest.raises(letta_client.NotFoundError):

@@ -37,10 +37,17 @@ async def identities_flow() -> list[str]:
             await client.agents.identities.attach("identity-missing", agent_id=bob.id)
         with pytest.raises(letta_client.NotFoundError):
             await client.agents.identities.attach(ann.id, agent_id="agent-missing")
+        assert (await client.agents.retrieve(ada.id)).identity_ids == [ann.id]
         await client.agents.identities.detach(ann.id, agent_id=ada.id)
         await client.agents.identities.detach(ann.id, agent_id=ada.id)  # not attached: no-op
         assert [x.id async for x in client.agents.list(identity_id=ann.id)] == []
         assert await store.agents(ann.id) == []
+        # agents.create links identities in its own transaction (repeats once)
+        cy = await client.agents.create(name="cy", identity_ids=[ann.id, ann.id])
+        assert cy.identity_ids == [ann.id]
+        assert [x.id async for x in client.agents.list(identity_id=ann.id)] == [cy.id]
+        assert await store.agents(ann.id) == [cy.id]
+        assert (await client.agents.retrieve(cy.id)).identity_ids == [ann.id]
         await http.aclose()
     seen = f"{ann.id} {ada.id} {bob.id}"
     kelpie_dst.log("api.answer", body=seen)

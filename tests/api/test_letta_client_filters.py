@@ -3,8 +3,9 @@
 ``identity_id`` and ``last_stop_reason``; tools.list ``tool_types``, ``exclude_tool_types``,
 ``names``, ``tool_ids``, ``search``, ``return_only_letta_tools``; blocks.list
 ``label_search``, ``value_search``, ``description_search``, ``connected_to_agents_count_*``.
-Each takes effect, or is refused naming it (a 400: filters on what Kelpie does not have;
-``agents.create`` with ``identity_ids``/``folder_ids``), never silently ignored.
+Each takes effect, or is refused naming it (a 400: filters on what Kelpie does not have),
+never silently ignored; ``agents.create`` with a missing identity or folder is a 404 that
+creates nothing.
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ async def scenario() -> list[str]:
         assert [x.id async for x in both] == []
         with pytest.raises(letta_client.BadRequestError, match="project_id"):
             await client.agents.list(project_id="proj-1")
-        with pytest.raises(letta_client.BadRequestError, match="identity_ids"):
+        with pytest.raises(letta_client.NotFoundError, match=IDENTITY):
             await client.agents.create(name="x", identity_ids=[IDENTITY])
-        with pytest.raises(letta_client.BadRequestError, match="folder_ids"):
+        with pytest.raises(letta_client.NotFoundError, match="source-1"):
             await client.agents.create(name="x", folder_ids=["source-1"])
         assert len([x async for x in client.agents.list()]) == 3  # nothing was created
 

@@ -6,7 +6,9 @@ not an actor). An upload is stored with a processing job in one transaction and 
 once (``pending``); the node that took it then parses and embeds it in the background
 (``_spawn``). Every job stays in the store until its file is ``completed`` or ``error``, and
 processing is idempotent, so a crash mid-way loses nothing: :func:`resume_uploads` (run by
-every node when it starts) redoes every unfinished job. A file is never reported
+every node when it starts) redoes every unfinished job. A run that storage makes give up is
+retried with backoff on the node that had it (:func:`process_until_done`), so storage failing
+for a while never leaves a file unfinished until some node restarts. A file is never reported
 ``completed`` before all its passages are committed (``FolderStore.process`` marks it in a
 transaction after the last passage batch's).
 """
@@ -17,8 +19,11 @@ import posixpath
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import trio
+
 from kelpie_agent.agent import (
     AgentFile,
+    AgentStorageError,
     AgentView,
     AttachFolder,
     CloseFile,
@@ -30,6 +35,7 @@ from kelpie_agent.agent import (
     OpenFile,
 )
 from kelpie_agent.agent._archive import embedder_name
+from kelpie_agent.storage import StorageError
 
 from ._types import paginate
 
@@ -52,6 +58,7 @@ __all__ = [
     "list_files",
     "list_folders",
     "open_file",
+    "process_until_done",
     "process_upload",
     "resume_uploads",
     "update_folder",
@@ -59,6 +66,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+RETRY_FIRST = 1.0  # seconds before the first retry of a run storage made give up
+RETRY_MAX = 30.0  # ... doubling up to this
 
 
 async def _call(service: AgentService, op: Callable[[], Awaitable[T]]) -> T:
@@ -146,7 +155,7 @@ async def upload_file(
         kept = [f for f in await list_files(service, folder_id) if f.file_name == clean]
         return kept[0] if kept else None
     file_id = record.id
-    service._spawn(f"processing file {file_id}", lambda: process_upload(service, file_id))
+    service._spawn(f"processing file {file_id}", lambda: process_until_done(service, file_id))
     return record
 
 
@@ -162,11 +171,26 @@ async def process_upload(service: AgentService, file_id: str) -> FileRecord | No
     return done
 
 
+async def process_until_done(service: AgentService, file_id: str) -> FileRecord | None:
+    """:func:`process_upload`, run again after ``RETRY_FIRST`` (doubling up to ``RETRY_MAX``)
+    seconds while storage makes it give up, for as long as the node runs: its job would
+    otherwise wait, unfinished, for some node to restart (Dchaos18-5)."""
+    delay = RETRY_FIRST
+    while True:
+        try:
+            return await process_upload(service, file_id)
+        except (AgentStorageError, StorageError) as error:
+            service.observe("folders.file_retry", file_id=file_id, error=repr(error), delay=delay)
+            await trio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+
+
 async def resume_uploads(service: AgentService, limit: int = 50) -> list[str]:
-    """Process every unfinished upload job (those a crash interrupted); returns their ids."""
+    """Process every unfinished upload job (those a crash interrupted), each until it is
+    done (:func:`process_until_done`); returns their ids."""
     pending = await _call(service, lambda: _store(service).pending(limit))
     for file_id in pending:
-        await process_upload(service, file_id)
+        await process_until_done(service, file_id)
     return pending
 
 

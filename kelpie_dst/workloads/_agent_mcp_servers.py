@@ -1,15 +1,19 @@
 """MCP servers added, updated, refreshed and removed while tools are called (issue #18).
 
-One agent node serves an agent with the managed server's tool attached. A churn task creates
-the ``ticker`` server (a ``SimMcpServer``, so the ``mcp.*`` faults apply), updates it (sending
-its secret back masked), refreshes it and deletes it, several times; callers meanwhile call its
-tool through the node's MCP source (the agent executor's path), each call with a unique ``n``.
+The nodes of ``topology.nodes`` (one, or several over ``topology.database``, crashing and
+restarting) serve an agent with the managed server's tool attached. A churn task on the first
+node creates the ``ticker`` server (a ``SimMcpServer``, so the ``mcp.*`` faults apply), updates
+it (sending its secret back masked), refreshes it and deletes it, several times, going on with
+its round after a crash; callers spread over the nodes meanwhile call its tool through their
+node's MCP source (the agent executor's path), each call with a unique ``n`` (never resent).
 
 The oracle (:func:`check`):
 
 - every call that reported success executed exactly once on the server; no ``n`` executed
-  twice; a call that started while no server record existed never executed and ended with an
-  explicit tool error;
+  twice; a call that started while no server record existed (after a delete finished) never
+  executed unless a create started before it ran, and ended with an explicit tool error
+  unless a create started before it ended (another node's cached client must not reach the
+  deleted server);
 - after every refresh, the agent still has the tool attached (same id);
 - every process of the server was started with its secret (an update never loses it).
 """
@@ -45,16 +49,23 @@ class Log:
     """What the workload saw: executions on the server, call outcomes, problems."""
 
     executed: list[int] = attrs.Factory(list)
-    outcomes: dict[int, tuple[str, bool]] = attrs.Factory(dict)  # n -> (result, live at start)
+    # n -> (result, live at start, creates started before it started, ... before it ended)
+    outcomes: dict[int, tuple[str, bool, int, int]] = attrs.Factory(dict)
+    ran_in: dict[int, int] = attrs.Factory(dict)  # n -> creates started before it ran
     configs: list[McpServerConfig] = attrs.Factory(list)
     problems: list[str] = attrs.Factory(list)
     refresh_failures: int = 0
+    agent_id: str = ""
+    round: int = 0  # the churn's round (it goes on there after a crash)
+    next_n: dict[int, int] = attrs.Factory(dict)  # caller -> the next n it calls
     live: bool = False  # False: certainly no server record (after a delete, before a create)
+    creates: int = 0  # creates started so far: a call's window without one saw no record
 
 
 def ticker(log: Log) -> SimMcpServer:
     def tick(args: dict[str, Any]) -> str:
         log.executed.append(int(args["n"]))
+        log.ran_in.setdefault(int(args["n"]), log.creates)
         return f"tick {args['n']}"
 
     tools = [
@@ -74,11 +85,22 @@ class Recorder:
 
 
 async def churn(service: Any, log: Log, rounds: int, rng: Any) -> None:
-    agent = (await service.create_agent(CreateAgent(name="ticking"))).agent
-    for number in range(rounds):
+    """The rounds of create, update, refresh and delete; after a crash (several nodes) it
+    goes on with the round it was in, reusing the record an interrupted create stored."""
+    if not log.agent_id:
+        log.agent_id = (await service.create_agent(CreateAgent(name="ticking"))).agent.id
+    agent_id = log.agent_id
+    while log.round < rounds:
+        number = log.round
         log.live = True  # from before the create starts: "no record" must be certain
-        record = await catalog.create_server(
-            service, "ticker", "stdio", {"command": "ticker", "args": [], "env": {"T": SECRET}}
+        log.creates += 1
+        left = [r for r in await catalog.list_servers(service) if r.server_name == "ticker"]
+        record = (
+            left[0]
+            if left
+            else await catalog.create_server(
+                service, "ticker", "stdio", {"command": "ticker", "args": [], "env": {"T": SECRET}}
+            )
         )
         tools = await catalog.server_tool_list(service, record.id)
         for _ in range(3):  # the server may have crashed while create listed its tools
@@ -88,7 +110,7 @@ async def churn(service: Any, log: Log, rounds: int, rng: Any) -> None:
                 await catalog.refresh_server(service, record.id)
             tools = await catalog.server_tool_list(service, record.id)
         if tools:
-            await service.attach_tool(agent.id, tools[0].id)
+            await service.attach_tool(agent_id, tools[0].id)
         await trio.sleep(rng.uniform(0.2, 1.0))
         await catalog.update_server(
             service, record.id, None, {"args": [f"--round={number}"], "env": {"T": "****"}}
@@ -97,18 +119,23 @@ async def churn(service: Any, log: Log, rounds: int, rng: Any) -> None:
             await catalog.refresh_server(service, record.id)
         except UnavailableError:  # the server crashed or did not start: a 503, as users see
             log.refresh_failures += 1
-        attached = [t.id for t in await service.list_agent_tools(agent.id)]
+        attached = [t.id for t in await service.list_agent_tools(agent_id)]
         if tools and tools[0].id not in attached:
             log.problems.append(f"round {number}: refresh detached {tools[0].id} from the agent")
         await trio.sleep(rng.uniform(0.2, 1.0))
         await catalog.delete_server(service, record.id)
         log.live = False  # only once the delete is done
+        log.round += 1
         await trio.sleep(rng.uniform(0.1, 0.5))
 
 
-async def caller(service: Any, log: Log, first: int, count: int, rng: Any) -> None:
-    for n in range(first, first + count):
-        live = log.live
+async def caller(service: Any, log: Log, i: int, first: int, count: int, rng: Any) -> None:
+    """Call ``tick`` for ``n`` in ``first..first+count``; after a crash, from the next ``n``
+    (a call a crash interrupted is not sent again: that would run it twice)."""
+    while log.next_n.setdefault(i, first) < first + count:
+        n = log.next_n[i]
+        log.next_n[i] = n + 1
+        live, creates = log.live, log.creates
         try:
             result = await service.mcp_servers.call_tool("ticker", "tick", {"n": n})
             outcome = "success" if not result.is_error else "error"
@@ -117,7 +144,7 @@ async def caller(service: Any, log: Log, first: int, count: int, rng: Any) -> No
             if isinstance(error, McpConnectionError):  # crashed: start it again, as the
                 with contextlib.suppress(KelpieError):  # executor does (not retrying n)
                     await service.mcp_servers.reconnect("ticker")
-        log.outcomes[n] = (outcome, live)
+        log.outcomes[n] = (outcome, live, creates, log.creates)
         await trio.sleep(rng.uniform(0.05, 0.4))
 
 
@@ -130,27 +157,37 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
     """Churn the managed MCP server while callers call its tool; see the module docstring."""
     log = Log()
     ctx.state["log"] = log
-    done = trio.Event()
     params = ctx.params
+    nodes = list(ctx.topology.nodes)
+    db = ctx.sim.add_node(ctx.topology.database) if ctx.topology.database else None
+    server = ticker(log)
+    ended: dict[str, bool] = {}
+    done = trio.Event()
 
     async def node_main(node: kelpie_dst.Node) -> None:
         rng = ctx.rng("mcp_servers")
         async with open_agent_node(
-            open_kv(node),
+            open_kv(node, host=db),
             sim_ports(node),
             node_id=node.name,
             llm=SimLlmClient(HelpfulPolicy(), timing=LlmTiming()),
-            mcp_transport=Recorder(ticker(log), log),
+            mcp_transport=Recorder(server, log),
             observer=kelpie_dst.log,
         ) as service:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(churn, service, log, params["rounds"], rng)
+                if node.name == nodes[0]:
+                    nursery.start_soon(churn, service, log, params["rounds"], rng)
+                calls = params["calls"]
                 for i in range(params["callers"]):
-                    calls = params["calls"]
-                    nursery.start_soon(caller, service, log, i * calls, calls, rng)
-            done.set()
+                    if nodes[i % len(nodes)] == node.name:
+                        nursery.start_soon(caller, service, log, i, i * calls, calls, rng)
+            ended[node.name] = True
+            if len(ended) == len(nodes):
+                done.set()
+            await trio.sleep_forever()  # keep serving: another node may still use it
 
-    ctx.sim.add_node("n1", node_main)
+    for name in nodes:
+        ctx.sim.add_node(name, node_main)
     await done.wait()
     ctx.metric("mcp.calls", len(log.outcomes))
     ctx.metric("mcp.executed", len(log.executed))
@@ -166,13 +203,15 @@ def check(log: Log) -> list[str]:
     for n, count in sorted(counts.items()):
         if count > 1:
             problems.append(f"call {n} executed {count} times")
-    for n, (outcome, live) in sorted(log.outcomes.items()):
+    for n, (outcome, live, started, ended) in sorted(log.outcomes.items()):
         ran = counts.get(n, 0)
         if outcome == "success" and ran != 1:
             problems.append(f"call {n} reported success but executed {ran} times")
-        if not live and ran:
+        # no record when it started, and none created before it ran (or, for its result,
+        # before it ended): the server was deleted, and the call must not have reached it
+        if not live and ran and log.ran_in.get(n) == started:
             problems.append(f"call {n} started with no server record, yet executed")
-        if not live and outcome == "success":
+        if not live and outcome == "success" and ended == started:
             problems.append(f"call {n} started with no server record, yet succeeded")
     for config in log.configs:
         if config.env_dict.get("T") != SECRET:

@@ -23,7 +23,7 @@ __all__ = ["all_operations_issued", "kv_linearizability"]
 
 
 @workload(
-    params={"clients": 6, "ops": 20, "keys": 3, "think": 0.05, "cas_ratio": 0.3},
+    params={"clients": 6, "ops": 20, "keys": 3, "think": 0.05, "cas_ratio": 0.3, "hold": 0.0},
     sizes=("clients", "ops", "keys"),
     bounds={
         "clients": (1, 200),
@@ -31,12 +31,13 @@ __all__ = ["all_operations_issued", "kv_linearizability"]
         "keys": (1, 10_000),
         "think": (0, 60),
         "cas_ratio": (0, 1),
+        "hold": (0, 60),
     },
 )
 async def kv_linearizability(ctx: WorkloadContext) -> None:
     sim = ctx.sim
     clients, ops, keys = ctx.params["clients"], ctx.params["ops"], ctx.params["keys"]
-    think, cas_ratio = ctx.params["think"], ctx.params["cas_ratio"]
+    think, cas_ratio, hold = ctx.params["think"], ctx.params["cas_ratio"], ctx.params["hold"]
     nodes = ctx.topology.nodes or ("node-1",)
     db = sim.add_node(ctx.topology.database or "db")
     remaining = dict.fromkeys(range(clients), ops)
@@ -58,7 +59,8 @@ async def kv_linearizability(ctx: WorkloadContext) -> None:
                 await _read(ctx, kv, process, key, seen)
             elif draw < 0.4 + cas_ratio:
                 expected = seen.get(key) if rng.random() < 0.8 else f"c{number}.stale"
-                await _cas(ctx, kv, process, key, expected, f"c{number}.{index}")
+                held = hold * rng.random() if hold else 0.0
+                await _cas(ctx, kv, process, key, expected, f"c{number}.{index}", held)
             else:
                 await _write(ctx, kv, process, key, f"c{number}.{index}")
             await trio.sleep(think * rng.random())
@@ -113,8 +115,16 @@ async def _write(ctx: WorkloadContext, kv: FaultyKV, process: str, key: str, val
 
 
 async def _cas(
-    ctx: WorkloadContext, kv: FaultyKV, process: str, key: str, expected: str | None, value: str
+    ctx: WorkloadContext,
+    kv: FaultyKV,
+    process: str,
+    key: str,
+    expected: str | None,
+    value: str,
+    held: float = 0.0,
 ) -> None:
+    """Compare-and-set in one transaction; ``held`` seconds pass between its read and its
+    write (a read-modify-write that works in between), so other commits land inside it."""
     handle = ctx.history.invoke(
         process, "cas", key, value=value, expected=expected, time=trio.current_time()
     )
@@ -122,6 +132,8 @@ async def _cas(
         async with kv.transaction() as tx:
             current = await tx.get(key.encode())
             swapped = (None if current is None else current.decode()) == expected
+            if held:
+                await trio.sleep(held)
             if swapped:
                 await tx.set(key.encode(), value.encode())
     except StorageUnavailableError:

@@ -38,6 +38,7 @@ def test_minimal_file_gets_every_default(tmp_path: Path) -> None:
         "keys": 3,
         "think": 0.05,
         "cas_ratio": 0.3,
+        "hold": 0.0,
     }
     assert s.workload.sizes == {"clients": 1, "ops": 1, "keys": 1}
     assert s.topology.nodes == () and s.topology.database == "" and not s.topology.sandbox

@@ -29,9 +29,19 @@ def test_the_same_seed_gives_the_same_trace_hash() -> None:
     assert first.result.trace_hash == again.result.trace_hash != other.result.trace_hash
 
 
+def test_several_crashing_nodes_pass_and_repeat_their_trace() -> None:
+    crash = load_scenario("agent_mcp_servers_crash", ["workload.params.rounds=2"])
+    first, again = run_scenario(crash, 2), run_scenario(crash, 2)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.result.trace_hash == again.result.trace_hash
+
+
 def test_the_oracle_names_each_broken_run() -> None:
-    log = Log(executed=[1, 2, 2, 3], outcomes={1: ("success", True), 4: ("success", True)})
-    log.outcomes[3] = ("success", False)
+    log = Log(executed=[1, 2, 2, 3, 5], outcomes={1: ("success", True, 0, 0)})
+    log.outcomes[4] = ("success", True, 0, 0)
+    log.outcomes[3] = ("success", False, 1, 1)  # no record, none created while it ran
+    log.outcomes[5] = ("success", False, 1, 2)  # a create started before it ran: fine
+    log.ran_in.update({1: 0, 2: 0, 3: 1, 5: 2})
     log.configs.append(McpServerConfig("ticker", "t", env={"T": "****"}))
     log.configs.append(McpServerConfig("ticker", "t", env={"T": SECRET}))
     log.problems.append("round 0: refresh detached tool-x from the agent")

@@ -47,6 +47,9 @@ __all__ = [
 
 SCHEDULES = b"sched/"
 DUE = b"schedq/"
+# A one-time schedule up to this many seconds in the past is sent at once (the client's clock
+# and the server's differ a little); further back it is refused (Dsched-2).
+PAST_GRACE = 60.0
 
 
 def schedule_key(agent_id: str, schedule_id: str) -> bytes:
@@ -162,6 +165,10 @@ async def create_schedule(
         at = schedule.get("scheduled_at")
         if isinstance(at, bool) or not isinstance(at, int | float):
             raise InvalidRequestError("schedule.scheduled_at: epoch milliseconds are required")
+        if float(at) / 1000.0 < now - PAST_GRACE:
+            raise InvalidRequestError(
+                f"schedule.scheduled_at: {iso(float(at) / 1000.0)} is in the past (now {iso(now)})"
+            )
         scheduled_at, cron, next_at = float(at), None, max(float(at) / 1000.0, now)
     elif kind == "recurring":
         parsed = parse_cron(schedule.get("cron_expression"))
@@ -218,7 +225,9 @@ async def fire_schedule(rt: AgentRuntime, schedule_id: str, due: int, send: Any)
     rt.require()
     record = await _load(rt, schedule_id)
     if record is None or micros(record.next_at) != due:
+        await _drop_stale(rt, due, schedule_id)
         return None
+    await rt.hazard("agent.schedule_due")  # decided to fire; the input is not committed
     otid = f"sched-{record.id}-{due:x}"
     first, *rest = record.messages
     inputs = (attrs.evolve(first, otid=otid), *rest)
@@ -229,6 +238,15 @@ async def fire_schedule(rt: AgentRuntime, schedule_id: str, due: int, send: Any)
     )
     result: object = await send(request)
     return result
+
+
+async def _drop_stale(rt: AgentRuntime, due: int, schedule_id: str) -> None:
+    """A due-index entry whose schedule is gone or due at another time is stale (the fire
+    that advanced the schedule deleted it; only a bug or a torn write leaves one): delete it,
+    so that no scheduler keeps asking to fire it."""
+    key = DUE + f"{due:016x}/{rt.agent_id}/{schedule_id}".encode()
+    if await rt.get(key, "a due schedule") is not None:
+        await _apply(rt, [(key, None)], "a stale due-index entry")
 
 
 def unpack_schedule(data: bytes) -> ScheduledMessage:

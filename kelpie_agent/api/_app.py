@@ -38,6 +38,7 @@ from ._routes_identities import identities_router
 from ._routes_mcp import mcp_router
 from ._routes_messages import messages_router
 from ._routes_runs import runs_router
+from ._routes_schedules import schedules_router
 from ._routes_search import search_router
 from ._routes_steps import steps_router
 from ._routes_tools import tools_router
@@ -130,6 +131,7 @@ def _build(version: str, auth: bool) -> FastAPI:
     app.include_router(folders_router(), dependencies=checks)
     app.include_router(mcp_router(), dependencies=checks)
     app.include_router(identities_router(), dependencies=checks)
+    app.include_router(schedules_router(), dependencies=checks)
     app.include_router(messages_router(), dependencies=checks)
     app.include_router(history_router(), dependencies=checks)
     app.include_router(compaction_router(), dependencies=checks)

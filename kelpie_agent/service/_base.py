@@ -22,6 +22,7 @@ from kelpie_agent.ports import Ports
 from kelpie_agent.storage import KV
 
 from ._errors import NotFoundError, ServiceError, UnavailableError, translate
+from ._scheduler import Scheduler
 from ._types import ServiceOptions
 from ._validate import ident
 
@@ -93,6 +94,7 @@ class ServiceBase:
         self._state = "new"  # -> running -> stopped
         self._cancel_events: dict[str, list[trio.Event]] = {}
         self._nursery: trio.Nursery | None = None  # background work; lives as long as the node
+        self.scheduler = Scheduler(self)  # sends scheduled messages (runs with the node)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the node's dispatcher until cancelled (``await nursery.start(service.run)``);
@@ -104,6 +106,8 @@ class ServiceBase:
                 await nursery.start(self.dispatcher.run)
                 self._nursery = nursery
                 self._state = "running"
+                if self.options.scheduler:
+                    self._spawn("the scheduler", self.scheduler.run)
                 task_status.started()
         finally:
             self._state = "stopped"

@@ -32,6 +32,10 @@ class ServiceOptions:
     * ``storage_attempts`` / ``storage_backoff``: the service's own KV reads.
     * ``stream_buffer``: events a slow stream consumer may fall behind before the run waits for
       it (the agent drops a consumer that stays stuck for ``LoopConfig.sink_timeout``).
+    * ``scheduler``: whether the node runs a scheduler that sends scheduled messages
+      (``_scheduler``); ``schedule_rescan``: how often it looks for schedules when none is due
+      sooner (schedules created on other nodes); ``schedule_retry``: its first backoff after
+      a failed scan or fire (doubling up to ``schedule_rescan``).
     """
 
     request_timeout: float = attrs.field(default=60.0, validator=_positive)
@@ -39,6 +43,9 @@ class ServiceOptions:
     storage_attempts: int = attrs.field(default=8, validator=_positive)
     storage_backoff: float = attrs.field(default=0.05, validator=_positive)
     stream_buffer: int = attrs.field(default=16, validator=_positive)
+    scheduler: bool = True
+    schedule_rescan: float = attrs.field(default=30.0, validator=_positive)
+    schedule_retry: float = attrs.field(default=1.0, validator=_positive)
 
 
 def paginate(

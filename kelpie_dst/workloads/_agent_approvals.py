@@ -51,7 +51,7 @@ from ._agent_approval_checks import (
 
 __all__ = ["agent_approvals", "approvals_exactly_as_answered"]
 
-SERVICE = ServiceOptions(request_timeout=20.0)
+SERVICE = ServiceOptions(request_timeout=20.0, scheduler=False)  # no schedules here (Dsched-5)
 
 
 def vault(log: ApprovalLog) -> SimMcpServer:

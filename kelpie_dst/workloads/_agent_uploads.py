@@ -43,7 +43,7 @@ from ._agent_upload_policy import FilesPolicy
 
 __all__ = ["agent_uploads", "uploads_never_half_indexed"]
 
-SERVICE = ServiceOptions(request_timeout=20.0)
+SERVICE = ServiceOptions(request_timeout=20.0, scheduler=False)  # no schedules here (Dsched-5)
 
 
 @attrs.define

@@ -67,8 +67,10 @@ LOOP = LoopConfig(
     tool_timeout=20.0,
     sink_timeout=10.0,
 )
-SERVICE = ServiceOptions(request_timeout=20.0)
-"""The service gives up (503) well before a client's attempt times out, so clients move on."""
+SERVICE = ServiceOptions(request_timeout=20.0, scheduler=False)
+"""The service gives up (503) well before a client's attempt times out, so clients move on.
+No scheduler: these scenarios create no schedule, and its scans would shift every seed
+(Dsched-5); ``agent_schedules`` runs it under the same faults."""
 SERVER = ServerOptions(header_timeout=10.0, body_timeout=10.0, keep_alive_timeout=5.0)
 
 

@@ -28,6 +28,10 @@ IMPLEMENTED = {
     "mcp_servers.tools.list",
     "mcp_servers.tools.retrieve",
     "mcp_servers.tools.run",
+    "agents.schedule.create",
+    "agents.schedule.list",
+    "agents.schedule.retrieve",
+    "agents.schedule.delete",
 }
 
 

@@ -1,0 +1,172 @@
+"""Scheduled messages in Letta's shapes (``agents.schedule``): the create body, the
+``ScheduledMessage`` answered by retrieve and list, and the create and delete answers.
+
+``schedule`` is ``{"type": "one-time", "scheduled_at": <epoch ms>}`` (``type`` may be left
+out) or ``{"type": "recurring", "cron_expression": "<five fields, UTC>"}``. One model for
+both, so that a missing field is named (``body.schedule.cron_expression: Field required``)
+rather than the union's branches.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from kelpie_agent.agent import InputMessage, ScheduledMessage
+from kelpie_agent.agent._schedules import iso
+
+from ._models_common import NonBlank, RequestModel, ResponseModel
+from ._models_messages import MAX_STEPS, TextContent
+
+__all__ = [
+    "ScheduleCreate",
+    "ScheduleCreateResponse",
+    "ScheduleDeleteResponse",
+    "ScheduleListResponse",
+    "ScheduledMessageOut",
+    "scheduled_out",
+]
+
+ReturnType = Literal[
+    "system_message",
+    "user_message",
+    "assistant_message",
+    "reasoning_message",
+    "hidden_reasoning_message",
+    "tool_call_message",
+    "tool_return_message",
+    "approval_request_message",
+    "approval_response_message",
+]
+
+
+class ScheduleMessage(RequestModel):
+    """One message to send (Letta's ``MessageCreate``; text content only)."""
+
+    role: Literal["user", "assistant", "system"]
+    content: NonBlank | list[TextContent] = Field()
+    name: str | None = Field(default=None, max_length=200)
+    otid: str | None = Field(default=None, max_length=200)
+    sender_id: str | None = Field(default=None, max_length=200)
+    type: Literal["message"] | None = None
+
+    @model_validator(mode="after")
+    def _some_text(self) -> ScheduleMessage:
+        if not self.text().strip():
+            raise ValueError("at content: every part is blank")
+        return self
+
+    def text(self) -> str:
+        c = self.content
+        return c if isinstance(c, str) else "\n".join(part.text for part in c)
+
+    def to_input(self) -> InputMessage:
+        return InputMessage(self.role, self.text(), name=self.name, otid=self.otid)
+
+
+class ScheduleSpec(RequestModel):
+    type: Literal["one-time", "recurring"] = "one-time"
+    scheduled_at: float | None = Field(default=None, ge=0)  # epoch milliseconds
+    cron_expression: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _complete(self) -> ScheduleSpec:
+        if self.type == "one-time" and self.scheduled_at is None:
+            raise ValueError("at scheduled_at: Field required")
+        if self.type == "recurring" and self.cron_expression is None:
+            raise ValueError("at cron_expression: Field required")
+        return self
+
+    def to_mapping(self) -> dict[str, object]:
+        if self.type == "recurring":
+            return {"type": "recurring", "cron_expression": self.cron_expression}
+        return {"type": "one-time", "scheduled_at": self.scheduled_at}
+
+
+class ScheduleCreate(RequestModel):
+    messages: list[ScheduleMessage] = Field(min_length=1, max_length=100)
+    schedule: ScheduleSpec
+    callback_url: str | None = Field(
+        default=None, description="Not supported: Kelpie makes no outbound callbacks (422)"
+    )
+    include_return_message_types: list[ReturnType] | None = None
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
+
+    @model_validator(mode="after")
+    def _no_callback(self) -> ScheduleCreate:
+        if self.callback_url is not None:
+            raise ValueError("at callback_url: not supported (Kelpie makes no outbound calls)")
+        return self
+
+
+class MessageOut(ResponseModel):
+    content: str
+    role: Literal["user", "assistant", "system"]
+    name: str | None = None
+    otid: str | None = None
+    sender_id: str | None = None
+    type: Literal["message"] = "message"
+
+
+class ScheduledPayload(ResponseModel):
+    messages: list[MessageOut]
+    callback_url: str | None = None
+    include_return_message_types: list[ReturnType] | None = None
+    max_steps: float | None = None
+
+
+class OneTime(ResponseModel):
+    scheduled_at: float
+    type: Literal["one-time"] = "one-time"
+
+
+class Recurring(ResponseModel):
+    cron_expression: str
+    type: Literal["recurring"] = "recurring"
+
+
+class ScheduledMessageOut(ResponseModel):
+    id: str
+    agent_id: str
+    message: ScheduledPayload
+    next_scheduled_time: str | None = None
+    schedule: OneTime | Recurring
+
+
+class ScheduleListResponse(ResponseModel):
+    has_next_page: bool
+    scheduled_messages: list[ScheduledMessageOut]
+
+
+class ScheduleCreateResponse(ResponseModel):
+    id: str
+    next_scheduled_at: str | None = None
+
+
+class ScheduleDeleteResponse(ResponseModel):
+    success: Literal[True] = True
+
+
+def scheduled_out(record: ScheduledMessage) -> ScheduledMessageOut:
+    schedule: OneTime | Recurring
+    if record.cron is not None:
+        schedule = Recurring(cron_expression=record.cron)
+    else:
+        schedule = OneTime(scheduled_at=record.scheduled_at or record.next_at * 1000)
+    return ScheduledMessageOut(
+        id=record.id,
+        agent_id=record.agent_id,
+        message=ScheduledPayload(
+            messages=[
+                MessageOut(content=m.content, role=m.role, name=m.name, otid=m.otid)  # type: ignore[arg-type]
+                for m in record.messages
+            ],
+            include_return_message_types=list(record.include_return_message_types)  # type: ignore[arg-type]
+            if record.include_return_message_types
+            else None,
+            max_steps=record.max_steps,
+        ),
+        next_scheduled_time=iso(record.next_at),
+        schedule=schedule,
+    )

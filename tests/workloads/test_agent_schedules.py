@@ -1,0 +1,62 @@
+"""The agent_schedules scenario: scheduled messages under crashes, an outage, handoffs and
+storage faults. It passes, is deterministic, and its oracle names each kind of broken run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kelpie_dst.scenario import load_scenario, run_scenario
+from kelpie_dst.workloads._agent_schedules import Created, Fired, Log, check, expected
+
+SHORT = ("workload.params.span=40", "workload.params.grace=40", "duration=40s")
+
+
+def _run(seed: int) -> Any:
+    return run_scenario(load_scenario("agent_schedules", SHORT), seed)
+
+
+def test_a_short_run_passes_and_repeats_exactly() -> None:
+    first, again, other = _run(2), _run(2), _run(3)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["schedules.fired"] > 0
+    assert first.result.trace_hash == again.result.trace_hash != other.result.trace_hash
+
+
+T0 = 1_767_225_600.0  # a minute boundary (2026-01-01 00:00 UTC)
+
+
+def _fired(schedule_id: str, due: float, date: float, text: str) -> Fired:
+    return Fired(
+        "agent-1", schedule_id, due, date, text, f"sched-{schedule_id}-{round(due * 1e6):x}"
+    )
+
+
+def test_the_oracle_names_each_broken_run() -> None:
+    every = Created("agent-1", "every", "* * * * *", None, "s-every", T0 + 60, T0 + 250, T0 + 251)
+    once = Created("agent-1", "once", None, T0 + 10, "s-once", T0 + 10)
+    lost = Created("agent-1", "lost", None, T0 + 20, "s-lost", T0 + 20)
+    assert expected(every, T0 + 200) == [T0 + 60, T0 + 120, T0 + 180]
+    log = Log(created=[every, once, lost], end=T0 + 400)
+    log.fired = [
+        _fired("s-every", T0 + 120, T0 + 121, "every"),
+        _fired("s-every", T0 + 60, T0 + 61, "every"),  # out of order
+        _fired("s-every", T0 + 300, T0 + 300, "every"),  # after its delete
+        _fired("s-once", T0 + 10, T0 + 2, "once"),  # early
+        _fired("s-other", T0 + 30, T0 + 30, "nobody"),
+    ]
+    log.duplicates.append("sched-s-once-1")
+    log.pending.append(("agent-1", "s-stuck", T0 + 100))
+    found = check(log, grace=60, tolerance=5)
+    assert found == [
+        "occurrence sched-s-once-1 stored twice",
+        f"sched-s-once-{round((T0 + 10) * 1e6):x} fired early: stored at {T0 + 2:.3f}, due "
+        f"{T0 + 10:.3f}",
+        f"sched-s-other-{round((T0 + 30) * 1e6):x}: text 'nobody' was not scheduled for agent-1",
+        f"schedule s-every fired out of order: {[T0 + 120, T0 + 60, T0 + 300]}",
+        f"schedule s-every fired after its delete: due {[T0 + 300]}",
+        f"schedule s-every (every) never sent due {[T0 + 180]}",
+        f"schedule s-lost (lost) never sent due {[T0 + 20]}",
+        f"schedule s-stuck of agent-1 still pending, due {T0 + 100:.3f}",
+    ]
+    healthy = Log(created=[once], end=T0 + 400, fired=[_fired("s-once", T0 + 10, T0 + 11, "once")])
+    assert check(healthy, grace=60, tolerance=5) == []

@@ -333,7 +333,7 @@ def test_mutate_usage_errors_are_one_line(
 # `kelpie-dst mutate --check` runs it by hand).
 CI_SUBSET = (
     "fence-reads-owner-outside-txn",  # actors: agent_chaos seed 0, single_activation
-    "http-create-drops-read-only",  # HTTP API: agent_chaos seed 0, llm_sees_one_agent
+    "http-create-drops-read-only",  # HTTP API: agent_chaos seed 0, memory_blocks_within_limits
 )
 
 

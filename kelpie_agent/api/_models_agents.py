@@ -12,7 +12,7 @@ from kelpie_agent.llm._types import TOOL_NAME
 
 from ._models_blocks import Block, BlockCreate, block_out
 from ._models_common import Id, JsonObject, NonBlank, RequestModel, ResponseModel, epoch_datetime
-from ._models_folders import FolderOut, folder_out
+from ._models_folders import FolderOut, node_folder_out
 from ._models_messages import InputMessageModel, StopReasonType
 from ._models_rules import ToolRuleModel, rule_out
 from ._models_tools import Tool, tool_out
@@ -167,14 +167,7 @@ class AgentState(ResponseModel):
 
 def _sources(view: AgentView) -> list[FolderOut]:
     """The attached folders, as ``folders.retrieve`` shows them."""
-    if not view.folders:
-        return []
-    from kelpie_agent.agent._archive import embedder_name
-
-    from ._context import current_service
-
-    embedder = current_service().embedder
-    return [folder_out(f, embedder_name(embedder), embedder.dimensions) for f in view.folders]
+    return [node_folder_out(f) for f in view.folders]
 
 
 def agent_out(view: AgentView) -> AgentState:

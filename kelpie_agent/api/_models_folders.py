@@ -24,6 +24,7 @@ __all__ = [
     "agent_file_out",
     "file_out",
     "folder_out",
+    "node_folder_out",
 ]
 
 Status = Literal["pending", "parsing", "embedding", "completed", "error"]
@@ -178,3 +179,14 @@ def agent_file_out(item: AgentFile, char_limit: int) -> AgentFileOut:
         last_accessed_at=epoch_datetime(state.last_accessed_at) if state.last_accessed_at else None,
         visible_content=item.visible(char_limit) if state.is_open else None,
     )
+
+
+def node_folder_out(folder: Folder) -> FolderOut:
+    """A folder as the node shows it: with the node's embedder (a route's or a model's helper;
+    needs the request's service)."""
+    from kelpie_agent.agent._archive import embedder_name
+
+    from ._context import current_service
+
+    embedder = current_service().embedder
+    return folder_out(folder, embedder_name(embedder), embedder.dimensions)

@@ -10,8 +10,6 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, File, Path, Query, UploadFile
 
 from kelpie_agent.agent import ResourceNotFoundError
-from kelpie_agent.agent._archive import embedder_name
-from kelpie_agent.agent._folders import Folder
 from kelpie_agent.service import _folders as folders
 
 from ._context import current_service
@@ -24,8 +22,8 @@ from ._models_folders import (
     FolderUpdate,
     agent_file_out,
     file_out,
+    node_folder_out,
 )
-from ._models_folders import folder_out as _folder_out
 from ._params import ID_PATTERN, AgentId, Cursor
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES, collection_route
@@ -38,9 +36,7 @@ FileId = Annotated[str, Path(pattern=ID_PATTERN, description="A file id (file-..
 Duplicates = Literal["skip", "error", "suffix", "replace"]
 
 
-def folder_out(folder: Folder) -> FolderOut:
-    embedder = current_service().embedder
-    return _folder_out(folder, embedder_name(embedder), embedder.dimensions)
+folder_out = node_folder_out
 
 
 def folders_router() -> APIRouter:

@@ -66,7 +66,9 @@ class Poller:
         async def attempt(node: str, _: int) -> Any:
             return await sdk(node).agents.retrieve(server_id)
 
-        got = await self.clients._call(f"a{plan.number} poll {n}", plan.agent_id, attempt, rng, state)
+        got = await self.clients._call(
+            f"a{plan.number} poll {n}", plan.agent_id, attempt, rng, state
+        )
         self.problems += check_polled(got, server_id, plan, self.plans, f"poll {n}")
 
 

@@ -81,7 +81,9 @@ def check_serializable(txns: Iterable[Txn], final: Mapping[str, str]) -> list[st
             edges.setdefault(prev, set()).add(t.id)  # ww
     for key, writer in sorted(final.items()):
         if (key, writer) in nxt:
-            problems.append(f"{key}'s final version is {writer}'s, which {nxt[key, writer]} replaced")
+            problems.append(
+                f"{key}'s final version is {writer}'s, which {nxt[key, writer]} replaced"
+            )
     for t in committed:
         for key, writer in t.reads.items():
             if writer != t.id:

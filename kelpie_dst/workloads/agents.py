@@ -65,8 +65,8 @@ from ._agent_compaction import check_summaries
 from ._agent_direct import DirectLink
 from ._agent_http import open_http_link
 from ._agent_oracles import check_effects, check_model_said, check_resends
-from ._agent_polls import Poller
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
+from ._agent_polls import Poller
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
@@ -262,9 +262,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
     )
 
 
-async def _clients(
-    clients: Clients, plans: list[AgentPlan], count: int, threads: Threads
-) -> None:
+async def _clients(clients: Clients, plans: list[AgentPlan], count: int, threads: Threads) -> None:
     async with trio.open_nursery() as nursery:
         for number in range(count):
             nursery.start_soon(clients.client, number, plans[number::count])

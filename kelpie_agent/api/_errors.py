@@ -38,6 +38,7 @@ from kelpie_agent.service._validate import NOT_BLANK
 from ._context import Observer, current
 
 __all__ = [
+    "UNKNOWN_FIELD",
     "Observer",
     "classify",
     "error_response",
@@ -46,6 +47,8 @@ __all__ = [
 ]
 
 _MAX_LISTED = 3
+# What a 422 says of a body field the route's model does not have (never silently ignored).
+UNKNOWN_FIELD = "not a field of this request (not supported by this server)"
 
 
 def _one_line(text: str) -> str:
@@ -115,6 +118,8 @@ def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]
             msg = f"{msg}: {_one_line(ctx.get('error', ''))}".rstrip(": ")
         # "Value error, x" (a model validator's message) reads better as "x"
         msg = msg.removeprefix("Value error, ")
+        if kind == "extra_forbidden":  # a field the request model does not have
+            msg = UNKNOWN_FIELD
         if kind == "string_pattern_mismatch" and (error.get("ctx") or {}).get("pattern") in _SAID:
             msg = _SAID[error["ctx"]["pattern"]]
         if msg.startswith("at ") and ": " in msg:  # the storable-value check names its place

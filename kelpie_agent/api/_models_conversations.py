@@ -118,7 +118,7 @@ class ConversationMessageRequest(MessageRequest):
     """``POST /v1/conversations/{id}/messages``: streamed unless ``streaming: false``
     (Letta's default); ``background`` runs it as a background run, followed by the stream."""
 
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     streaming: bool = True
     background: bool = False

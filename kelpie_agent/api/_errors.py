@@ -36,9 +36,9 @@ from kelpie_agent.service import translate
 from kelpie_agent.service._validate import NOT_BLANK
 
 from ._context import Observer, current
+from ._query import UNKNOWN_FIELD
 
 __all__ = [
-    "UNKNOWN_FIELD",
     "Observer",
     "classify",
     "error_response",
@@ -47,8 +47,6 @@ __all__ = [
 ]
 
 _MAX_LISTED = 3
-# What a 422 says of a body field the route's model does not have (never silently ignored).
-UNKNOWN_FIELD = "not a field of this request (not supported by this server)"
 
 
 def _one_line(text: str) -> str:
@@ -126,6 +124,8 @@ def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]
             where, msg = msg[3:].split(": ", 1)
             loc += [] if where == "." else [where]
         listed.append({"loc": loc, "msg": msg, "type": kind})
+    # a field the server does not support is named first: the most useful thing to say
+    listed.sort(key=lambda e: e["type"] != "extra_forbidden")
     parts = [f"{_loc(e['loc'])}: {e['msg']}" for e in listed[:_MAX_LISTED]]
     if len(listed) > _MAX_LISTED:
         parts.append(f"and {len(listed) - _MAX_LISTED} more")

@@ -157,9 +157,9 @@ class RequestModel(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _storable(cls, data: Any) -> Any:
-        """Text of the declared fields must be valid Unicode (unknown fields are refused
-        by pydantic, as extra; free-form objects check themselves, as JsonObject); an integral float is an
-        integer (JSON Schema's view: ``1.0`` is a valid ``integer``)."""
+        """Text of the declared fields must be valid Unicode (unknown fields are refused by
+        pydantic, as extra; free-form objects check themselves, as JsonObject); an integral
+        float is an integer (JSON Schema's view: ``1.0`` is a valid ``integer``)."""
         if not isinstance(data, dict):
             return data
         fields = _declared(cls)

@@ -3,7 +3,7 @@
 ``identity_id`` and ``last_stop_reason``; tools.list ``tool_types``, ``exclude_tool_types``,
 ``names``, ``tool_ids``, ``search``, ``return_only_letta_tools``; blocks.list
 ``label_search``, ``value_search``, ``description_search``, ``connected_to_agents_count_*``.
-Each takes effect, or is refused naming it (a 400: filters on what Kelpie does not have),
+Each takes effect, or is refused naming it (a 422: filters on what Kelpie does not have),
 never silently ignored; ``agents.create`` with a missing identity or folder is a 404 that
 creates nothing.
 """
@@ -51,7 +51,7 @@ async def scenario() -> list[str]:
         assert stopped == [ada.id]
         both = client.agents.list(identity_id=IDENTITY, last_stop_reason="end_turn")
         assert [x.id async for x in both] == []
-        with pytest.raises(letta_client.BadRequestError, match="project_id"):
+        with pytest.raises(letta_client.UnprocessableEntityError, match="project_id"):
             await client.agents.list(project_id="proj-1")
         with pytest.raises(letta_client.NotFoundError, match=IDENTITY):
             await client.agents.create(name="x", identity_ids=[IDENTITY])
@@ -108,7 +108,7 @@ async def scenario() -> list[str]:
         none = client.blocks.list(connected_to_agents_count_eq=[0], label_search="notes")
         assert [b.id async for b in none] == [lonely.id]
         assert [b.id async for b in client.blocks.list(connected_to_agents_count_lt=0)] == []
-        with pytest.raises(letta_client.BadRequestError, match="tags"):
+        with pytest.raises(letta_client.UnprocessableEntityError, match="tags"):
             await client.blocks.list(tags=["x"])
         seen += [otto.id, ada.id, eve.id, custom.id, shared.id, lonely.id]
         await http.aclose()

@@ -12,7 +12,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, WithJsonSchema, field_validator
 
-__all__ = ["UnsupportedSendOptions"]
+from ._models_common import RequestModel
+
+__all__ = ["ResetRequest", "UnsupportedSendOptions"]
 
 _NOT_SUPPORTED = "not supported by this server"
 
@@ -77,4 +79,18 @@ class UnsupportedSendOptions(BaseModel):
     def _message_kwarg(cls, value: str) -> str:
         if value != "message":
             raise ValueError("only 'message' is supported (Letta's default)")
+        return value
+
+
+class ResetRequest(RequestModel):
+    """``PATCH /v1/agents/{id}/reset-messages``: Kelpie's reset leaves the history empty, as
+    Letta's does by default; ``add_default_initial_messages: true`` is refused."""
+
+    add_default_initial_messages: Annotated[bool, _only(False)] = False
+
+    @field_validator("add_default_initial_messages")
+    @classmethod
+    def _no_initial_messages(cls, value: bool) -> bool:
+        if value:
+            raise ValueError(_NOT_SUPPORTED)
         return value

@@ -126,7 +126,13 @@ def agents_router() -> APIRouter:
     collection_route(router, "/v1/agents/", list_agents, ["GET"], response_model=list[AgentState])
 
     @router.get("/v1/agents/{agent_id}", responses=ERROR_RESPONSES)
-    async def get_agent(agent_id: AgentId) -> AgentState:
+    async def get_agent(
+        agent_id: AgentId,
+        include: Annotated[list[str] | None, Query()] = None,
+        include_relationships: Annotated[list[str] | None, Query()] = None,
+    ) -> AgentState:
+        """The agent, every relation included (so ``include``/``include_relationships``,
+        which select relations in Letta, always get what they ask for, and more)."""
         return agent_out(await current_service().get_agent(agent_id))
 
     @router.patch("/v1/agents/{agent_id}", responses=ERROR_RESPONSES)

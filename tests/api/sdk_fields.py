@@ -26,6 +26,7 @@ import inspect
 import re
 import sys
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,27 @@ class SdkParam:
         return f"{self.where}.{self.wire}"
 
 
+_PARAMS_TYPE = re.compile(r"\b(\w+_params)\.(\w+Params)\b")
+
+
+def _aliases(fn: Any, source: str) -> dict[str, str]:
+    """The wire names of the params TypedDicts ``fn`` transforms its arguments with, where
+    they differ (``PropertyInfo(alias=...)``: ``metadata`` is sent as ``metadata_``)."""
+    out: dict[str, str] = {}
+    for module, name in _PARAMS_TYPE.findall(source):
+        cls = getattr(fn.__globals__.get(module), name, None)
+        if cls is None:
+            continue
+        for key, hint in typing.get_type_hints(cls, include_extras=True).items():
+            while typing.get_origin(hint) in (typing.Required, typing.NotRequired):
+                hint = typing.get_args(hint)[0]  # Required[Annotated[..., PropertyInfo]]
+            for extra in getattr(hint, "__metadata__", ()):
+                alias = getattr(extra, "alias", None)
+                if alias:
+                    out[key] = alias
+    return out
+
+
 def _pairs(source: str, pattern: str) -> dict[str, str]:
     found = re.search(pattern, source, re.S)
     return {var: wire for wire, var in _PAIRS.findall(found.group(1))} if found else {}
@@ -82,16 +104,18 @@ def sdk_params() -> tuple[SdkParam, ...]:
         query = _pairs(source, r"query=(?:await )?(?:async_)?maybe_transform\(\s*\{(.*?)\}")
         headers = _pairs(source, r"strip_not_given\(\s*\{(.*?)\}")
         every = {var: wire for wire, var in _PAIRS.findall(source)}
+        aliases = _aliases(fn, source)
         in_path = set(re.findall(r"\{(\w+)\}", m.path))
         for pname, param in inspect.signature(fn).parameters.items():
             if pname in _SKIP or pname in in_path or param.kind is not param.KEYWORD_ONLY:
                 continue
             if pname in query:
-                out.append(SdkParam(m, pname, "query", query[pname]))
+                out.append(SdkParam(m, pname, "query", aliases.get(pname, query[pname])))
             elif pname in headers:
                 out.append(SdkParam(m, pname, "header", headers[pname].lower()))
             else:
-                out.append(SdkParam(m, pname, "body", every.get(pname, pname)))
+                wire = every.get(pname, pname)
+                out.append(SdkParam(m, pname, "body", aliases.get(wire, wire)))
     return tuple(out)
 
 
@@ -148,7 +172,9 @@ def doc_rows() -> list[str]:
     by_method: dict[str, dict[str, list[str]]] = {}
     for p in sdk_params():
         cls = class_of(p) or "UNCLASSIFIED"
-        by_method.setdefault(p.method.name, {}).setdefault(cls, []).append(f"`{p.name}`")
+        untested = p.name in classification().get(p.method.name, {}).get("untested", [])
+        shown = f"`{p.name}`*" if cls == "honoured" and untested else f"`{p.name}`"
+        by_method.setdefault(p.method.name, {}).setdefault(cls, []).append(shown)
     for name, classes in by_method.items():
         cells = [", ".join(classes.get(c, [])) or "-" for c in CLASSES]
         rows.append(f"| `{name}` | " + " | ".join(cells) + " |")

@@ -17,19 +17,30 @@ from letta_client import AsyncLetta
 
 import kelpie_dst
 from kelpie_agent.agent._identities import link_key
-from kelpie_dst.shims import LlmTiming
+from kelpie_dst.shims import LlmTiming, ScriptedPolicy
 
 from .harness import BASE, api
 from .test_letta_client import GUARDS, SOURCE
-from .test_letta_client_runs import ECHO
 
 letta_client._base_client.get_platform()
 IDENTITY = "identity-00000000-0000-4000-8000-000000000001"
+# echoes, but "hello" starts a tool call: with max_steps=1 that run stops for max_steps
+POLICY = ScriptedPolicy.from_dict(
+    {
+        "rules": [
+            {
+                "when": {"user": "hello"},
+                "tool_calls": [{"name": "conversation_search", "input": {"query": "x"}}],
+            },
+            {"text": "echo: {text}"},
+        ]
+    }
+)
 
 
 async def scenario() -> list[str]:
     seen: list[str] = []
-    async with api(policy=ECHO, timing=LlmTiming()) as a:
+    async with api(policy=POLICY, timing=LlmTiming()) as a:
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=a.app), base_url=BASE)
         client = AsyncLetta(
             base_url=BASE, http_client=http, max_retries=0, _strict_response_validation=True
@@ -40,7 +51,7 @@ async def scenario() -> list[str]:
         ada = await client.agents.create(name="ada", block_ids=[shared.id])
         eve = await client.agents.create(name="eve")
         await client.agents.messages.create(otto.id, input="hi")
-        await client.agents.messages.create(ada.id, input="hello", max_steps=0)
+        await client.agents.messages.create(ada.id, input="hello", max_steps=1)
 
         # agents.list: identity_id (the agents attached to it), last_stop_reason
         async with a.service.kv.transaction() as txn:

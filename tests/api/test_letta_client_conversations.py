@@ -45,6 +45,12 @@ def _inputs(messages: list[letta_client.types.agents.Message]) -> list[str]:
     return [str(m.content) for m in messages if m.message_type == "user_message"]
 
 
+async def _send(client: AsyncLetta, conversation_id: str, text: str) -> list[str]:
+    """Send ``text`` on a conversation and read the whole stream: the message types, in order."""
+    stream = await client.conversations.messages.create(conversation_id, input=text)
+    return [event.message_type async for event in stream]
+
+
 async def scenario() -> list[str]:
     seen: list[str] = []
     policy = Recording()
@@ -79,12 +85,18 @@ async def scenario() -> list[str]:
         found = await client.conversations.list(summary_search="kelp")
         assert {c.id for c in found} == {one.id, theirs.id}
 
-        # messages: streamed by default, or as JSON; each thread has its own history
-        async for event in await client.conversations.messages.create(one.id, input="alpha"):
-            seen.append(event.message_type)
-        reply = await client.conversations.messages.create(one.id, input="beta", streaming=False)
-        assert [m.message_type for m in reply.messages] == ["assistant_message"]  # type: ignore[union-attr]
-        await client.conversations.messages.create(two.id, input="gamma", streaming=False)
+        # messages: streamed by default, or as JSON; each thread has its own history.
+        # letta-client 1.12.1 always reads this route as a stream (it passes stream=True), so
+        # the JSON answer (streaming=false) is read with plain HTTP
+        alpha = await _send(client, one.id, "alpha")
+        assert alpha == ["assistant_message", "stop_reason", "usage_statistics"], alpha
+        seen += alpha
+        answer = await http.post(
+            f"/v1/conversations/{one.id}/messages", json={"input": "beta", "streaming": False}
+        )
+        assert answer.status_code == 200, answer.text
+        assert [m["message_type"] for m in answer.json()["messages"]] == ["assistant_message"]
+        await _send(client, two.id, "gamma")
         await client.agents.messages.create(agent.id, input="delta")
         ones = [m async for m in client.conversations.messages.list(one.id, order="asc")]
         assert _inputs(ones) == ["alpha", "beta"]
@@ -100,8 +112,16 @@ async def scenario() -> list[str]:
         # cursors in both orders
         newest = [m async for m in client.conversations.messages.list(one.id, limit=1)]
         assert newest[0].id == ones[-1].id
-        older = [m async for m in client.conversations.messages.list(one.id, before=ones[-1].id)]
-        assert [m.id for m in older] == [m.id for m in ones[:-1]][::-1]
+        older = [
+            m
+            async for m in client.conversations.messages.list(
+                one.id, before=ones[-1].id, order="asc"
+            )
+        ]
+        assert [m.id for m in older] == [m.id for m in ones[:-1]]
+        # as in Letta, `before` is before the cursor in the listed order: newer, when descending
+        newer = [m async for m in client.conversations.messages.list(one.id, before=ones[0].id)]
+        assert [m.id for m in newer] == [m.id for m in ones[1:]][::-1]
         later = [
             m
             async for m in client.conversations.messages.list(one.id, after=ones[0].id, order="asc")
@@ -115,7 +135,7 @@ async def scenario() -> list[str]:
             )
         ]
         assert [m.id for m in default] == [m.id for m in own]
-        everywhere = [m async for m in client.messages.list(conversation_id=one.id)]
+        everywhere = await client.messages.list(conversation_id=one.id)
         assert {m.id for m in everywhere} == {m.id for m in ones}
         runs = [r async for r in client.runs.list(conversation_id=one.id)]
         assert len(runs) == 2 and all(r.conversation_id == one.id for r in runs)
@@ -130,7 +150,7 @@ async def scenario() -> list[str]:
         forked = [m async for m in client.conversations.messages.list(fork.id, order="asc")]
         assert _inputs(forked) == ["alpha", "beta"]
         assert not {m.id for m in forked} & {m.id for m in ones}
-        await client.conversations.messages.create(fork.id, input="epsilon", streaming=False)
+        await _send(client, fork.id, "epsilon")
         ones = [m async for m in client.conversations.messages.list(one.id, order="asc")]
         assert _inputs(ones) == ["alpha", "beta"]
         part = await client.conversations.fork(one.id, message_id=ones[0].id)
@@ -162,7 +182,7 @@ async def scenario() -> list[str]:
         with pytest.raises(letta_client.NotFoundError):
             await client.conversations.retrieve(two.id)
         with pytest.raises(letta_client.NotFoundError):
-            await client.conversations.messages.create(two.id, input="late", streaming=False)
+            await _send(client, two.id, "late")
         assert _inputs([m async for m in client.agents.messages.list(agent.id)])
 
         # refused, naming the field; unknown ids are 404s

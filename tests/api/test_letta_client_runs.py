@@ -138,7 +138,7 @@ async def scenario() -> list[str]:
         # refusals the schema cannot state are 400s (searching one archive; no query)
         with pytest.raises(letta_client.BadRequestError, match="archive_id"):
             await client.passages.search(query="x", archive_id="archive-1")
-        with pytest.raises(letta_client.BadRequestError, match="body.query"):
+        with pytest.raises(letta_client.BadRequestError, match=r"body\.query"):
             await client.passages.search(agent_id=ada.id)
 
         # tags: every agent tag once, alphabetical; name filters; cursors are tags

@@ -111,7 +111,7 @@ def test_assert_deterministic_fails_when_every_run_fails() -> None:
     async def broken() -> None:
         raise kelpie_dst.InvariantViolation("balance went negative")
 
-    with pytest.raises(kelpie_dst.ScenarioFailed, match="seed=3 failed.*balance went negative"):
+    with pytest.raises(kelpie_dst.ScenarioFailed, match=r"seed=3 failed.*balance went negative"):
         kelpie_dst.assert_deterministic(broken, seeds=[3], runs=2)
     kelpie_dst.assert_deterministic(broken, seeds=[3], runs=2, expect_failure=True)
     kelpie_dst.assert_deterministic(broken, runs=2, expect_failure="went negative")
@@ -123,7 +123,7 @@ def test_assert_deterministic_expecting_a_failure_fails_when_the_runs_pass() -> 
     async def fine() -> None:
         pass
 
-    with pytest.raises(kelpie_dst.ScenarioFailed, match="seed=0 passed.*was expected"):
+    with pytest.raises(kelpie_dst.ScenarioFailed, match=r"seed=0 passed.*was expected"):
         kelpie_dst.assert_deterministic(fine, runs=2, expect_failure=True)
     with pytest.raises(kelpie_dst.ScenarioFailed, match="containing 'boom' was expected"):
         kelpie_dst.assert_deterministic(fine, runs=2, expect_failure="boom")

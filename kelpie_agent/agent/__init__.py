@@ -12,6 +12,7 @@ from ._agent_files import AgentFile as AgentFile
 from ._agent_files import FileState as FileState
 from ._archives import ArchiveRecord as ArchiveRecord
 from ._archives import ArchiveStore as ArchiveStore
+from ._boot import BOOT_ARGUMENTS as BOOT_ARGUMENTS
 from ._boot import BOOT_MESSAGE as BOOT_MESSAGE
 from ._boot import BOOT_THOUGHT as BOOT_THOUGHT
 from ._boot import is_prompt as is_prompt
@@ -147,6 +148,7 @@ from ._tool_rules import TOOL_RULE_TYPES as TOOL_RULE_TYPES
 
 __all__ = [
     "AGENT_TYPES",
+    "BOOT_ARGUMENTS",
     "BOOT_MESSAGE",
     "BOOT_THOUGHT",
     "BUILTINS",

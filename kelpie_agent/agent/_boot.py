@@ -37,6 +37,7 @@ from ._prompt import render_memory, rules_block, system_prompt
 from ._runtime import AgentRuntime, format_time
 
 __all__ = [
+    "BOOT_ARGUMENTS",
     "BOOT_MESSAGE",
     "BOOT_THOUGHT",
     "boot_messages",
@@ -49,6 +50,7 @@ __all__ = [
 
 BOOT_THOUGHT = "Bootup sequence complete. Persona activated. Testing messaging functionality."
 BOOT_MESSAGE = "More human than human is our motto."
+BOOT_ARGUMENTS = json.dumps({"message": BOOT_MESSAGE}, indent=2)  # Letta's text, as is
 # Agent types whose default sequence is the system message alone (Letta's letta_v1_agent;
 # its sleeptime_agent would have the login event, but Kelpie has no sleeptime agents).
 _PROMPT_ONLY = frozenset({"letta_v1_agent"})
@@ -90,7 +92,6 @@ def boot_messages(rt: AgentRuntime, agent: AgentRecord) -> list[AgentMessage]:
     time = format_time(now, agent.timezone)
     call_id = rt.new_id("toolu")
     thought, call, done, login = (rt.new_id("message") for _ in range(4))
-    arguments = json.dumps({"message": BOOT_MESSAGE}, indent=2)
     returned = json.dumps({"status": "OK", "message": None, "time": time}, ensure_ascii=False)
     return [
         ReasoningMessage(id=thought, date=now, seq=rt.alloc_seq(), reasoning=BOOT_THOUGHT),
@@ -98,7 +99,7 @@ def boot_messages(rt: AgentRuntime, agent: AgentRecord) -> list[AgentMessage]:
             id=call,
             date=now,
             seq=rt.alloc_seq(),
-            tool_call=ToolCallInfo("send_message", arguments, call_id),
+            tool_call=ToolCallInfo("send_message", BOOT_ARGUMENTS, call_id),
         ),
         ToolReturnMessage(
             id=done,

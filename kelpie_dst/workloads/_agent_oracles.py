@@ -82,10 +82,12 @@ class PromptAuditor:
         self.requests += 1
         where = f"t={trio.current_time():.3f} {node}"
         agents = agents_named(request.system)
+        booted = False  # the request shows a new agent's boot messages (they name no agent)
         for message in request.messages:
             for block in message.content:
                 if isinstance(block, TextBlock):
                     agents |= agents_named(block.text)
+                    booted = booted or BOOT_THOUGHT in block.text
                     if MEMORY_SECTION in block.text:  # the stored system message as a turn
                         self._problem(f"{where}: a turn repeats the system prompt's memory")
                 elif isinstance(block, ToolCall):
@@ -96,6 +98,8 @@ class PromptAuditor:
         if len(agents) > 1:
             names = ", ".join(f"a{n}" for n in sorted(agents))
             self._problem(f"{where}: one LLM request shows the data of agents {names}", "isolation")
+        elif not agents and booted and is_summary_request(request):
+            pass  # a compaction of only an agent's boot messages: nothing of any agent's data
         elif not agents:
             self._problem(
                 f"{where}: an LLM request shows no agent's memory or messages", "isolation"

@@ -210,9 +210,10 @@ async def test_a_file_written_to_lettas_schema_imports() -> None:
     ]
     messages = await stored_messages(kv, agent_id)
     assert is_prompt(messages[0])  # the file's system message is the stored prompt, kept as is
-    assert messages[0].content == json.loads(FIXTURE.read_text())["agents"][0]["messages"][0][
-        "content"
-    ][0]["text"]
+    assert (
+        messages[0].content
+        == json.loads(FIXTURE.read_text())["agents"][0]["messages"][0]["content"][0]["text"]
+    )
     await check_history(kv, agent_id)
     assert messages[4].stdout == ("looked up 42",) and messages[1].otid == "otid-1"
     assert messages[5].kind == "heartbeat"

@@ -34,6 +34,7 @@ from ._messages import (
 )
 from ._models import AgentRecord, Block
 from ._prompt import render_memory, rules_block, system_prompt
+from ._requests import CreateAgent, InputMessage
 from ._runtime import AgentRuntime, format_time
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "BOOT_THOUGHT",
     "boot_messages",
     "creation_prompt",
+    "first_messages",
     "is_prompt",
     "prompt_message",
     "refresh_prompt",
@@ -121,6 +123,41 @@ def boot_messages(rt: AgentRuntime, agent: AgentRecord) -> list[AgentMessage]:
             kind="login",
         ),
     ]
+
+
+def first_messages(
+    rt: AgentRuntime,
+    request: CreateAgent,
+    agent: AgentRecord,
+    blocks: list[Block],
+    tool_names: list[str],
+) -> list[AgentMessage]:
+    """The new agent's first messages, committed with it (``_boot``): an imported history
+    as it is (its system message kept as the stored prompt, one compiled if it has none);
+    else the compiled system prompt, then ``initial_messages`` if given, else Letta's
+    default sequence for the agent type."""
+    from ._af_messages import materialize
+
+    prompt: list[AgentMessage] = []
+    if not request.imported or request.imported[0].kind is not SystemMessage:
+        compiled = creation_prompt(agent, blocks, tool_names, rt.now())
+        prompt.append(prompt_message(rt, compiled))
+    if request.imported:
+        imported = materialize(request.imported, rt.new_id, rt.next_seq, {})
+        rt.thread.next_seq += len(imported)
+        first = imported[0]
+        if not prompt and isinstance(first, SystemMessage):  # the file's is the stored prompt
+            imported[0] = attrs.evolve(first, kind="prompt")
+        return [*prompt, *imported]
+    if request.initial_messages is not None:
+        return [*prompt, *(_given(rt, m) for m in request.initial_messages)]
+    return [*prompt, *boot_messages(rt, agent)]
+
+
+def _given(rt: AgentRuntime, message: InputMessage) -> AgentMessage:
+    from ._session import _input
+
+    return attrs.evolve(_input(rt, message, ""), run_id=None)
 
 
 async def stored_prompt(rt: AgentRuntime) -> SystemMessage | None:

@@ -11,7 +11,7 @@ import attrs
 
 from kelpie_agent.storage import Transaction
 
-from ._boot import boot_messages, creation_prompt, prompt_message, stored_prompt
+from ._boot import first_messages, stored_prompt
 from ._builtins import MEMORY_TOOLS, builtin_by_id
 from ._codec import Keys, pack, unpack
 from ._errors import (
@@ -26,14 +26,13 @@ from ._errors import (
 from ._identities import identity_key
 from ._identities import link_key as identity_link
 from ._loop import compiled_system, load_toolset
-from ._messages import AgentMessage, SystemMessage, render_messages
+from ._messages import AgentMessage, render_messages
 from ._models import DEFAULT_BLOCK_LIMIT, AgentRecord, Block, ToolSpec, check_label
 from ._requests import (
     UPDATABLE_FIELDS,
     AgentView,
     BlockCreate,
     CreateAgent,
-    InputMessage,
     ListMessages,
     UpdateBlock,
 )
@@ -178,7 +177,7 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
     leftovers = await rt.read(lambda: rt.ctx.kv.scan_prefix(rt.tkeys.messages, limit=1), "history")
     if leftovers:  # an agent with this id was deleted half-way: finish the job first
         await _delete_prefixes(rt)
-    initial = await _first_messages(rt, request, agent, blocks, names)
+    initial = first_messages(rt, request, agent, blocks, names)
     writes = [(Keys.block(b.id), pack(b)) for b in blocks[: len(request.memory_blocks)]]
     writes += [*rt.message_writes(initial), (rt.keys.agent, pack(agent))]
     writes += [(identity_link(i, agent.id), b"") for i in identity_ids]
@@ -205,41 +204,6 @@ async def _existing(rt: AgentRuntime, kind: str, ids: tuple[str, ...]) -> tuple[
         if await rt.get(key(target), f"{kind} {target}") is None:
             raise ResourceNotFoundError(kind, target)
     return unique
-
-
-async def _first_messages(
-    rt: AgentRuntime,
-    request: CreateAgent,
-    agent: AgentRecord,
-    blocks: list[Block],
-    tool_names: list[str],
-) -> list[AgentMessage]:
-    """The new agent's first messages, committed with it (``_boot``): an imported history
-    as it is (its system message kept as the stored prompt, one compiled if it has none);
-    else the compiled system prompt, then ``initial_messages`` if given, else Letta's
-    default sequence for the agent type."""
-    from ._af_messages import materialize
-
-    prompt: list[AgentMessage] = []
-    if not request.imported or request.imported[0].kind is not SystemMessage:
-        compiled = creation_prompt(agent, blocks, tool_names, rt.now())
-        prompt.append(prompt_message(rt, compiled))
-    if request.imported:
-        imported = materialize(request.imported, rt.new_id, rt.next_seq, {})
-        rt.thread.next_seq += len(imported)
-        first = imported[0]
-        if not prompt and isinstance(first, SystemMessage):  # the file's is the stored prompt
-            imported[0] = attrs.evolve(first, kind="prompt")
-        return [*prompt, *imported]
-    if request.initial_messages is not None:
-        return [*prompt, *(_initial(rt, m) for m in request.initial_messages)]
-    return [*prompt, *boot_messages(rt, agent)]
-
-
-def _initial(rt: AgentRuntime, message: InputMessage) -> AgentMessage:
-    from ._session import _input
-
-    return attrs.evolve(_input(rt, message, ""), run_id=None)
 
 
 async def update_agent(rt: AgentRuntime, changes: Mapping[str, Any]) -> AgentView:

@@ -28,6 +28,7 @@ from kelpie_agent.agent import (
     SendMessage,
     ToolRule,
     ToolStore,
+    is_prompt,
     letta_json,
 )
 from kelpie_agent.agent._af_export import export_agent
@@ -38,7 +39,15 @@ from kelpie_agent.llm import LlmRequest, ToolResult
 from kelpie_dst.shims import sim_ports
 from kelpie_dst.shims.llm import Call, Reply
 
-from .harness import activate, create_agent, make_env, node_kv, say, stored_messages
+from .harness import (
+    activate,
+    check_history,
+    create_agent,
+    make_env,
+    node_kv,
+    say,
+    stored_messages,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "letta_v2_agent.af"
 SKIP = {"id", "date", "run_id", "step_id", "seq_id"}

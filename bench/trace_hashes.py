@@ -4,9 +4,10 @@
     diff before.txt after.txt
 
 Prints one line per scenario, seed and path (``via=http`` as shipped and, for the scenarios
-whose workload takes it, ``via=direct``): the trace hash, the event count and the CPU seconds
-the run took. Run it on main and on a branch, and diff the first four columns (the CPU column
-is only a rough guide on a shared machine). Defaults to the four scenarios #15 names.
+whose workload takes it, ``via=direct``): the trace hash, the event count, the exit code, the
+task steps the scheduler ran, and the CPU seconds the run took. Run it on main and on a branch
+and diff all but the last column (``cut -d' ' -f1-7``; the CPU column is only a rough guide
+on a shared machine). Defaults to the four scenarios #15 names.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def main() -> None:
                 cpu = time.process_time() - start
                 result = run.result
                 print(
-                    f"{name} {via} {seed} {result.trace_hash} {result.events} {cpu:.2f}",
+                    f"{name} {via} {seed} {result.trace_hash} {result.events} "
+                    f"{result.exit_code} {result.steps} {cpu:.2f}",
                     flush=True,
                 )
 

@@ -51,11 +51,17 @@ def routes(app: FastAPI, routers: list[APIRouter], dependencies: list[params.Dep
     the same OpenAPI schema, but flat: FastAPI matches an included router's routes through a
     per-route context (twice per request: to select the router, then the route), which cost
     several percent of every simulated request; the app's own routes match by one regex each.
+    Without ``dependencies`` the routes themselves move (analysing them again would add half
+    a second to every start of ``kelpie serve``); they do not see ``app.dependency_overrides``,
+    which kelpie does not use. With them, each is added again with its own options.
     """
     for router in routers:
         for route in router.routes:
             if not isinstance(route, APIRoute):
                 raise TypeError(f"only API routes can be added flat, not {route!r}")
+            if not dependencies:
+                app.router.routes.append(route)
+                continue
             app.router.add_api_route(
                 route.path,
                 route.endpoint,

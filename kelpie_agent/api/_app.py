@@ -22,6 +22,7 @@ from ._auth import BEARER, DOCS, docs_routes, require_token
 from ._context import NODE, ApiNode, Observer
 from ._errors import install_error_handlers
 from ._openapi import exact_openapi
+from ._query import known_query
 from ._routes_agent_files import agent_files_router
 from ._routes_agents import agents_router
 from ._routes_approvals import approvals_router
@@ -120,8 +121,10 @@ def _build(version: str, auth: bool) -> FastAPI:
     if auth:
         docs_routes(app, require_token)
     # BEARER declares the scheme in the OpenAPI schema; require_token does the check
-    checks = [Depends(require_token), Depends(BEARER)] if auth else []
-    routes(app, [health_router(version)], [])
+    # known_query: a query key the route does not declare is a 422, never silently ignored
+    known = [Depends(known_query)]
+    checks = [Depends(require_token), Depends(BEARER), *known] if auth else known
+    routes(app, [health_router(version)], known)
     routes(
         app,
         [

@@ -36,6 +36,7 @@ from kelpie_agent.service import translate
 from kelpie_agent.service._validate import NOT_BLANK
 
 from ._context import Observer, current
+from ._query import UNKNOWN_FIELD
 
 __all__ = [
     "Observer",
@@ -115,12 +116,16 @@ def validation_detail(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]
             msg = f"{msg}: {_one_line(ctx.get('error', ''))}".rstrip(": ")
         # "Value error, x" (a model validator's message) reads better as "x"
         msg = msg.removeprefix("Value error, ")
+        if kind == "extra_forbidden":  # a field the request model does not have
+            msg = UNKNOWN_FIELD
         if kind == "string_pattern_mismatch" and (error.get("ctx") or {}).get("pattern") in _SAID:
             msg = _SAID[error["ctx"]["pattern"]]
         if msg.startswith("at ") and ": " in msg:  # the storable-value check names its place
             where, msg = msg[3:].split(": ", 1)
             loc += [] if where == "." else [where]
         listed.append({"loc": loc, "msg": msg, "type": kind})
+    # a field the server does not support is named first: the most useful thing to say
+    listed.sort(key=lambda e: e["type"] != "extra_forbidden")
     parts = [f"{_loc(e['loc'])}: {e['msg']}" for e in listed[:_MAX_LISTED]]
     if len(listed) > _MAX_LISTED:
         parts.append(f"and {len(listed) - _MAX_LISTED} more")

@@ -1,7 +1,8 @@
 """Shared pieces of the API's pydantic models: the request base class and its input checks.
 
-Every request body derives from :class:`RequestModel`. Unknown fields are ignored (letta-client
-sends many optional fields Kelpie does not use; Letta's server ignores unknown ones too), and
+Every request body derives from :class:`RequestModel`. Unknown fields are refused (a 422
+naming ``body.<field>``: every field letta-client can send takes effect or is refused, never
+silently ignored; ``tests/api/sdk_fields.py`` audits that against the SDK), and
 before any field is validated the raw JSON is checked for values that could pass pydantic but
 break storage or the JSON encoder later: lone surrogates, non-finite floats, integers outside
 64 bits, and nesting deeper than :data:`MAX_DEPTH`. Each check names the field it failed at,
@@ -148,17 +149,17 @@ def _check_text(text: str, where: tuple[str | int, ...]) -> None:
 
 
 class RequestModel(BaseModel):
-    """Base of every request body: unknown fields ignored, storable values only."""
+    """Base of every request body: unknown fields refused, storable values only."""
 
     # strict: JSON types as the schema states them (no 0 for false, no "1" for 1)
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     @model_validator(mode="before")
     @classmethod
     def _storable(cls, data: Any) -> Any:
-        """Text of the declared fields must be valid Unicode (unknown fields are dropped
-        unread; free-form objects check themselves, as JsonObject); an integral float is an
-        integer (JSON Schema's view: ``1.0`` is a valid ``integer``)."""
+        """Text of the declared fields must be valid Unicode (unknown fields are refused by
+        pydantic, as extra; free-form objects check themselves, as JsonObject); an integral
+        float is an integer (JSON Schema's view: ``1.0`` is a valid ``integer``)."""
         if not isinstance(data, dict):
             return data
         fields = _declared(cls)

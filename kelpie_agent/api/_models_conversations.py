@@ -118,40 +118,11 @@ class ConversationMessageRequest(MessageRequest):
     """``POST /v1/conversations/{id}/messages``: streamed unless ``streaming: false``
     (Letta's default); ``background`` runs it as a background run, followed by the stream."""
 
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     streaming: bool = True
     background: bool = False
     agent_id: Id | None = None
-    override_model: str | None = None
-    override_system: str | None = None
-    client_tools: list[dict[str, Any]] | None = None
-    client_skills: list[dict[str, Any]] | None = None
-    return_logprobs: bool = False
-    return_token_ids: bool = False
-    top_logprobs: int | None = None
-    include_compaction_messages: bool = False
-
-    @field_validator("override_model", "override_system", "client_tools", "client_skills")
-    @classmethod
-    def _unsupported(cls, value: object) -> object:
-        if value is not None:
-            raise ValueError("not supported by this server")
-        return value
-
-    @field_validator("return_logprobs", "return_token_ids", "include_compaction_messages")
-    @classmethod
-    def _unsupported_flag(cls, value: bool) -> bool:
-        if value:
-            raise ValueError("not supported by this server")
-        return value
-
-    @field_validator("top_logprobs")
-    @classmethod
-    def _no_logprobs(cls, value: object) -> object:
-        if value is not None:
-            raise ValueError("log-probabilities are not supported by this server")
-        return value
 
 
 class ConversationCompactRequest(RequestModel):

@@ -11,15 +11,17 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
 from kelpie_agent.agent import ApprovalDecision, InputMessage
 
 from ._models_common import NOT_BLANK, Id, NonBlank, RequestModel, ResponseModel
+from ._models_unsupported import UnsupportedSendOptions
 
 __all__ = [
     "MESSAGE_TYPES",
+    "SOME_TEXT",
     "AssistantMessage",
     "CancelRequest",
     "InputMessageModel",
@@ -79,7 +81,7 @@ class TextContent(RequestModel):
 
 
 # The parts of a content list, joined by newlines, must not be blank: one part must not be.
-_SOME_TEXT: JsonDict = {
+SOME_TEXT: JsonDict = {
     "contains": {"properties": {"text": {"pattern": NOT_BLANK}}, "required": ["text"]}
 }
 
@@ -157,7 +159,7 @@ class InputMessageModel(RequestModel):
     )
 
     role: Literal["user", "system", "assistant"] | None = None
-    content: NonBlank | list[TextContent] | None = Field(default=None, json_schema_extra=_SOME_TEXT)
+    content: NonBlank | list[TextContent] | None = Field(default=None, json_schema_extra=SOME_TEXT)
     name: str | None = None
     otid: NonBlank | None = Field(default=None, max_length=200)
     type: Literal["message", "approval"] | None = None
@@ -218,14 +220,14 @@ def _needs_streaming(flag: str, value: bool) -> JsonDict:
     }
 
 
-class MessageRequest(RequestModel):
+class MessageRequest(RequestModel, UnsupportedSendOptions):
     """``POST /v1/agents/{id}/messages/stream`` and ``/async`` (and the base of
     :class:`SendRequest`)."""
 
     model_config = ConfigDict(json_schema_extra={"oneOf": _ONE_INPUT})
 
     messages: list[InputMessageModel] | None = None
-    input: NonBlank | list[TextContent] | None = Field(default=None, json_schema_extra=_SOME_TEXT)
+    input: NonBlank | list[TextContent] | None = Field(default=None, json_schema_extra=SOME_TEXT)
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
     streaming: bool = False
     stream_tokens: bool = False
@@ -284,9 +286,17 @@ class SendRequest(MessageRequest):
 
 
 class CancelRequest(RequestModel):
-    """``POST /v1/agents/{id}/messages/cancel``: which runs (all running ones if absent)."""
+    """``POST /v1/agents/{id}/messages/cancel``: every running run of the agent. Choosing
+    runs (``run_ids``) is refused: this node asks all of them, not the chosen ones."""
 
     run_ids: list[Id] | None = None
+
+    @field_validator("run_ids")
+    @classmethod
+    def _all_runs_only(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            raise ValueError("not supported: leave it out to cancel every run of the agent")
+        return value
 
 
 # -- messages ------------------------------------------------------------------------------------

@@ -9,15 +9,16 @@ rather than the union's branches.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from kelpie_agent.agent import InputMessage, ScheduledMessage
 from kelpie_agent.agent._schedules import iso
 
-from ._models_common import NonBlank, RequestModel, ResponseModel
-from ._models_messages import MAX_STEPS, TextContent
+from ._models_common import NOT_BLANK, NonBlank, RequestModel, ResponseModel
+from ._models_messages import MAX_STEPS, SOME_TEXT, TextContent
 
 __all__ = [
     "ScheduleCreate",
@@ -45,7 +46,7 @@ class ScheduleMessage(RequestModel):
     """One message to send (Letta's ``MessageCreate``; text content only)."""
 
     role: Literal["user", "assistant", "system"]
-    content: NonBlank | list[TextContent] = Field()
+    content: NonBlank | list[TextContent] = Field(json_schema_extra=SOME_TEXT)
     name: str | None = Field(default=None, max_length=200)
     otid: str | None = Field(default=None, max_length=200)
     sender_id: str | None = Field(default=None, max_length=200)
@@ -53,7 +54,7 @@ class ScheduleMessage(RequestModel):
 
     @model_validator(mode="after")
     def _some_text(self) -> ScheduleMessage:
-        if not self.text().strip():
+        if not re.search(NOT_BLANK, self.text()):  # as the schema says (SOME_TEXT)
             raise ValueError("at content: every part is blank")
         return self
 
@@ -65,10 +66,60 @@ class ScheduleMessage(RequestModel):
         return InputMessage(self.role, self.text(), name=self.name, otid=self.otid)
 
 
+def _ci(word: str) -> str:
+    return "".join(f"[{c.upper()}{c.lower()}]" for c in word)
+
+
+def _cron_field(number: str) -> str:
+    item = rf"(\*|({number})(-({number}))?)(/0*[1-9][0-9]*)?"
+    return rf"{item}(,{item})*"
+
+
+# The syntax and ranges ``agent._cron.parse_cron`` accepts, for the schema (the fuzzer holds
+# the schema exact); the parser still refuses reversed ranges and days that never come.
+_MONTHS = "|".join(
+    _ci(m)
+    for m in ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+)
+_DAYS = "|".join(_ci(d) for d in ["sun", "mon", "tue", "wed", "thu", "fri", "sat"])
+_SPACE = r"[ \t\n\r\f\v]"
+CRON_PATTERN = (
+    f"^{_SPACE}*"
+    + f"{_SPACE}+".join(
+        f"({_cron_field(number)})"
+        for number in (
+            r"0*([0-9]|[1-5][0-9])",
+            r"0*([0-9]|1[0-9]|2[0-3])",
+            r"0*([1-9]|[12][0-9]|3[01])",
+            rf"0*([1-9]|1[0-2])|{_MONTHS}",
+            rf"0*[0-7]|{_DAYS}",
+        )
+    )
+    + f"{_SPACE}*$"
+)
+
+
 class ScheduleSpec(RequestModel):
+    # exact schema: a recurring schedule needs its cron expression, a one-time one its moment
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"type": {"const": "recurring"}}, "required": ["type"]},
+            "then": {
+                "required": ["cron_expression"],
+                "properties": {"cron_expression": {"type": "string"}},
+            },
+            "else": {
+                "required": ["scheduled_at"],
+                "properties": {"scheduled_at": {"type": "number"}},
+            },
+        }
+    )
+
     type: Literal["one-time", "recurring"] = "one-time"
     scheduled_at: float | None = Field(default=None, ge=0)  # epoch milliseconds
-    cron_expression: str | None = Field(default=None, min_length=1, max_length=200)
+    cron_expression: str | None = Field(
+        default=None, min_length=1, max_length=200, json_schema_extra={"pattern": CRON_PATTERN}
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> ScheduleSpec:
@@ -88,7 +139,9 @@ class ScheduleCreate(RequestModel):
     messages: list[ScheduleMessage] = Field(min_length=1, max_length=100)
     schedule: ScheduleSpec
     callback_url: str | None = Field(
-        default=None, description="Not supported: Kelpie makes no outbound callbacks (422)"
+        default=None,
+        description="Not supported: Kelpie makes no outbound callbacks (422)",
+        json_schema_extra={"type": "null"},
     )
     include_return_message_types: list[ReturnType] | None = None
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)

@@ -12,6 +12,8 @@ things it cannot say on its own, added here once the document is built:
   integers within 64 bits (``JsonValue``, referenced by the models through :data:`JSON_OBJECT`),
   text that is valid Unicode, nested at most 32 levels (``x-max-depth``; JSON Schema has no
   keyword for depth, so it is stated as an extension and in the description).
+* **A multipart form has no other fields** (``additionalProperties: false``): the server
+  refuses an unknown form field (``_query.known_query``), as JSON bodies refuse theirs.
 """
 
 from __future__ import annotations
@@ -60,5 +62,10 @@ def exact_openapi(build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
             for parameter in operation.get("parameters", []):
                 if parameter.get("in") == "query" and "schema" in parameter:
                     parameter["schema"] = _not_null(parameter["schema"])
+            form = operation.get("requestBody", {}).get("content", {}).get("multipart/form-data")
+            ref = (form or {}).get("schema", {}).get("$ref", "")
+            if ref.startswith("#/components/schemas/"):
+                schemas = document["components"]["schemas"]
+                schemas[ref.rsplit("/", 1)[1]]["additionalProperties"] = False
     document.setdefault("components", {}).setdefault("schemas", {})["JsonValue"] = JSON_VALUE
     return document

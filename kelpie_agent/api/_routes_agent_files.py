@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, UploadFile
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse
 
 from kelpie_agent.service import InvalidError
@@ -39,6 +39,7 @@ def agent_files_router() -> APIRouter:
 
     @router.post("/v1/agents/import")
     async def import_file(
+        request: Request,
         file: Annotated[UploadFile, File()],
         append_copy_suffix: Annotated[bool, Form()] = True,
         override_existing_tools: Annotated[bool, Form()] = True,
@@ -50,6 +51,11 @@ def agent_files_router() -> APIRouter:
     ) -> ImportedAgents:
         """Create the agents of an agent file (new ids; names get ``_copy`` unless
         ``append_copy_suffix`` is false or ``name`` is given)."""
+        if "x-override-embedding-model" in request.headers:
+            raise InvalidError(
+                "header.x-override-embedding-model",
+                "not supported: Kelpie embeds with the node's embedder",
+            )
         raw = await file.read(MAX_FILE + 1)
         options: dict[str, Any] = {
             "name": name or override_name,

@@ -8,7 +8,6 @@ from fastapi import APIRouter, Query
 
 from kelpie_agent.agent import BlockCreate as BlockCreateRecord
 from kelpie_agent.agent import CreateAgent
-from kelpie_agent.service import InvalidError
 
 from ._context import current_service
 from ._models_agents import AgentCreate, AgentState, AgentUpdate, agent_out
@@ -102,28 +101,13 @@ def agents_router() -> APIRouter:
         last_stop_reason: StopReasonType | None = None,
         order_by: Literal["created_at"] = "created_at",
         sort_by: Literal["created_at"] | None = None,
-        identifier_keys: Annotated[list[str] | None, Query()] = None,
-        project_id: str | None = None,
-        template_id: str | None = None,
-        base_template_id: str | None = None,
-        created_by_id: str | None = None,
     ) -> list[AgentState]:
         """Agents, newest first by default; ``after``/``before`` are agent ids relative to
         the order. ``include``/``include_relationships`` are accepted and ignored (every
         relation is always included); ``identity_id`` keeps the agents attached to it,
         ``last_stop_reason`` those whose latest run stopped so. Filters on what Kelpie has
-        not (identifier keys, projects, templates, users) are refused (400)."""
-        for field, given in (
-            ("identifier_keys", identifier_keys),
-            ("project_id", project_id),
-            ("template_id", template_id),
-            ("base_template_id", base_template_id),
-            ("created_by_id", created_by_id),
-        ):
-            if given is not None:
-                raise InvalidError(
-                    f"query.{field}", "Kelpie's agents cannot be filtered by it", status=400
-                )
+        not (identifier keys, projects, templates, users) are not declared, so they are
+        refused (422, ``_query.known_query``)."""
         if order is None:
             order = "asc" if ascending else "desc"
         views = await current_service().list_agents(
@@ -144,7 +128,13 @@ def agents_router() -> APIRouter:
     collection_route(router, "/v1/agents/", list_agents, ["GET"], response_model=list[AgentState])
 
     @router.get("/v1/agents/{agent_id}", responses=ERROR_RESPONSES)
-    async def get_agent(agent_id: AgentId) -> AgentState:
+    async def get_agent(
+        agent_id: AgentId,
+        include: Annotated[list[str] | None, Query()] = None,
+        include_relationships: Annotated[list[str] | None, Query()] = None,
+    ) -> AgentState:
+        """The agent, every relation included (so ``include``/``include_relationships``,
+        which select relations in Letta, always get what they ask for, and more)."""
         return agent_out(await current_service().get_agent(agent_id))
 
     @router.patch("/v1/agents/{agent_id}", responses=ERROR_RESPONSES)

@@ -6,12 +6,10 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from kelpie_agent.service import InvalidError
-
 from ._context import current_service
 from ._models_agents import AgentState, agent_out
 from ._models_blocks import Block, BlockCreate, BlockUpdate, block_out
-from ._params import AgentId, BlockId, BlockLabel, Cursor, IdQuery, LabelQuery
+from ._params import AgentId, BlockId, BlockLabel, Cursor, LabelQuery
 from ._routes_agents import MAX_PAGE, Deleted
 from ._routing import ERROR_RESPONSES, collection_route
 
@@ -44,13 +42,6 @@ def blocks_router() -> APIRouter:
         connected_to_agents_count_gt: Annotated[int | None, Query(ge=0)] = None,
         connected_to_agents_count_lt: Annotated[int | None, Query(ge=0)] = None,
         connected_to_agents_count_eq: Annotated[list[int] | None, Query()] = None,
-        identity_id: IdQuery = None,
-        identifier_keys: Annotated[list[str] | None, Query()] = None,
-        tags: Annotated[list[str] | None, Query()] = None,
-        match_all_tags: bool = False,
-        name: str | None = None,
-        project_id: str | None = None,
-        templates_only: bool = False,
         after: Cursor = None,
         before: Cursor = None,
         limit: Limit = 50,
@@ -60,19 +51,8 @@ def blocks_router() -> APIRouter:
         """Every block, oldest first by default; ``after``/``before`` are block ids. The
         searches are case-insensitive parts; the ``connected_to_agents_count_*`` filters count
         the agents a block is attached to. Filters on what Kelpie's blocks do not have
-        (identities, tags, template names, projects) are refused (400)."""
-        for field, given in (
-            ("identity_id", identity_id),
-            ("identifier_keys", identifier_keys),
-            ("tags", tags),
-            ("name", name),
-            ("project_id", project_id),
-            ("templates_only", templates_only or None),
-        ):
-            if given is not None:
-                raise InvalidError(
-                    f"query.{field}", "Kelpie's blocks cannot be filtered by it", status=400
-                )
+        (identities, tags, names, templates, projects) are not declared, so they are refused
+        (422, ``_query.known_query``)."""
         blocks = await current_service().list_blocks(
             label=label,
             label_search=label_search,

@@ -12,6 +12,7 @@ from kelpie_agent.agent import AgentMessage, letta_json
 from ._context import current_service
 from ._models_agents import AgentState, agent_out
 from ._models_messages import LettaMessage, MessageType
+from ._models_unsupported import ResetRequest
 from ._params import AgentId, Cursor, IdQuery, MessageId
 from ._routes_agents import MAX_PAGE
 from ._routes_messages import keeper
@@ -89,7 +90,7 @@ def history_router() -> APIRouter:
         return await current_service().recompile(agent_id, dry_run=dry_run)
 
     @router.patch("/v1/agents/{agent_id}/reset-messages")
-    async def reset_messages(agent_id: AgentId) -> AgentState:
+    async def reset_messages(agent_id: AgentId, body: ResetRequest | None = None) -> AgentState:
         """Delete the agent's message history (memory and archival memory stay)."""
         return agent_out(await current_service().reset_messages(agent_id))
 

@@ -15,7 +15,7 @@ from ._context import current_service
 from ._models_common import RequestModel
 from ._models_mcp import McpServer, McpServerCreate, McpServerUpdate, server_out
 from ._models_tools import Tool, ToolRunResponse, tool_out, tool_run_out
-from ._params import IdQuery, ToolId
+from ._params import ToolId
 from ._routing import ERROR_RESPONSES, collection_route
 
 __all__ = ["mcp_router"]
@@ -63,11 +63,10 @@ def mcp_router() -> APIRouter:
         await catalog.delete_server(current_service(), mcp_server_id)
 
     @router.patch("/v1/mcp-servers/{mcp_server_id}/refresh")
-    async def refresh_server(
-        mcp_server_id: ServerId, agent_id: IdQuery = None
-    ) -> dict[str, list[str]]:
+    async def refresh_server(mcp_server_id: ServerId) -> dict[str, list[str]]:
         """List the server's tools again: add new ones, update changed ones in place (agents
-        keep them), delete vanished ones. Returns the names per change."""
+        keep them), delete vanished ones. Returns the names per change. (Letta's
+        ``agent_id`` is not declared, so it is refused: the refresh is for every agent.)"""
         return await catalog.refresh_server(current_service(), mcp_server_id)
 
     @router.get("/v1/mcp-servers/{mcp_server_id}/tools")

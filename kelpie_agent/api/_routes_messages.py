@@ -140,7 +140,7 @@ def messages_router() -> APIRouter:
     @router.post("/v1/agents/{agent_id}/messages/cancel")
     async def cancel_runs(agent_id: AgentId, body: CancelRequest | None = None) -> dict[str, Any]:
         """Ask the agent's runs that this node is serving to stop after their current step
-        (stop reason ``cancelled``). ``run_ids`` is accepted; every such run is asked."""
+        (stop reason ``cancelled``). ``run_ids`` is refused (422)."""
         service = current_service()
         await service.get_agent(agent_id)
         return {"cancelled": service.cancel_runs(agent_id)}

@@ -7,7 +7,6 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 
 from kelpie_agent.agent import letta_json
-from kelpie_agent.service import InvalidError
 
 from ._context import current_service
 from ._models_messages import LettaMessage
@@ -44,7 +43,6 @@ def steps_router() -> APIRouter:
         trace_ids: IdListQuery = None,
         start_date: DateTimeQuery = None,
         end_date: DateTimeQuery = None,
-        project_id: str | None = None,
         after: Cursor = None,
         before: Cursor = None,
         limit: Limit = 50,
@@ -53,11 +51,7 @@ def steps_router() -> APIRouter:
     ) -> list[Step]:
         """Steps, newest first by default, with Letta's filters; a step's ``trace_id`` is
         its run's id, so ``trace_ids`` selects runs. ``project_id`` (Letta Cloud only) is
-        refused."""
-        if project_id is not None:
-            raise InvalidError(
-                "query.project_id", "projects are Letta Cloud's; Kelpie has none", status=400
-            )
+        refused as undeclared (``_query.known_query``)."""
         records = await current_service().list_steps(
             agent_id=agent_id,
             run_id=run_id,

@@ -172,6 +172,10 @@ async def agent_uploads(ctx: WorkloadContext) -> None:
     plan = Plan(deque())
     ready = trio.Event()
 
+    def shown(tool_return: str) -> None:
+        # what a file tool answered, as the model is shown it: named files must be completed
+        check_search(log, tool_return, Op("tool result", -1), store=log.store())
+
     def serve(admin: bool = False) -> Any:
         async def node_main(node: Node) -> None:
             if node.name in plan.inflight:  # the op of its crashed incarnation is lost
@@ -181,7 +185,7 @@ async def agent_uploads(ctx: WorkloadContext) -> None:
                 open_kv(node, host=db),
                 sim_ports(node),
                 node_id=node.name,
-                llm=SimLlmClient(FilesPolicy(), timing=LlmTiming()),
+                llm=SimLlmClient(FilesPolicy(shown), timing=LlmTiming()),
                 options=SERVICE,
                 observer=kelpie_dst.log,
             ) as service:

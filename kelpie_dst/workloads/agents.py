@@ -67,6 +67,7 @@ from ._agent_direct import DirectLink
 from ._agent_http import open_http_link
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
+from ._agent_polls import Poller
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
@@ -100,6 +101,7 @@ __all__ = [
     "memory_blocks_within_limits",
     "no_acknowledged_message_lost",
     "no_mixing_across_agents",
+    "polls_consistent",
     "single_activation",
     "steps_recorded",
     "streams_match_results",
@@ -131,6 +133,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # windows make the agents compact their context often (scenarios/agent_compaction.toml)
     "conversations": 0,  # per agent, each driven by its own client (via http; _agent_threads)
     "conversation_messages": 3,
+    "poll_interval": 0.0,  # seconds between clients' agents.retrieve polls mid-run (via http;
+    # _agent_polls); 0: none (scenarios/agent_storage_outage.toml)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -150,6 +154,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "history_window": (0, 10_000),
     "conversations": (0, 20),
     "conversation_messages": (1, 100),
+    "poll_interval": (0, 3600),
 }
 
 
@@ -175,6 +180,8 @@ async def agents(ctx: WorkloadContext) -> None:
         raise UsageError(f"workload.params.via: unknown {via!r} (allowed: {', '.join(VIAS)})")
     if int(ctx.params["conversations"]) and via != "http":
         raise UsageError("workload.params.conversations: needs via = 'http'")
+    if float(ctx.params["poll_interval"]) and via != "http":
+        raise UsageError("workload.params.poll_interval: needs via = 'http'")
     topology = ctx.topology
     if topology.llm.transport != "direct":
         raise UsageError("topology.llm.transport: the agents workload supports 'direct' only")
@@ -228,12 +235,17 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         int(ctx.params["conversation_messages"]),
         float(ctx.params["stream_fraction"]),
     )
-    async with trio.open_nursery() as nursery:
-        for number in range(count):
-            nursery.start_soon(clients.client, number, plans[number::count])
-        for plan in plans if threads.count else ():
-            for k in range(threads.count):
-                nursery.start_soon(threads.client, plan, k)
+    interval = float(ctx.params["poll_interval"])
+    if interval:
+        poller = Poller(clients, plans, interval)
+        ctx.state["poller"] = poller
+        async with trio.open_nursery() as outer:
+            outer.start_soon(poller.run)
+            await _clients(clients, plans, count, threads)
+            poller.stop()
+        ctx.metric("polls", poller.polls)
+    else:
+        await _clients(clients, plans, count, threads)
     rng = ctx.rng("read")
     steps: list[str] = []
     ctx.state["steps"], steps_rng = steps, ctx.rng("steps")
@@ -250,6 +262,15 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
     )
+
+
+async def _clients(clients: Clients, plans: list[AgentPlan], count: int, threads: Threads) -> None:
+    async with trio.open_nursery() as nursery:
+        for number in range(count):
+            nursery.start_soon(clients.client, number, plans[number::count])
+        for plan in plans if threads.count else ():
+            for k in range(threads.count):
+                nursery.start_soon(threads.client, plan, k)
 
 
 def _plan(
@@ -372,6 +393,15 @@ def conversations_isolated(ctx: WorkloadContext) -> None:
     threads = ctx.state.get("threads")
     if isinstance(threads, Threads):
         _holds(threads.check(), "conversations mixed or lost")
+
+
+@invariant
+def polls_consistent(ctx: WorkloadContext) -> None:
+    """Every agent state a client polled mid-run is the agent it asked for, its memory shows
+    that agent's marker and no other's, and its blocks fit their limits (_agent_polls)."""
+    poller = ctx.state.get("poller")
+    if isinstance(poller, Poller):
+        _holds(poller.problems, "a polled agent state is wrong")
 
 
 @invariant

@@ -3,7 +3,7 @@
 ``identity_id`` and ``last_stop_reason``; tools.list ``tool_types``, ``exclude_tool_types``,
 ``names``, ``tool_ids``, ``search``, ``return_only_letta_tools``; blocks.list
 ``label_search``, ``value_search``, ``description_search``, ``connected_to_agents_count_*``.
-Each takes effect, or is refused naming it (a 400: filters on what Kelpie does not have),
+Each takes effect, or is refused naming it (a 422: filters on what Kelpie does not have),
 never silently ignored; ``agents.create`` with a missing identity or folder is a 404 that
 creates nothing.
 """
@@ -17,19 +17,30 @@ from letta_client import AsyncLetta
 
 import kelpie_dst
 from kelpie_agent.agent._identities import link_key
-from kelpie_dst.shims import LlmTiming
+from kelpie_dst.shims import LlmTiming, ScriptedPolicy
 
 from .harness import BASE, api
 from .test_letta_client import GUARDS, SOURCE
-from .test_letta_client_runs import ECHO
 
 letta_client._base_client.get_platform()
 IDENTITY = "identity-00000000-0000-4000-8000-000000000001"
+# echoes, but "hello" starts a tool call: with max_steps=1 that run stops for max_steps
+POLICY = ScriptedPolicy.from_dict(
+    {
+        "rules": [
+            {
+                "when": {"user": "hello"},
+                "tool_calls": [{"name": "conversation_search", "input": {"query": "x"}}],
+            },
+            {"text": "echo: {text}"},
+        ]
+    }
+)
 
 
 async def scenario() -> list[str]:
     seen: list[str] = []
-    async with api(policy=ECHO, timing=LlmTiming()) as a:
+    async with api(policy=POLICY, timing=LlmTiming()) as a:
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=a.app), base_url=BASE)
         client = AsyncLetta(
             base_url=BASE, http_client=http, max_retries=0, _strict_response_validation=True
@@ -40,7 +51,7 @@ async def scenario() -> list[str]:
         ada = await client.agents.create(name="ada", block_ids=[shared.id])
         eve = await client.agents.create(name="eve")
         await client.agents.messages.create(otto.id, input="hi")
-        await client.agents.messages.create(ada.id, input="hello", max_steps=0)
+        await client.agents.messages.create(ada.id, input="hello", max_steps=1)
 
         # agents.list: identity_id (the agents attached to it), last_stop_reason
         async with a.service.kv.transaction() as txn:
@@ -51,7 +62,7 @@ async def scenario() -> list[str]:
         assert stopped == [ada.id]
         both = client.agents.list(identity_id=IDENTITY, last_stop_reason="end_turn")
         assert [x.id async for x in both] == []
-        with pytest.raises(letta_client.BadRequestError, match="project_id"):
+        with pytest.raises(letta_client.UnprocessableEntityError, match="project_id"):
             await client.agents.list(project_id="proj-1")
         with pytest.raises(letta_client.NotFoundError, match=IDENTITY):
             await client.agents.create(name="x", identity_ids=[IDENTITY])
@@ -108,7 +119,7 @@ async def scenario() -> list[str]:
         none = client.blocks.list(connected_to_agents_count_eq=[0], label_search="notes")
         assert [b.id async for b in none] == [lonely.id]
         assert [b.id async for b in client.blocks.list(connected_to_agents_count_lt=0)] == []
-        with pytest.raises(letta_client.BadRequestError, match="tags"):
+        with pytest.raises(letta_client.UnprocessableEntityError, match="tags"):
             await client.blocks.list(tags=["x"])
         seen += [otto.id, ada.id, eve.id, custom.id, shared.id, lonely.id]
         await http.aclose()

@@ -125,7 +125,7 @@ async def scenario() -> list[str]:
             await client.steps.feedback.create(MISSING, feedback="positive")
         with pytest.raises(letta_client.NotFoundError):
             await client.steps.list(after=MISSING)
-        with pytest.raises(letta_client.BadRequestError, match="project_id"):
+        with pytest.raises(letta_client.UnprocessableEntityError, match="project_id"):
             await client.steps.list(project_id="proj-1")
         with pytest.raises(letta_client.UnprocessableEntityError):
             await client.steps.list(start_date="yesterday")

@@ -56,9 +56,12 @@ async def test_create_get_update_delete_in_letta_shapes() -> None:
         got = await c.get(f"/v1/agents/{agent['id']}")
         assert got.status_code == 200 and got.json() == agent
 
-        patched = await c.patch(
+        refused = await c.patch(
             f"/v1/agents/{agent['id']}", json={"name": "otto2", "tags": ["y"], "unknown": 1}
-        )
+        )  # an unknown field is refused naming it, and nothing is changed
+        assert refused.status_code == 422 and refused.json()["detail"].startswith("body.unknown:")
+        assert (await c.get(f"/v1/agents/{agent['id']}")).json() == agent
+        patched = await c.patch(f"/v1/agents/{agent['id']}", json={"name": "otto2", "tags": ["y"]})
         assert patched.status_code == 200, patched.text
         assert patched.json()["name"] == "otto2" and patched.json()["tags"] == ["y"]
         assert patched.json()["blocks"] == agent["blocks"]

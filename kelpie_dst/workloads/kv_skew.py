@@ -1,0 +1,164 @@
+"""KV write skew: clients on several nodes run read-modify-write transactions over pairs of
+counters in one shared SimKV database (``kelpie_agent.storage``'s optimistic transactions), and
+the history must be serializable.
+
+The doctors-on-call rule: each pair ``(p.x, p.y)`` starts at ``initial`` each, and the rule is
+``x + y >= 0``. A *withdraw* reads both counters of a pair and takes an amount off one of them
+only if the pair's sum stays at or above zero: two withdraws that each read the pair before the
+other committed, and each write a different counter, break the rule unless the store validates
+what they *read*, not only what they write (write skew). A *deposit* reads one counter and adds
+to it (a lost update if two commit from the same read); an *audit* reads a counter of two pairs
+and writes nothing. ``hold`` seconds pass between a transaction's reads and its commit, so other
+commits land inside it.
+
+Every call's reads (which transaction wrote each version it saw), writes and outcome are
+recorded; after the run the final state is read straight off the database host's store, and
+two invariants check it: ``pairs_stay_covered`` (the rule) and ``history_serializable``
+(:mod:`._kv_serial`: no lost update, no aborted read, an acyclic dependency graph).
+"""
+
+from __future__ import annotations
+
+import trio
+
+from kelpie_agent.storage import StorageError, StorageUnavailableError
+
+from .._nodes import Node
+from ..scenario import WorkloadContext, invariant, workload
+from ..shims import FaultyKV, open_kv
+from ._kv_serial import Txn, check_serializable, parse_value
+
+__all__ = ["history_serializable", "kv_write_skew", "pairs_stay_covered", "skew_ops_issued"]
+
+KINDS = ("withdraw", "deposit", "audit")
+
+
+@workload(
+    params={"clients": 6, "ops": 20, "pairs": 2, "initial": 2, "think": 0.3, "hold": 1.0},
+    sizes=("clients", "ops", "pairs"),
+    bounds={
+        "clients": (1, 200),
+        "ops": (1, 100_000),
+        "pairs": (1, 1000),
+        "initial": (0, 1_000_000),
+        "think": (0, 60),
+        "hold": (0, 60),
+    },
+)
+async def kv_write_skew(ctx: WorkloadContext) -> None:
+    sim = ctx.sim
+    clients, ops, pairs = ctx.params["clients"], ctx.params["ops"], ctx.params["pairs"]
+    think, hold, initial = ctx.params["think"], ctx.params["hold"], ctx.params["initial"]
+    nodes = ctx.topology.nodes or ("node-1",)
+    db = sim.add_node(ctx.topology.database or "db")
+    remaining = dict.fromkeys(range(clients), ops)
+    txns: list[Txn] = []
+    ctx.state.update(remaining=remaining, txns=txns, db=db)
+    finished = trio.Event()
+
+    async def client(node: Node, number: int) -> None:
+        kv = open_kv(node, host=db)
+        rng = ctx.rng(f"client/{number}")
+        while remaining[number] > 0:
+            remaining[number] -= 1
+            txn = Txn(f"T{number}.{ops - remaining[number]}", rng.choice(KINDS))
+            txns.append(txn)
+            pair = rng.randrange(pairs)
+            if txn.kind == "withdraw":
+                keys = [f"p{pair}.x", f"p{pair}.y"]
+                target, amount = rng.choice(keys), rng.randint(1, initial + 1)
+            elif txn.kind == "deposit":
+                keys = [f"p{pair}.{rng.choice('xy')}"]
+                target, amount = keys[0], rng.randint(1, 3)
+            else:
+                other = rng.randrange(pairs)
+                keys = sorted({f"p{pair}.{rng.choice('xy')}", f"p{other}.{rng.choice('xy')}"})
+                target, amount = "", 0
+            await _run(ctx, kv, txn, keys, target, amount, hold * rng.random(), initial)
+            ctx.count(f"txn.{txn.kind}.{txn.status}")
+            await trio.sleep(think * rng.random())
+
+    async def node_main(node: Node) -> None:
+        async with trio.open_nursery() as nursery:
+            for number in range(clients):
+                if nodes[number % len(nodes)] == node.name and remaining[number] > 0:
+                    nursery.start_soon(client, node, number)
+        if all(left == 0 for left in remaining.values()):
+            finished.set()
+
+    for name in nodes:
+        sim.add_node(name, node_main)
+    await finished.wait()
+    ctx.metric("txns", len(txns))
+    ctx.metric("txns.written", sum(1 for t in txns if t.status == "ok" and t.writes))
+
+
+async def _run(
+    ctx: WorkloadContext,
+    kv: FaultyKV,
+    txn: Txn,
+    keys: list[str],
+    target: str,
+    amount: int,
+    held: float,
+    initial: int,
+) -> None:
+    """One transaction: read ``keys``, wait ``held`` seconds, then (withdraw, deposit) write
+    ``target``, recording what it read and wrote in ``txn`` as it goes."""
+    try:
+        async with kv.transaction() as tx:
+            values = {}
+            for key in keys:
+                writer, values[key] = parse_value(await tx.get(key.encode()), initial)
+                txn.reads[key] = writer
+            if held:
+                await trio.sleep(held)
+            if txn.kind == "withdraw" and sum(values.values()) - amount >= 0:
+                txn.writes[target] = values[target] - amount
+            elif txn.kind == "deposit":
+                txn.writes[target] = values[target] + amount
+            for key, number in txn.writes.items():
+                await tx.set(key.encode(), f"{txn.id}:{number}".encode())
+    except StorageUnavailableError:
+        txn.status = "unknown"
+        return
+    except StorageError:
+        txn.status = "fail"
+        return
+    txn.status = "ok"
+
+
+def _final(ctx: WorkloadContext) -> dict[str, tuple[str, int]]:
+    store = open_kv(ctx.state["db"]).store
+    keys = [f"p{p}.{side}" for p in range(ctx.params["pairs"]) for side in "xy"]
+    return {k: parse_value(store._get(k.encode()), ctx.params["initial"]) for k in keys}
+
+
+@invariant
+def pairs_stay_covered(ctx: WorkloadContext) -> None:
+    """Every pair's counters add up to zero or more (the rule each withdraw checked)."""
+    final = _final(ctx)
+    broken = [
+        f"p{p}: x {final[f'p{p}.x'][1]} + y {final[f'p{p}.y'][1]} < 0"
+        f" (last written by {final[f'p{p}.x'][0]} and {final[f'p{p}.y'][0]})"
+        for p in range(ctx.params["pairs"])
+        if final[f"p{p}.x"][1] + final[f"p{p}.y"][1] < 0
+    ]
+    assert not broken, f"a pair's rule broken (write skew): {'; '.join(broken)}"
+
+
+@invariant
+def history_serializable(ctx: WorkloadContext) -> None:
+    """Some serial order of the committed transactions explains every read and the final
+    state: no lost update, no read of a failed transaction's write, no dependency cycle."""
+    final = {key: writer for key, (writer, _) in _final(ctx).items()}
+    problems = check_serializable(ctx.state["txns"], final)
+    shown = "; ".join(problems[:3]) + (f"; ... ({len(problems)} in all)" if problems[3:] else "")
+    assert not problems, f"the history is not serializable: {shown}"
+
+
+@invariant
+def skew_ops_issued(ctx: WorkloadContext) -> None:
+    """Every client issued all of its transactions (none stopped early)."""
+    left = {c: n for c, n in ctx.state.get("remaining", {}).items() if n}
+    assert not left, f"clients with transactions left: {left}"

@@ -51,6 +51,7 @@ _LIBRARY_DIRS = tuple(
 _SITE_DIRS = ("/site-packages/", "/dist-packages/", "\\site-packages\\")
 _USER_PARTS_OF_KELPIE_DST = ("kelpie_dst.examples", "kelpie_dst.workloads")
 _library_file: dict[str, bool] = {}  # co_filename -> not the user's (cached)
+_stdlib_file: dict[str, bool] = {}  # co_filename -> the standard library's (cached)
 # Callers that keep the real monotonic clock (and a real time.sleep): real I/O whose timeouts
 # must elapse in real time (virtual time stands still while it blocks), trio's own clock, test
 # harnesses. threading, queue and concurrent.futures are simulated, so they get virtual time.
@@ -205,10 +206,13 @@ def describe_call(what: str, site: CallSite) -> str:
 
 def _is_stdlib(frame: FrameType) -> bool:
     path = frame.f_code.co_filename
-    return path.startswith("<") or (
-        not any(part in path for part in _SITE_DIRS)
-        and os.path.realpath(path).startswith(_LIBRARY_DIRS)
-    )
+    known = _stdlib_file.get(path)
+    if known is None:  # realpath walks the file system: once per file, not per call
+        known = _stdlib_file[path] = path.startswith("<") or (
+            not any(part in path for part in _SITE_DIRS)
+            and os.path.realpath(path).startswith(_LIBRARY_DIRS)
+        )
+    return known
 
 
 def importing_module(depth: int = 2) -> str | None:

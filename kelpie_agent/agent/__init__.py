@@ -12,6 +12,10 @@ from ._agent_files import AgentFile as AgentFile
 from ._agent_files import FileState as FileState
 from ._archives import ArchiveRecord as ArchiveRecord
 from ._archives import ArchiveStore as ArchiveStore
+from ._boot import BOOT_ARGUMENTS as BOOT_ARGUMENTS
+from ._boot import BOOT_MESSAGE as BOOT_MESSAGE
+from ._boot import BOOT_THOUGHT as BOOT_THOUGHT
+from ._boot import is_prompt as is_prompt
 from ._builtins import BUILTINS as BUILTINS
 from ._builtins import Builtin as Builtin
 from ._builtins import builtin_by_name as builtin_by_name
@@ -144,6 +148,9 @@ from ._tool_rules import TOOL_RULE_TYPES as TOOL_RULE_TYPES
 
 __all__ = [
     "AGENT_TYPES",
+    "BOOT_ARGUMENTS",
+    "BOOT_MESSAGE",
+    "BOOT_THOUGHT",
     "BUILTINS",
     "FEEDBACKS",
     "STEP_STATUSES",
@@ -268,6 +275,7 @@ __all__ = [
     "builtin_by_name",
     "builtin_id",
     "default_tool_names",
+    "is_prompt",
     "letta_json",
     "load_agent",
     "load_blocks",

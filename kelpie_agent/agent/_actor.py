@@ -97,7 +97,7 @@ class AgentActor:
             ResetMessages: lambda r: h.reset_messages(self.rt),
             CompactMessages: lambda r: compact_now(self.rt, r),
             ListBlocks: self._list_blocks,
-            Recompile: lambda r: compiled_system(self.rt),
+            Recompile: lambda r: compiled_system(self.rt, store=not r.dry_run),
             GetBlock: self._get_block,
             UpdateBlock: lambda r: h.update_block(self.rt, r),
             AttachBlock: lambda r: h.attach_block(self.rt, r.block_id),

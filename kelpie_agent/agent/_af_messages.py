@@ -142,7 +142,9 @@ def to_letta_messages(messages: Sequence[AgentMessage], agent_ref: str) -> list[
     for m in messages:
         ref = f"message-{len(out)}"
         if isinstance(m, ReasoningMessage | AssistantMessage | ToolCallMessage):
-            key = m.step_id or m.id
+            key: str | None = m.step_id or m.id
+            if isinstance(m, ToolCallMessage) and m.step_id is None and step is not None:
+                key = step_key  # a call outside a step (the boot call) joins its thought
             if step is None or step_key != key:
                 step = _base(m, "assistant", ref, agent_ref)
                 step_key = key
@@ -348,6 +350,8 @@ def _user_kind(text: str) -> str:
         return "heartbeat"
     if isinstance(data, dict) and data.get("type") == "system_alert":
         return "alert"
+    if isinstance(data, dict) and data.get("type") == "login":
+        return "login"
     return "input"
 
 

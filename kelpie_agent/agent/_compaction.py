@@ -30,6 +30,7 @@ import attrs
 
 from kelpie_agent.llm import SUMMARIZER_SYSTEM, LlmRequest, Message, TextBlock
 
+from ._boot import is_prompt
 from ._checkpoint import SessionCheckpoint
 from ._codec import Keys, pack, unpack
 from ._errors import InvalidRequestError, SummarizerError
@@ -122,7 +123,8 @@ def _is_summary(message: AgentMessage) -> bool:
 
 
 async def context_body(rt: AgentRuntime) -> list[AgentMessage]:
-    """The messages in context (from ``start_seq`` on, summaries left out): from the window
+    """The messages in context (from ``start_seq`` on, summaries and the stored system prompt
+    left out: every step compiles the prompt afresh): from the window
     kept in memory when it reaches back far enough, else read from storage."""
     start = rt.context.start_seq
     history = rt.history
@@ -135,7 +137,7 @@ async def context_body(rt: AgentRuntime) -> list[AgentMessage]:
             lambda: rt.ctx.kv.scan(rt.tkeys.message(max(start, 1)), end), "the context"
         )
         messages = [unpack(value) for _, value in rows]
-    return [m for m in messages if m.seq >= start and not _is_summary(m)]
+    return [m for m in messages if m.seq >= start and not _is_summary(m) and not is_prompt(m)]
 
 
 def in_context(rt: AgentRuntime, body: Sequence[AgentMessage]) -> list[AgentMessage]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ._boot import is_prompt
 from ._codec import Keys, pack, register, unpack
 from ._errors import InvalidRequestError, ResourceNotFoundError
 from ._messages import AgentMessage
@@ -140,8 +141,23 @@ async def create_conversation(rt: AgentRuntime, request: CreateConversation) -> 
         created_at=now,
         updated_at=now,
     )
-    await rt.write(_record_writes(rt, record), "the new conversation")
+    prompt = await _new_prompt(rt, record.id, 1)
+    await rt.write([*prompt, *_record_writes(rt, record)], "the new conversation")
     return record
+
+
+async def _new_prompt(rt: AgentRuntime, thread_id: str, seq: int) -> list[tuple[bytes, bytes]]:
+    """The writes of a new thread's stored system message at ``seq``, compiled from the
+    agent's memory now (Letta compiles one for each new conversation, and a fork's own)."""
+    from ._loop import compiled_system
+    from ._messages import SystemMessage
+
+    content = await compiled_system(rt)
+    message = SystemMessage(
+        id=rt.new_id("message"), date=rt.now(), seq=seq, content=content, kind="prompt"
+    )
+    keys = Keys(thread_id)
+    return [(keys.message(seq), pack(message)), (keys.message_id(message.id), pack(seq))]
 
 
 async def update_conversation(rt: AgentRuntime, request: UpdateConversation) -> ConversationRecord:
@@ -239,6 +255,9 @@ async def fork_conversation(rt: AgentRuntime, request: ForkConversation) -> Conv
     renamed: dict[str, str] = {}
     writes: list[tuple[bytes, bytes | None]] = []
     for message in messages:
+        if is_prompt(message):  # the fork gets its own, compiled now
+            writes += await _new_prompt(rt, record.id, message.seq)
+            continue
         copy = attrs.evolve(message, id=rt.new_id("message"))
         renamed[message.id] = copy.id
         writes += [(keys.message(copy.seq), pack(copy)), (keys.message_id(copy.id), pack(copy.seq))]

@@ -11,6 +11,7 @@ import attrs
 
 from kelpie_agent.storage import Transaction
 
+from ._boot import first_messages, stored_prompt
 from ._builtins import MEMORY_TOOLS, builtin_by_id
 from ._codec import Keys, pack, unpack
 from ._errors import (
@@ -24,7 +25,7 @@ from ._errors import (
 )
 from ._identities import identity_key
 from ._identities import link_key as identity_link
-from ._loop import load_toolset
+from ._loop import compiled_system, load_toolset
 from ._messages import AgentMessage, render_messages
 from ._models import DEFAULT_BLOCK_LIMIT, AgentRecord, Block, ToolSpec, check_label
 from ._requests import (
@@ -32,7 +33,6 @@ from ._requests import (
     AgentView,
     BlockCreate,
     CreateAgent,
-    InputMessage,
     ListMessages,
     UpdateBlock,
 )
@@ -177,12 +177,7 @@ async def create_agent(rt: AgentRuntime, request: CreateAgent) -> AgentView:
     leftovers = await rt.read(lambda: rt.ctx.kv.scan_prefix(rt.tkeys.messages, limit=1), "history")
     if leftovers:  # an agent with this id was deleted half-way: finish the job first
         await _delete_prefixes(rt)
-    initial = [_initial(rt, m) for m in request.initial_messages]
-    if request.imported:
-        from ._af_messages import materialize
-
-        initial += materialize(request.imported, rt.new_id, rt.next_seq, {})
-        rt.thread.next_seq += len(request.imported)
+    initial = first_messages(rt, request, agent, blocks, names)
     writes = [(Keys.block(b.id), pack(b)) for b in blocks[: len(request.memory_blocks)]]
     writes += [*rt.message_writes(initial), (rt.keys.agent, pack(agent))]
     writes += [(identity_link(i, agent.id), b"") for i in identity_ids]
@@ -209,12 +204,6 @@ async def _existing(rt: AgentRuntime, kind: str, ids: tuple[str, ...]) -> tuple[
         if await rt.get(key(target), f"{kind} {target}") is None:
             raise ResourceNotFoundError(kind, target)
     return unique
-
-
-def _initial(rt: AgentRuntime, message: InputMessage) -> AgentMessage:
-    from ._session import _input
-
-    return attrs.evolve(_input(rt, message, ""), run_id=None)
 
 
 async def update_agent(rt: AgentRuntime, changes: Mapping[str, Any]) -> AgentView:
@@ -267,15 +256,18 @@ async def _delete_keys(rt: AgentRuntime, keys: list[bytes], what: str) -> None:
         await rt.commit(build, what)
 
 
-async def _delete_prefixes(rt: AgentRuntime, *, passages: bool = True) -> None:
-    """Delete the history (and the otid records that point into it); with ``passages``, the
-    archival memory, the runs and their steps too (an agent's deletion)."""
+async def _delete_prefixes(
+    rt: AgentRuntime, *, passages: bool = True, keep: set[bytes] | frozenset[bytes] = frozenset()
+) -> None:
+    """Delete the history (and the otid records that point into it) but the ``keep`` keys;
+    with ``passages``, the archival memory, the runs and their steps too (an agent's
+    deletion)."""
     prefixes = [rt.tkeys.messages, rt.tkeys.message_ids, rt.tkeys.otids]
     if passages:
         prefixes += [rt.keys.passages, rt.keys.passage_ids]
     for prefix in prefixes:
         rows = await rt.scan_all(prefix, "keys to delete")
-        await _delete_keys(rt, [key for key, _ in rows], "old records")
+        await _delete_keys(rt, [key for key, _ in rows if key not in keep], "old records")
     if passages:
         rows = await rt.scan_all(rt.keys.runs, "the runs")
         runs = [key for key, _ in rows]
@@ -314,12 +306,21 @@ async def delete_agent(rt: AgentRuntime) -> None:
 
 
 async def reset_messages(rt: AgentRuntime) -> AgentView:
+    """Delete the history but its stored system message, which is then recompiled (Letta's
+    ``reset_messages_async`` with ``rebuild_system_prompt``)."""
     rt.require()
+    prompt = await stored_prompt(rt)
     await _delete_keys(rt, [rt.tkeys.session, rt.tkeys.context], "the session")
     rt.session = None
     rt.context = ContextWindow()
     rt.history.clear()
-    await _delete_prefixes(rt, passages=False)
+    kept = set()
+    if prompt is not None:
+        kept = {rt.tkeys.message(prompt.seq), rt.tkeys.message_id(prompt.id)}
+    await _delete_prefixes(rt, passages=False, keep=kept)
+    if prompt is not None:
+        rt.history.append(prompt)
+        await compiled_system(rt, store=True)
     return await view(rt)
 
 

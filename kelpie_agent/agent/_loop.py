@@ -31,6 +31,7 @@ from kelpie_agent.storage import Transaction
 
 from ._agent_files import directories, load_agent_files
 from ._archive import archive_of
+from ._boot import refresh_prompt
 from ._builtins import SEND_MESSAGE
 from ._calls import NON_USER, finish, heartbeat_message, run_call
 from ._checkpoint import PendingCall, SessionCheckpoint
@@ -50,6 +51,7 @@ from ._messages import (
     UserMessage,
     render_messages,
 )
+from ._models import Block
 from ._prompt import build_messages, rules_block, system_prompt
 from ._runtime import AgentRuntime
 from ._steps import step_record
@@ -87,7 +89,7 @@ def _system(rt: AgentRuntime, directories: str | None) -> str:
     archive = rt.archive
     return system_prompt(
         agent,
-        [*rt.ordered_blocks(), *rules_block(agent)],
+        _memory(rt),
         now=rt.time_text(),
         messages=rt.history[-1].seq if rt.history else 0,
         passages=len(archive) if archive is not None else None,
@@ -102,14 +104,23 @@ async def _directories(rt: AgentRuntime) -> str | None:
     return directories(rt, await load_agent_files(rt, texts=True))
 
 
-async def compiled_system(rt: AgentRuntime) -> str:
+async def compiled_system(rt: AgentRuntime, *, store: bool = False) -> str:
     """The system prompt the agent's next step would send (Letta's ``recompile``): memory
-    blocks read fresh, archive loaded when the agent has archival tools, as a step does."""
+    blocks read fresh, archive loaded when the agent has archival tools, as a step does.
+    With ``store``, it replaces the thread's stored system message if it differs."""
     rt.require()
     await rt.refresh_blocks()
     if any(name.startswith("archival_") for name in (await load_toolset(rt)).names):
         await archive_of(rt)
-    return _system(rt, await _directories(rt))
+    compiled = _system(rt, await _directories(rt))
+    if store:
+        await refresh_prompt(rt, compiled, _memory(rt), force=True)
+    return compiled
+
+
+def _memory(rt: AgentRuntime) -> list[Block]:
+    """The blocks the system prompt renders: the agent's, then its rules' block."""
+    return [*rt.ordered_blocks(), *rules_block(rt.require())]
 
 
 class Loop:
@@ -220,6 +231,8 @@ class Loop:
         allowed = tools.solver.allowed(history, cp.last_return)
         prefill = tools.solver.prefill(history, allowed)
         directories = await self._directories()
+        # Letta's rebuild at the step's start: the stored system message shows the memory
+        await refresh_prompt(rt, _system(rt, directories), _memory(rt), force=False)
         request = self._request(tools, allowed, directories, await self._context())
         try:
             if await compact_before_step(rt, cp, self.budget):

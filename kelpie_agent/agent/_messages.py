@@ -55,19 +55,25 @@ class _Base:
 
 @attrs.frozen(kw_only=True)
 class SystemMessage(_Base):
+    """A system message: sent as input (``kind`` ``input``), or a thread's stored system
+    prompt (``prompt``: its first message, rewritten in place, never sent as a turn; see
+    ``_boot``)."""
+
     message_type: ClassVar[str] = "system_message"
     content: str
+    kind: Literal["input", "prompt"] = "input"
 
 
 @attrs.frozen(kw_only=True)
 class UserMessage(_Base):
     """A user turn. ``kind`` marks hidden turns the loop adds itself: ``heartbeat``
     (``{"type": "heartbeat", ...}``) and ``alert`` (``{"type": "system_alert", ...}``); ``summary``
-    is a compaction's summary of the messages it took out of context (a system alert too)."""
+    is a compaction's summary of the messages it took out of context (a system alert too);
+    ``login`` is the login event of a new agent's first messages (``_boot``)."""
 
     message_type: ClassVar[str] = "user_message"
     content: str
-    kind: Literal["input", "heartbeat", "alert", "summary"] = "input"
+    kind: Literal["input", "heartbeat", "alert", "summary", "login"] = "input"
 
 
 @attrs.frozen(kw_only=True)

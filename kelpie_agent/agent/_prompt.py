@@ -155,6 +155,8 @@ def _turn(message: AgentMessage) -> Turn:
     role, blocks = _blocks(message)
     if isinstance(message, UserMessage) and message.kind == "heartbeat":
         return role, FOLLOWS, blocks
+    if isinstance(message, ToolCallMessage) and message.step_id is None:
+        return role, FOLLOWS, blocks  # a call outside a step (the boot call) joins its thought
     return role, message.step_id or message.id, blocks
 
 

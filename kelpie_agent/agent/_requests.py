@@ -126,7 +126,8 @@ class CreateAgent:
     tool_ids: tuple[str, ...] = ()
     tool_rules: tuple[ToolRule, ...] = ()
     timezone: str = "UTC"
-    initial_messages: tuple[InputMessage, ...] = ()
+    # after the system message; None: Letta's default first messages for the agent type
+    initial_messages: tuple[InputMessage, ...] | None = None
     identity_ids: tuple[str, ...] = ()  # linked in the creating transaction
     folder_ids: tuple[str, ...] = ()  # attached (files opened) right after it
     max_files_open: int = DEFAULT_MAX_FILES_OPEN
@@ -248,9 +249,11 @@ class ResetMessages:
 @attrs.frozen
 class Recompile:
     """-> ``str``: the system prompt the agent's next step sends, compiled from its current
-    memory (Letta's recompile; Kelpie compiles it for every step, so nothing is stored)."""
+    memory (Letta's recompile): it replaces the thread's stored system message in place
+    unless ``dry_run``."""
 
     thread: str | None = None  # a conversation's (the same prompt: memory is the agent's)
+    dry_run: bool = False
 
 
 # -- blocks --------------------------------------------------------------------------------------

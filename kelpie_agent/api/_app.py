@@ -43,6 +43,7 @@ from ._routes_schedules import schedules_router
 from ._routes_search import search_router
 from ._routes_steps import steps_router
 from ._routes_tools import tools_router
+from ._routing import routes
 
 __all__ = ["KelpieApp", "create_app", "shared_app"]
 
@@ -123,24 +124,30 @@ def _build(version: str, auth: bool) -> FastAPI:
     # known_query: a query key the route does not declare is a 422, never silently ignored
     known = [Depends(known_query)]
     checks = [Depends(require_token), Depends(BEARER), *known] if auth else known
-    app.include_router(health_router(version), dependencies=known)
-    app.include_router(agent_files_router(), dependencies=checks)
-    app.include_router(agents_router(), dependencies=checks)
-    app.include_router(blocks_router(), dependencies=checks)
-    app.include_router(tools_router(), dependencies=checks)
-    app.include_router(approvals_router(), dependencies=checks)
-    app.include_router(archival_router(), dependencies=checks)
-    app.include_router(archives_router(), dependencies=checks)
-    app.include_router(folders_router(), dependencies=checks)
-    app.include_router(mcp_router(), dependencies=checks)
-    app.include_router(identities_router(), dependencies=checks)
-    app.include_router(schedules_router(), dependencies=checks)
-    app.include_router(messages_router(), dependencies=checks)
-    app.include_router(history_router(), dependencies=checks)
-    app.include_router(compaction_router(), dependencies=checks)
-    app.include_router(conversations_router(), dependencies=checks)
-    app.include_router(runs_router(), dependencies=checks)
-    app.include_router(steps_router(), dependencies=checks)
-    app.include_router(search_router(), dependencies=checks)
-    app.include_router(directory_router(), dependencies=checks)
+    routes(app, [health_router(version)], known)
+    routes(
+        app,
+        [
+            agent_files_router(),
+            agents_router(),
+            blocks_router(),
+            tools_router(),
+            approvals_router(),
+            archival_router(),
+            archives_router(),
+            folders_router(),
+            mcp_router(),
+            identities_router(),
+            schedules_router(),
+            messages_router(),
+            history_router(),
+            compaction_router(),
+            conversations_router(),
+            runs_router(),
+            steps_router(),
+            search_router(),
+            directory_router(),
+        ],
+        checks,
+    )
     return app

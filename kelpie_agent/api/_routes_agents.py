@@ -62,7 +62,9 @@ def create_request(body: AgentCreate) -> CreateAgent:
         block_ids=tuple(body.block_ids or ()),
         tool_ids=tuple(body.tool_ids or ()),
         tool_rules=tuple(r.to_record() for r in body.tool_rules or ()),
-        initial_messages=tuple(m.to_input() for m in body.initial_message_sequence or ()),
+        initial_messages=None
+        if body.initial_message_sequence is None
+        else tuple(m.to_input() for m in body.initial_message_sequence),
         identity_ids=tuple(body.identity_ids or ()),
         folder_ids=tuple(body.folder_ids or ()),
         **options,

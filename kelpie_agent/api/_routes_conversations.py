@@ -127,11 +127,11 @@ def conversations_router() -> APIRouter:
         conversation_id: ConversationId, dry_run: bool = False, body: RecompileRequest | None = None
     ) -> str:
         """The system prompt the conversation's next step sends (the agent's memory is
-        shared: Kelpie compiles it for every step, so ``dry_run`` changes nothing)."""
+        shared); unless ``dry_run`` it replaces the conversation's stored system message."""
         service = current_service()
         agent_id = body.agent_id if body is not None else None
         owner, thread = await service.thread_of(conversation_id, agent_id)
-        return await service.recompile(owner, thread)
+        return await service.recompile(owner, thread, dry_run=dry_run)
 
     @router.post("/v1/conversations/{conversation_id}/compact")
     async def compact(

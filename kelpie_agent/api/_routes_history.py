@@ -84,10 +84,10 @@ def history_router() -> APIRouter:
     async def recompile(
         agent_id: AgentId, dry_run: bool = False, update_timestamp: bool = False
     ) -> str:
-        """The system prompt the agent's next step sends, compiled from its current memory
-        (Kelpie compiles it for every step: ``dry_run`` and ``update_timestamp`` change
-        nothing, the prompt always carries the current time)."""
-        return await current_service().recompile(agent_id)
+        """The system prompt the agent's next step sends, compiled from its current memory;
+        unless ``dry_run`` it replaces the stored system message (``update_timestamp``
+        changes nothing: the prompt always carries the current time)."""
+        return await current_service().recompile(agent_id, dry_run=dry_run)
 
     @router.patch("/v1/agents/{agent_id}/reset-messages")
     async def reset_messages(agent_id: AgentId, body: ResetRequest | None = None) -> AgentState:

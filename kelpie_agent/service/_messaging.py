@@ -364,12 +364,15 @@ class Messaging(Steps):
         view: AgentView = await self._request(agent_id, ResetMessages())
         return view
 
-    async def recompile(self, agent_id: str, conversation_id: str | None = None) -> str:
+    async def recompile(
+        self, agent_id: str, conversation_id: str | None = None, *, dry_run: bool = False
+    ) -> str:
         """The system prompt the agent's next step sends, compiled from its current memory
-        (Letta's ``agents.recompile``; Kelpie compiles it for every step, so there is nothing
-        to store and ``dry_run`` changes nothing)."""
+        (Letta's ``agents.recompile``); unless ``dry_run`` it replaces the thread's stored
+        system message in place."""
         await self._agent(agent_id)
-        prompt: str = await self._request(agent_id, Recompile(thread=conversation_id))
+        request = Recompile(thread=conversation_id, dry_run=dry_run)
+        prompt: str = await self._request(agent_id, request)
         return prompt
 
 

@@ -192,7 +192,8 @@ def create_request(request: object) -> CreateAgent:
                 f"memory_blocks[{i}].label", f"{spec.label!r} appears twice", status=400
             )
         labels.append(spec.label)
-    input_messages(request.initial_messages, "initial_messages", allow_empty=True)
+    if request.initial_messages is not None:
+        input_messages(request.initial_messages, "initial_messages", allow_empty=True)
     return request
 
 

@@ -5,6 +5,9 @@ catches a planted violation:
 
 * :func:`check_acknowledged`: every acknowledged send's input, and every message of its result,
   is in the agent's final history exactly once, in the acknowledged run.
+* :func:`check_initial`: every agent's history starts with Letta's first messages for its type
+  (the system message showing its memory; for memgpt the boot ``send_message`` and the login
+  event), exactly once, whatever crashed while it was created.
 * :func:`check_single_activation`: from the commit log of the shared database and the
   dispatchers' observer events, every committed write of agent state was fenced by the lease of
   an activation that owned it at that commit, and no two activations of one agent ever held
@@ -45,6 +48,7 @@ __all__ = [
     "check_blocks",
     "check_completed",
     "check_exactly_once",
+    "check_initial",
     "check_no_mixing",
     "check_read_only",
     "check_single_activation",
@@ -56,6 +60,7 @@ __all__ = [
 
 TAG = re.compile(r"tag-a(\d+)-m(\d+)", re.IGNORECASE)
 """Every input carries ``tag-a<agent>-m<message>``; the scripted tools echo it."""
+_MEMORY = "<memory_blocks>"  # the memory section of a compiled system prompt
 NOTE = re.compile(r"tag-a\d+-m\d+ step \d+(?:\.\d+)?")
 """What a tool step writes: ``tag-a<agent>-m<message> step <n>`` (``<n>.<j>`` for the j-th
 call of a step with several)."""
@@ -220,6 +225,39 @@ def conversation_owners(keys: Iterable[str], into: dict[str, str]) -> None:
             parts = key.split("/")
             if len(parts) == 4:
                 into[parts[3]] = parts[1]
+
+
+_BOOT = ("reasoning_message", "tool_call_message", "tool_return_message", "user_message")
+
+
+def check_initial(histories: Mapping[str, Sequence[Msg]], types: Mapping[str, str]) -> list[str]:
+    """Each history (read with tool calls as calls) starts with its agent's first messages,
+    outside any run, and holds them once: one system message with a memory section, first;
+    then for every type but ``letta_v1_agent`` a ``send_message`` call with its thought and
+    return, and a login event."""
+    problems: list[str] = []
+    for agent, history in histories.items():
+        shown = [m.type for m in history[:5]]
+        prompts = [m for m in history if m.type == "system_message" and _MEMORY in m.text]
+        if not history or history[0].type != "system_message" or _MEMORY not in history[0].text:
+            problems.append(f"{agent}: the history does not start with its system message")
+        if len(prompts) != 1:
+            problems.append(f"{agent}: {len(prompts)} system messages with memory, not 1")
+        boot = types.get(agent) != "letta_v1_agent"
+        first = history[1:5] if boot else []
+        logins = [m for m in history if m.type == "user_message" and m.kind == "login"]
+        if boot and (
+            [m.type for m in first] != list(_BOOT)
+            or first[1].tool != "send_message"
+            or first[3].kind != "login"
+        ):
+            problems.append(f"{agent}: the history starts {shown}, not the boot sequence")
+        if len(logins) != int(boot):
+            problems.append(f"{agent}: {len(logins)} login events, expected {int(boot)}")
+        outside = [m for m in history[: 1 + len(first)] if m.run_id is not None]
+        if outside:
+            problems.append(f"{agent}: first message {outside[0].id} is in run {outside[0].run_id}")
+    return problems
 
 
 def check_acknowledged(acks: Iterable[Ack], histories: Mapping[str, Sequence[Msg]]) -> list[str]:

@@ -31,7 +31,7 @@ __all__ = ["HttpLink", "IncompleteStreamError", "open_http_link"]
 
 RETRY_STATUS = frozenset({408, 429, 502, 503, 504})
 """Statuses after which the same request may succeed (a 500 is a bug: never retried)."""
-HIDDEN = {"heartbeat": "heartbeat", "system_alert": "alert"}
+HIDDEN = {"heartbeat": "heartbeat", "system_alert": "alert", "login": "login"}
 
 # Each SDK client asks ``get_platform()`` for its headers once; ``distro`` answers the first
 # question in a process by running ``lsb_release`` and caches it. Asked here, outside any

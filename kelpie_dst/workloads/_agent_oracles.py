@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 import attrs
 import trio
 
+from kelpie_agent.agent import BOOT_ARGUMENTS, BOOT_THOUGHT
 from kelpie_agent.llm import LlmRequest, TextBlock, ToolCall, ToolResult
 
 from ..shims.llm import Failure, Plan, is_summary_request
@@ -81,10 +82,14 @@ class PromptAuditor:
         self.requests += 1
         where = f"t={trio.current_time():.3f} {node}"
         agents = agents_named(request.system)
+        booted = False  # the request shows a new agent's boot messages (they name no agent)
         for message in request.messages:
             for block in message.content:
                 if isinstance(block, TextBlock):
                     agents |= agents_named(block.text)
+                    booted = booted or BOOT_THOUGHT in block.text
+                    if MEMORY_SECTION in block.text:  # the stored system message as a turn
+                        self._problem(f"{where}: a turn repeats the system prompt's memory")
                 elif isinstance(block, ToolCall):
                     agents |= agents_named(block.arguments)
                 else:
@@ -93,6 +98,8 @@ class PromptAuditor:
         if len(agents) > 1:
             names = ", ".join(f"a{n}" for n in sorted(agents))
             self._problem(f"{where}: one LLM request shows the data of agents {names}", "isolation")
+        elif not agents and booted and is_summary_request(request):
+            pass  # a compaction of only an agent's boot messages: nothing of any agent's data
         elif not agents:
             self._problem(
                 f"{where}: an LLM request shows no agent's memory or messages", "isolation"
@@ -193,6 +200,14 @@ class PromptAuditor:
                 self.call_ids.add(block.id)
 
 
+MEMORY_SECTION = "<memory_blocks>"
+
+
+def _booted(m: Msg) -> bool:
+    """One of a new agent's boot messages (outside any run; ``check_initial`` checks them)."""
+    return m.run_id is None and m.text in (BOOT_THOUGHT, BOOT_ARGUMENTS)
+
+
 def check_model_said(
     histories: Mapping[str, Sequence[Msg]], texts: set[str], calls: set[tuple[str, str]]
 ) -> list[str]:
@@ -201,6 +216,8 @@ def check_model_said(
     problems = []
     for agent, history in histories.items():
         for m in history:
+            if _booted(m):
+                continue
             if m.type in ("assistant_message", "reasoning_message"):
                 if m.text not in texts:
                     problems.append(

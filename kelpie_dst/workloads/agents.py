@@ -53,6 +53,7 @@ from ._agent_checks import (
     check_blocks,
     check_completed,
     check_exactly_once,
+    check_initial,
     check_no_mixing,
     check_read_only,
     check_single_activation,
@@ -90,6 +91,7 @@ __all__ = [
     "check_blocks",
     "check_completed",
     "check_exactly_once",
+    "check_initial",
     "check_no_mixing",
     "check_single_activation",
     "check_streams",
@@ -404,9 +406,12 @@ def polls_consistent(ctx: WorkloadContext) -> None:
 
 @invariant
 def no_acknowledged_message_lost(ctx: WorkloadContext) -> None:
-    """Every acknowledged send's input and response are in the final history exactly once."""
+    """Every acknowledged send's input and response are in the final history exactly once,
+    after the agent's first messages (its system message, boot sequence), also there once."""
     record = _record(ctx)
     _holds(check_acknowledged(record.acks, record.histories), "acknowledged messages lost")
+    types = {p.agent_id: p.agent_type for p in record.plans}
+    _holds(check_initial(record.histories, types), "first messages wrong")
 
 
 @invariant

@@ -18,23 +18,29 @@ import trio
 
 import kelpie_dst
 from kelpie_agent.agent import (
+    BOOT_MESSAGE,
+    BOOT_THOUGHT,
     AgentActor,
     AgentEnv,
     AgentMessage,
     AgentView,
+    AssistantMessage,
     BlockCreate,
     CreateAgent,
     InputMessage,
     Keys,
     LoopConfig,
+    ReasoningMessage,
     SendMessage,
     SessionCheckpoint,
     StreamEvent,
     ToolCallMessage,
     ToolReturnMessage,
     TurnResult,
+    UserMessage,
     builtin_id,
     default_tool_names,
+    is_prompt,
 )
 from kelpie_agent.agent._codec import unpack
 from kelpie_agent.llm import LlmRequest
@@ -154,6 +160,31 @@ async def stored_session(kv: KV, agent_id: str) -> SessionCheckpoint | None:
     return unpack(raw) if raw is not None else None
 
 
+def after_initial(messages: Sequence[AgentMessage], agent_type: str) -> list[AgentMessage]:
+    """The messages after a new agent's first ones, which must be exactly Letta's default
+    sequence for ``agent_type``: the stored system prompt, then (not for letta_v1_agent) the
+    boot ``send_message`` (its thought, call and return) and the login event."""
+    assert is_prompt(messages[0]), messages[0]
+    if agent_type == "letta_v1_agent":
+        return list(messages[1:])
+    if isinstance(messages[2], AssistantMessage):  # rendered: send_message's text, no return
+        thought, said, login = messages[1:4]
+        assert isinstance(said, AssistantMessage) and said.content == BOOT_MESSAGE
+        first = messages[:4]
+    else:
+        thought, call, done, login = first = messages[1:5]
+        assert isinstance(call, ToolCallMessage) and call.tool_call.name == "send_message"
+        assert json.loads(call.tool_call.arguments) == {"message": BOOT_MESSAGE}
+        assert isinstance(done, ToolReturnMessage)
+        assert done.tool_call_id == call.tool_call.tool_call_id
+        first = messages[:5]
+    assert isinstance(thought, ReasoningMessage) and thought.reasoning == BOOT_THOUGHT
+    assert isinstance(login, UserMessage) and login.kind == "login"
+    assert json.loads(login.content)["type"] == "login"
+    assert {m.run_id for m in first} == {None}
+    return list(messages[len(first) :])
+
+
 async def check_history(kv: KV, agent_id: str) -> list[AgentMessage]:
     """Storage holds a well-formed history: seqs strictly increasing, every message indexed by
     id, every tool call answered at most once (and answered unless its run is still
@@ -162,6 +193,9 @@ async def check_history(kv: KV, agent_id: str) -> list[AgentMessage]:
     messages = await stored_messages(kv, agent_id)
     seqs = [m.seq for m in messages]
     assert seqs == sorted(set(seqs)), seqs
+    prompts = [m for m in messages if is_prompt(m)]
+    assert prompts and prompts[0] is messages[0], "the history must start with its system message"
+    assert len(prompts) == 1, f"{len(prompts)} stored system prompts"
     for m in messages:
         assert unpack(await kv.get(keys.message_id(m.id))) == m.seq
     calls = {m.tool_call.tool_call_id: m for m in messages if isinstance(m, ToolCallMessage)}

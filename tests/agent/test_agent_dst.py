@@ -25,6 +25,7 @@ from kelpie_dst.shims import HelpfulPolicy, LlmTiming, ScriptedPolicy, sim_ports
 from .harness import (
     CountingPolicy,
     activate,
+    after_initial,
     check_history,
     create_agent,
     log_result,
@@ -48,7 +49,7 @@ async def test_basic_message_gets_a_reply_and_both_are_stored() -> None:
         assert result.stop_reason == "end_turn"
         assert result.reply in ("echo: Hello there", "Hello! How can I help you today?")
         assert result.usage.step_count >= 1 and result.usage.completion_tokens > 0
-        stored = await check_history(kv, view.agent.id)
+        stored = after_initial(await check_history(kv, view.agent.id), agent_type)
         assert isinstance(stored[0], UserMessage) and stored[0].content == "Hello there"
         assert {m.run_id for m in stored} == {result.run_id}
         log_result(result)

@@ -28,6 +28,7 @@ from kelpie_agent.agent import (
     SendMessage,
     ToolRule,
     ToolStore,
+    is_prompt,
     letta_json,
 )
 from kelpie_agent.agent._af_export import export_agent
@@ -38,7 +39,15 @@ from kelpie_agent.llm import LlmRequest, ToolResult
 from kelpie_dst.shims import sim_ports
 from kelpie_dst.shims.llm import Call, Reply
 
-from .harness import activate, create_agent, make_env, node_kv, say, stored_messages
+from .harness import (
+    activate,
+    check_history,
+    create_agent,
+    make_env,
+    node_kv,
+    say,
+    stored_messages,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "letta_v2_agent.af"
 SKIP = {"id", "date", "run_id", "step_id", "seq_id"}
@@ -209,6 +218,12 @@ async def test_a_file_written_to_lettas_schema_imports() -> None:
         "tool_return_message",
     ]
     messages = await stored_messages(kv, agent_id)
+    assert is_prompt(messages[0])  # the file's system message is the stored prompt, kept as is
+    assert (
+        messages[0].content
+        == json.loads(FIXTURE.read_text())["agents"][0]["messages"][0]["content"][0]["text"]
+    )
+    await check_history(kv, agent_id)
     assert messages[4].stdout == ("looked up 42",) and messages[1].otid == "otid-1"
     assert messages[5].kind == "heartbeat"
     [file] = await actors[agent_id].handle(ListAgentFiles())

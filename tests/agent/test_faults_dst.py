@@ -264,7 +264,8 @@ async def test_llm_failure_becomes_llm_api_error_after_backed_off_retries(
     assert "LlmServerError after 4 attempt(s)" in (result.error or "")
     assert dst.faults.fired["llm.server_error"] == 4
     assert 3.5 <= dst.now() - start < 7.0  # 1+2+4 seconds, each times a jitter in [0.5, 1)
-    assert [m.message_type for m in await stored_messages(kv, view.agent.id)] == ["user_message"]
+    stored = await stored_messages(kv, view.agent.id)
+    assert [m.message_type for m in stored] == ["system_message", "user_message"]
     dst.heal()
     assert (await say(actor, "and now?")).reply == "hi"
 

@@ -240,7 +240,8 @@ async def test_list_messages_pages_by_cursor_in_both_orders() -> None:
     for n in range(7):
         await say(actor, f"m{n}")
     everything = await actor.handle(ListMessages(limit=1000, order="asc"))
-    assert len(everything) == 14
+    assert len(everything) == 15  # the system message, then 7 inputs and 7 replies
+    assert everything[0].message_type == "system_message"
     pages, cursor = [], None
     while True:
         page = await actor.handle(ListMessages(limit=3, order="desc", before=cursor))

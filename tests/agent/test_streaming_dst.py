@@ -25,7 +25,16 @@ from kelpie_agent.llm import AnthropicLlm
 from kelpie_dst.shims import LlmTiming, ScriptedPolicy
 from kelpie_dst.shims.llm import start_anthropic_host
 
-from .harness import check_history, collect, create_agent, make_env, node_kv, say, stored_messages
+from .harness import (
+    after_initial,
+    check_history,
+    collect,
+    create_agent,
+    make_env,
+    node_kv,
+    say,
+    stored_messages,
+)
 
 TRICKY = 'He said "hi" \\ then\nleft 🦦 — naïve café, {braces} and \t tabs'
 _T = TRICKY.replace("{", "{{").replace("}", "}}")  # as a rule template
@@ -94,7 +103,8 @@ async def _streamed_turn(
     assert isinstance(events[-2], LettaStopReason) and events[-2].stop_reason == result.stop_reason
     assert isinstance(events[-1], LettaUsage) and events[-1] == result.usage
     stored = render_messages(
-        await stored_messages(kv, view.agent.id), use_assistant_message=use_assistant_message
+        after_initial(await stored_messages(kv, view.agent.id), agent_type),
+        use_assistant_message=use_assistant_message,
     )
     deltas = _deltas(events)
     streamed_ids = 0
@@ -215,8 +225,8 @@ async def test_a_consumer_that_leaves_mid_stream_never_breaks_the_run(
         assert result.reply == TRICKY
         kelpie_dst.log("left", how=how, after=after)
     history = await actor.handle(ListMessages(limit=1000, order="asc"))
+    history = after_initial(history, "memgpt_agent")
     assert sum(isinstance(m, AssistantMessage) for m in history) == 3
-    returns = [
-        m for m in await check_history(kv, view.agent.id) if isinstance(m, ToolReturnMessage)
-    ]
+    stored = after_initial(await check_history(kv, view.agent.id), "memgpt_agent")
+    returns = [m for m in stored if isinstance(m, ToolReturnMessage)]
     assert len(returns) == 6  # search + send_message, per turn

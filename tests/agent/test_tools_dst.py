@@ -35,6 +35,7 @@ from kelpie_agent.agent import (
     UpdateAgent,
     UpdateBlock,
     builtin_id,
+    is_prompt,
 )
 from kelpie_dst.shims import ScriptedPolicy, sim_ports
 
@@ -297,8 +298,10 @@ async def test_agent_metadata_initial_messages_and_updates() -> None:
     )
     assert view.agent.tags == ("a", "b") and view.agent.metadata == {"team": "kelp"}
     assert [b.label for b in view.blocks] == ["persona", "human"]
-    assert view.last_stop_reason is None and len(view.message_ids) == 1
-    [first] = await actor.handle(ListMessages())
+    assert view.last_stop_reason is None and len(view.message_ids) == 2
+    system, first = await actor.handle(ListMessages(order="asc"))
+    assert view.message_ids == (system.id, first.id)
+    assert is_prompt(system) and "<memory_blocks>" in system.content
     assert (first.message_type, first.content, first.run_id) == (
         "assistant_message",
         "Hi, I'm Otto.",

@@ -85,8 +85,10 @@ async def test_async_letta_client_end_to_end() -> None:
         ]
 
         page = await client.agents.messages.list(agent.id, limit=2, order="asc")
-        every = [m.id async for m in page]  # auto-pagination: after=<last id> until empty
-        assert len(every) == 6 and len(set(every)) == 6
+        listed = [m async for m in page]  # auto-pagination: after=<last id> until empty
+        every = [m.id for m in listed]
+        assert len(every) == 7 and len(set(every)) == 7
+        assert listed[0].message_type == "system_message"  # a letta_v1_agent's first message
 
         block = await client.agents.blocks.retrieve("human", agent_id=agent.id)
         assert block.value == "Unknown."
@@ -157,7 +159,7 @@ def _sync_session(seed: int) -> list[str]:
             stream = client.agents.messages.create(agent.id, input="s", streaming=True)
             seen += [c.message_type for c in stream]
             ids = [m.id for m in client.agents.messages.list(agent.id, limit=3)]
-            assert len(ids) == 8 and len(set(ids)) == 8
+            assert len(ids) == 9 and len(set(ids)) == 9  # the system message, 4 inputs, 4 replies
             seen.append(str(len(ids)))
             assert client.agents.blocks.retrieve("persona", agent_id=agent.id).limit == 500
             client.agents.passages.create(agent.id, text="a passage")

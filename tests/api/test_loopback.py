@@ -66,7 +66,7 @@ async def test_async_sdk_over_loopback(tmp_path: Path) -> None:
         text = "".join(c.content for c in pieces if c.message_type == "assistant_message")
         assert text == "echo: streamed"
         ids = [m.id async for m in client.agents.messages.list(agent.id, limit=1)]
-        assert len(ids) == 4
+        assert len(ids) == 5  # the system message, 2 inputs, 2 replies
         with pytest.raises(letta_client.AuthenticationError):
             await AsyncLetta(base_url=url, http_client=http).agents.list()
 

@@ -145,7 +145,10 @@ async def test_history_pages_follow_cursors_and_reset_clears_them() -> None:
                 await c.post(f"/v1/agents/{agent}/messages", json={"input": f"m{i}"})
             ).is_success
         everything = (await c.get(f"/v1/agents/{agent}/messages?order=asc&limit=1000")).json()
-        assert [m.get("content") for m in everything] == [
+        system = everything[0]
+        assert system["message_type"] == "system_message" and system["run_id"] is None
+        assert "<memory_blocks>" in system["content"]
+        assert [m.get("content") for m in everything[1:]] == [
             x for i in range(4) for x in (f"m{i}", f"echo: m{i}")
         ]
         for order in ("asc", "desc"):
@@ -172,7 +175,8 @@ async def test_history_pages_follow_cursors_and_reset_clears_them() -> None:
         assert bad.status_code == 404 and "after" in bad.json()["detail"]
         reset = await c.patch(f"/v1/agents/{agent}/reset-messages")
         assert reset.status_code == 200 and reset.json()["id"] == agent
-        assert (await c.get(f"/v1/agents/{agent}/messages")).json() == []
+        [kept] = (await c.get(f"/v1/agents/{agent}/messages")).json()  # Letta keeps message 0
+        assert kept["id"] == system["id"] and kept["message_type"] == "system_message"
 
 
 COUNT = '''def count(n: int) -> str:
@@ -197,7 +201,9 @@ async def test_async_runs_finish_in_the_background() -> None:
         assert body["status"] in ("running", "completed")
         await trio.sleep(60)
         history = (await c.get(f"/v1/agents/{agent}/messages?order=asc")).json()
-        assert history[0]["content"] == "Hi" and history[-1]["run_id"] == body["id"]
+        types = [m["message_type"] for m in history[:4]]  # a memgpt agent's first messages
+        assert types == ["system_message", "reasoning_message", "assistant_message", "user_message"]
+        assert history[4]["content"] == "Hi" and history[-1]["run_id"] == body["id"]
         assert history[-1]["message_type"] == "assistant_message"
         missing = await c.post("/v1/agents/agent-x/messages/async", json={"input": "x"})
         assert missing.status_code == 404

@@ -18,11 +18,12 @@ from kelpie_agent.agent import (
     LettaUsage,
     ToolReturnMessage,
     UserMessage,
+    is_prompt,
 )
 from kelpie_agent.service import AgentService, InvalidError, NotFoundError, UnavailableError
 from kelpie_dst.shims import LlmTiming, open_kv
 
-from ..agent.harness import CountingPolicy, check_history, stored_messages
+from ..agent.harness import CountingPolicy, after_initial, check_history, stored_messages
 from .harness import otto, service_node, user
 from .test_agents import _fails
 
@@ -55,11 +56,13 @@ async def test_send_message_returns_the_run_and_the_history_holds_it() -> None:
         assert result.reply == "Nice to meet you, Ada! I'll remember that."
         assert not any(isinstance(m, UserMessage) for m in result.response_messages)
         history = await svc.list_messages(agent_id, order="asc")
+        history = after_initial(history, "memgpt_agent")
         assert [m.id for m in history] == [m.id for m in result.messages]
         assert (await svc.get_agent_block(agent_id, "human")).value == "\nName: Ada"
         stored = [m.id for m in await stored_messages(svc.kv, agent_id)]
         assert (await svc.get_agent(agent_id)).message_ids == tuple(stored)
-        await check_history(svc.kv, agent_id)
+        [system] = [m for m in await check_history(svc.kv, agent_id) if is_prompt(m)]
+        assert "Name: Ada" in system.content  # rebuilt at the step after the memory edit
 
 
 @pytest.mark.dst(seeds=3, guards="strict")
@@ -69,7 +72,8 @@ async def test_list_messages_pages_with_letta_cursors_in_both_orders() -> None:
         for i in range(5):
             await svc.send_message(agent_id, user(f"note {i}"))
         everything = await svc.list_messages(agent_id, order="asc", limit=1000)
-        assert len(everything) == 10 and everything[0].content == "note 0"  # type: ignore[union-attr]
+        assert len(everything) == 11 and is_prompt(everything[0])
+        assert everything[1].content == "note 0"  # type: ignore[union-attr]
         ids = [m.id for m in everything]
         for order, expected in (("desc", ids[::-1]), ("asc", ids)):
             seen: list[str] = []
@@ -114,7 +118,7 @@ async def test_send_message_errors_name_the_field() -> None:
             svc.send_message(agent_id, user("hi"), max_steps=0), InvalidError, 422, "max_steps"
         )
         await _fails(svc.send_message(agent_id, "hi"), InvalidError, 422, "messages")  # type: ignore[arg-type]
-        assert await svc.list_messages(agent_id) == []  # nothing was run
+        assert after_initial(await svc.list_messages(agent_id, order="asc"), "memgpt_agent") == []
 
 
 @pytest.mark.dst(seeds=3, guards="strict")
@@ -184,7 +188,7 @@ async def test_a_retry_after_the_node_stopped_mid_run_finishes_that_run_once() -
     async with service_node(policy=policy, timing=timing, kv=kv) as svc:
         result = await svc.send_message(agent_id, user("count", otid="otid-count"))
         assert result.stop_reason == "end_turn"
-        stored = await check_history(kv, agent_id)
+        stored = after_initial(await check_history(kv, agent_id), "letta_v1_agent")
         ticks = [m for m in stored if isinstance(m, ToolReturnMessage) and m.name == "tick"]
         assert [re.findall(r"tick (\d+)", m.tool_return) for m in ticks] == [
             [str(n)] for n in range(1, 7)
@@ -230,7 +234,7 @@ async def test_a_stream_consumer_that_leaves_or_is_cancelled_never_stops_the_run
                 async for _ in s:
                     pass
         await trio.sleep(10)
-        history = await svc.list_messages(agent_id, order="asc")
+        history = after_initial(await svc.list_messages(agent_id, order="asc"), "memgpt_agent")
         texts = [m.content for m in history if isinstance(m, AssistantMessage)]
         assert texts == ['I hear you. You said: "note one"', 'I hear you. You said: "note two"']
         await check_history(svc.kv, agent_id)
@@ -241,9 +245,12 @@ async def test_reset_messages_clears_the_history_and_keeps_memory() -> None:
     async with service_node() as svc:
         agent_id = (await svc.create_agent(otto())).agent.id
         await svc.send_message(agent_id, user("My name is Ada"))
+        before = after_initial(await svc.list_messages(agent_id, order="asc"), "memgpt_agent")
         view = await svc.reset_messages(agent_id)
-        assert view.message_ids == () and view.last_stop_reason is None
-        assert await svc.list_messages(agent_id) == []
+        [system] = await svc.list_messages(agent_id)  # Letta keeps it, recompiled
+        assert view.message_ids == (system.id,) and view.last_stop_reason is None
+        assert is_prompt(system) and system.seq == 1 and "Name: Ada" in system.content
+        assert not {m.id for m in before} & {m.id for m in await stored_messages(svc.kv, agent_id)}
         assert (await svc.get_agent_block(agent_id, "human")).value == "\nName: Ada"
         assert (await svc.send_message(agent_id, user("what is my name?"))).reply == (
             "Your name is Ada."

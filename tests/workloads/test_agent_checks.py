@@ -3,6 +3,8 @@ catches its planted violation."""
 
 from __future__ import annotations
 
+import attrs
+
 from kelpie_dst.workloads.agents import (
     Ack,
     BlockState,
@@ -18,6 +20,7 @@ from kelpie_dst.workloads.agents import (
     check_blocks,
     check_completed,
     check_exactly_once,
+    check_initial,
     check_no_mixing,
     check_single_activation,
     check_streams,
@@ -219,3 +222,46 @@ def test_repeated_tool_effects_are_caught() -> None:
     assert check_exactly_once([], {}, journal, [before, before]) == []  # at-least-once
     [problem] = check_exactly_once([], {}, journal, [before, again])
     assert "lookup('tag-a1-m3 step 1') was sent again (entry 1)" in problem
+
+
+def _first(memgpt: bool) -> list[Msg]:
+    system = Msg("s", 1, None, "system_message", "You are...\n<memory_blocks>\n</memory_blocks>")
+    if not memgpt:
+        return [system]
+    return [
+        system,
+        Msg("b1", 2, None, "reasoning_message", "Bootup sequence complete."),
+        Msg("b2", 3, None, "tool_call_message", '{"message": "hi"}', tool="send_message"),
+        Msg("b3", 4, None, "tool_return_message", '{"status": "OK"}', tool="send_message"),
+        Msg("b4", 5, None, "user_message", '{"type": "login"}', kind="login"),
+    ]
+
+
+def test_first_messages_once_at_the_start_pass() -> None:
+    histories = {A: [*_first(True), *_history()], B: [*_first(False), *_history()]}
+    assert check_initial(histories, {A: "memgpt_agent", B: "letta_v1_agent"}) == []
+
+
+def test_missing_repeated_or_misplaced_first_messages_are_caught() -> None:
+    types = {A: "memgpt_agent", B: "letta_v1_agent"}
+    # written apart from the agent: a crash in between leaves none
+    assert check_initial({B: _history()}, types) == [
+        f"{B}: the history does not start with its system message",
+        f"{B}: 0 system messages with memory, not 1",
+        f"{B}: first message m1 is in run run-1",
+    ]
+    # stored twice (a retried creation wrote them again)
+    twice = [*_first(True), *_first(True)[1:], *_history()]
+    assert check_initial({A: twice}, types) == [f"{A}: 2 login events, expected 1"]
+    # a rebuilt system message appended instead of replacing message 0
+    again = [*_first(False), *_history(), _first(False)[0]]
+    assert check_initial({B: again}, types) == [f"{B}: 2 system messages with memory, not 1"]
+    # the boot sequence stored inside the first run
+    inside = [_first(True)[0], *(attrs.evolve(m, run_id="run-1") for m in _first(True)[1:])]
+    assert check_initial({A: [*inside, *_history()]}, types) == [
+        f"{A}: first message b1 is in run run-1"
+    ]
+    # a letta_v1 agent with memgpt's boot messages
+    assert check_initial({B: [*_first(True), *_history()]}, types) == [
+        f"{B}: 1 login events, expected 0"
+    ]

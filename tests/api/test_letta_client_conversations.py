@@ -10,6 +10,7 @@ import random
 import httpx
 import letta_client
 import pytest
+import trio
 from letta_client import AsyncLetta
 
 import kelpie_dst
@@ -62,6 +63,9 @@ async def scenario() -> list[str]:
         agent = await client.agents.create(name="otto", agent_type="letta_v1_agent")
         other = await client.agents.create(name="anna", agent_type="letta_v1_agent")
         one = await client.conversations.create(agent_id=agent.id, summary="about kelp")
+        # virtual time stands still between requests: created in the same instant, two records
+        # are ordered by id (as Letta orders ties), so let a second pass to order them by date
+        await trio.sleep(1)
         two = await client.conversations.create(agent_id=agent.id, description="second")
         hidden = await client.conversations.create(agent_id=agent.id, hidden=True)
         theirs = await client.conversations.create(agent_id=other.id, summary="kelp too")
@@ -153,7 +157,8 @@ async def scenario() -> list[str]:
         await _send(client, fork.id, "epsilon")
         ones = [m async for m in client.conversations.messages.list(one.id, order="asc")]
         assert _inputs(ones) == ["alpha", "beta"]
-        part = await client.conversations.fork(one.id, message_id=ones[0].id)
+        alpha_id = next(m.id for m in ones if m.message_type == "user_message")
+        part = await client.conversations.fork(one.id, message_id=alpha_id)
         kept = [m async for m in client.conversations.messages.list(part.id, order="asc")]
         assert _inputs(kept) == ["alpha"]
         whole = await client.conversations.fork("default", agent_id=agent.id)

@@ -110,7 +110,9 @@ async def scenario() -> list[str]:
 
         # every agent's messages, by date; one by id
         everything = await client.messages.list(order="asc")  # a plain list: not paged
-        assert len(everything) == 8 and len({m.id for m in everything}) == 8
+        assert len(everything) == 10 and len({m.id for m in everything}) == 10
+        types = [m.message_type for m in everything]
+        assert types.count("system_message") == 2  # each agent's message 0, as in Letta
         asked = [m.content for m in everything if m.message_type == "user_message"]
         assert asked == ["one", "two", "three", "later"]
         newest = await client.messages.list(limit=2)
@@ -119,8 +121,9 @@ async def scenario() -> list[str]:
         assert [m.id for m in page] == [everything[2].id, everything[3].id]
         said = await client.messages.list(include_return_message_types=["assistant_message"])
         assert [m.content for m in said][::-1] == [f"echo: {t}" for t in asked]
-        (one,) = await client.messages.retrieve(everything[1].id)
-        assert one.id == everything[1].id and one.content == "echo: one"  # type: ignore[union-attr]
+        echo = next(m for m in everything if m.message_type == "assistant_message")
+        (one,) = await client.messages.retrieve(echo.id)
+        assert one.id == echo.id and one.content == "echo: one"  # type: ignore[union-attr]
 
         # passages.search: one agent's archival memory or every agent's, best first
         await client.agents.passages.create(otto.id, text="otters hold hands while asleep")

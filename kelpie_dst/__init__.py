@@ -26,6 +26,7 @@ from ._errors import InvariantViolation as InvariantViolation
 from ._errors import LivenessError as LivenessError
 from ._errors import NodeDownError as NodeDownError
 from ._errors import NondeterminismError as NondeterminismError
+from ._errors import ScenarioFailed as ScenarioFailed
 from ._errors import SimulationCrashed as SimulationCrashed
 from ._errors import UsageError as UsageError
 from ._faults import Fault as Fault

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from ._entry import entry_name, load_entry
-from ._errors import FailureKind, NondeterminismError, UsageError
+from ._errors import FailureKind, NondeterminismError, ScenarioFailed, UsageError
 from ._result import Failure, RunResult
 from ._run import run
 from ._trace import Divergence, Event, decode_trace, first_divergence, read_trace
@@ -40,6 +40,7 @@ class DeterminismReport:
     divergence: Divergence | None = None
     divergent_runs: tuple[str, str] | None = None
     failure: str | None = None
+    first_failure: Failure | None = None  # the first run's failure (None if it passed)
 
     @property
     def deterministic(self) -> bool:
@@ -118,8 +119,10 @@ def check_determinism(
         for label, result, events in recorded[1:]:
             if result.trace_hash != first_result.trace_hash:
                 divergence = first_divergence(_events(first_events), _events(events))
-                return DeterminismReport(seed, hashes, divergence, (first_label, label), failure)
-        return DeterminismReport(seed, hashes, failure=failure)
+                return DeterminismReport(
+                    seed, hashes, divergence, (first_label, label), failure, first_result.failure
+                )
+        return DeterminismReport(seed, hashes, failure=failure, first_failure=first_result.failure)
 
 
 def assert_deterministic(
@@ -128,10 +131,15 @@ def assert_deterministic(
     seeds: Iterable[int] = (0,),
     runs: int = 3,
     vary_hashseed: bool = False,
+    expect_failure: bool | str = False,
     **options: Any,
 ) -> None:
     """For tests: raise :class:`NondeterminismError` naming the first divergent event if any
-    seed's runs differ. ``options`` are :func:`kelpie_dst.run` keyword arguments.
+    seed's runs differ, and :class:`ScenarioFailed` if a seed's runs failed (the same way).
+    ``options`` are :func:`kelpie_dst.run` keyword arguments.
+
+    A test that checks a failing seed replays deterministically passes ``expect_failure=True``
+    (every seed must then fail), or a string that the failure message must contain.
 
     The default, ``runs=3``, starts one fresh process per seed (about a second each), to keep
     test suites fast; ``check_determinism`` and the CLI default to two."""
@@ -141,6 +149,33 @@ def assert_deterministic(
         )
         if not report.deterministic:
             raise NondeterminismError(report.describe())
+        _check_outcome(report, expect_failure)
+
+
+def _check_outcome(report: DeterminismReport, expect_failure: bool | str) -> None:
+    failure = report.first_failure
+    if failure is None:
+        if expect_failure is not False:
+            wanted = "" if expect_failure is True else f" containing {expect_failure!r}"
+            raise ScenarioFailed(
+                f"seed={report.seed} passed in every run, but a failure{wanted} was expected "
+                f"(trace_hash={report.runs[0][1]})"
+            )
+        return
+    if expect_failure is True:
+        return
+    if isinstance(expect_failure, str) and expect_failure in failure.message:
+        return
+    what = f"{failure.kind.label}: {failure.message}"
+    if isinstance(expect_failure, str):
+        raise ScenarioFailed(
+            f"seed={report.seed} failed in every run, but not with {expect_failure!r}: {what}"
+        )
+    detail = f"\n{failure.details}" if failure.details else ""
+    raise ScenarioFailed(
+        f"seed={report.seed} failed in every run ({what}); pass expect_failure=True if that "
+        f"failure is what the test checks{detail}"
+    )
 
 
 def _events(source: list[Event] | Path) -> list[Event]:

@@ -11,6 +11,7 @@ __all__ = [
     "LivenessError",
     "NodeDownError",
     "NondeterminismError",
+    "ScenarioFailed",
     "SimulationCrashed",
     "UsageError",
 ]
@@ -29,6 +30,15 @@ class UsageError(DstError, ValueError):
 
 class NondeterminismError(DstError):
     """A strict-mode guard tripped, or two runs of one seed diverged."""
+
+
+class ScenarioFailed(DstError, AssertionError):
+    """``assert_deterministic`` ran a seed whose runs failed (the same way every time, or it
+    would be a :class:`NondeterminismError`) when the caller did not expect a failure, or
+    passed when the caller expected one. The message names the seed and the failure.
+
+    It subclasses AssertionError, so test runners report it as a failed assertion.
+    """
 
 
 class HostNetworkError(NondeterminismError, PermissionError):

@@ -10,6 +10,7 @@ import random
 import httpx
 import letta_client
 import pytest
+import trio
 from letta_client import AsyncLetta
 
 import kelpie_dst
@@ -45,6 +46,12 @@ def _inputs(messages: list[letta_client.types.agents.Message]) -> list[str]:
     return [str(m.content) for m in messages if m.message_type == "user_message"]
 
 
+async def _send(client: AsyncLetta, conversation_id: str, text: str) -> list[str]:
+    """Send ``text`` on a conversation and read the whole stream: the message types, in order."""
+    stream = await client.conversations.messages.create(conversation_id, input=text)
+    return [event.message_type async for event in stream]
+
+
 async def scenario() -> list[str]:
     seen: list[str] = []
     policy = Recording()
@@ -56,6 +63,9 @@ async def scenario() -> list[str]:
         agent = await client.agents.create(name="otto", agent_type="letta_v1_agent")
         other = await client.agents.create(name="anna", agent_type="letta_v1_agent")
         one = await client.conversations.create(agent_id=agent.id, summary="about kelp")
+        # virtual time stands still between requests: created in the same instant, two records
+        # are ordered by id (as Letta orders ties), so let a second pass to order them by date
+        await trio.sleep(1)
         two = await client.conversations.create(agent_id=agent.id, description="second")
         hidden = await client.conversations.create(agent_id=agent.id, hidden=True)
         theirs = await client.conversations.create(agent_id=other.id, summary="kelp too")
@@ -79,12 +89,18 @@ async def scenario() -> list[str]:
         found = await client.conversations.list(summary_search="kelp")
         assert {c.id for c in found} == {one.id, theirs.id}
 
-        # messages: streamed by default, or as JSON; each thread has its own history
-        async for event in await client.conversations.messages.create(one.id, input="alpha"):
-            seen.append(event.message_type)
-        reply = await client.conversations.messages.create(one.id, input="beta", streaming=False)
-        assert [m.message_type for m in reply.messages] == ["assistant_message"]  # type: ignore[union-attr]
-        await client.conversations.messages.create(two.id, input="gamma", streaming=False)
+        # messages: streamed by default, or as JSON; each thread has its own history.
+        # letta-client 1.12.1 always reads this route as a stream (it passes stream=True), so
+        # the JSON answer (streaming=false) is read with plain HTTP
+        alpha = await _send(client, one.id, "alpha")
+        assert alpha == ["assistant_message", "stop_reason", "usage_statistics"], alpha
+        seen += alpha
+        answer = await http.post(
+            f"/v1/conversations/{one.id}/messages", json={"input": "beta", "streaming": False}
+        )
+        assert answer.status_code == 200, answer.text
+        assert [m["message_type"] for m in answer.json()["messages"]] == ["assistant_message"]
+        await _send(client, two.id, "gamma")
         await client.agents.messages.create(agent.id, input="delta")
         ones = [m async for m in client.conversations.messages.list(one.id, order="asc")]
         assert _inputs(ones) == ["alpha", "beta"]
@@ -100,8 +116,16 @@ async def scenario() -> list[str]:
         # cursors in both orders
         newest = [m async for m in client.conversations.messages.list(one.id, limit=1)]
         assert newest[0].id == ones[-1].id
-        older = [m async for m in client.conversations.messages.list(one.id, before=ones[-1].id)]
-        assert [m.id for m in older] == [m.id for m in ones[:-1]][::-1]
+        older = [
+            m
+            async for m in client.conversations.messages.list(
+                one.id, before=ones[-1].id, order="asc"
+            )
+        ]
+        assert [m.id for m in older] == [m.id for m in ones[:-1]]
+        # as in Letta, `before` is before the cursor in the listed order: newer, when descending
+        newer = [m async for m in client.conversations.messages.list(one.id, before=ones[0].id)]
+        assert [m.id for m in newer] == [m.id for m in ones[1:]][::-1]
         later = [
             m
             async for m in client.conversations.messages.list(one.id, after=ones[0].id, order="asc")
@@ -115,7 +139,7 @@ async def scenario() -> list[str]:
             )
         ]
         assert [m.id for m in default] == [m.id for m in own]
-        everywhere = [m async for m in client.messages.list(conversation_id=one.id)]
+        everywhere = await client.messages.list(conversation_id=one.id)
         assert {m.id for m in everywhere} == {m.id for m in ones}
         runs = [r async for r in client.runs.list(conversation_id=one.id)]
         assert len(runs) == 2 and all(r.conversation_id == one.id for r in runs)
@@ -130,10 +154,11 @@ async def scenario() -> list[str]:
         forked = [m async for m in client.conversations.messages.list(fork.id, order="asc")]
         assert _inputs(forked) == ["alpha", "beta"]
         assert not {m.id for m in forked} & {m.id for m in ones}
-        await client.conversations.messages.create(fork.id, input="epsilon", streaming=False)
+        await _send(client, fork.id, "epsilon")
         ones = [m async for m in client.conversations.messages.list(one.id, order="asc")]
         assert _inputs(ones) == ["alpha", "beta"]
-        part = await client.conversations.fork(one.id, message_id=ones[0].id)
+        alpha_id = next(m.id for m in ones if m.message_type == "user_message")
+        part = await client.conversations.fork(one.id, message_id=alpha_id)
         kept = [m async for m in client.conversations.messages.list(part.id, order="asc")]
         assert _inputs(kept) == ["alpha"]
         whole = await client.conversations.fork("default", agent_id=agent.id)
@@ -162,7 +187,7 @@ async def scenario() -> list[str]:
         with pytest.raises(letta_client.NotFoundError):
             await client.conversations.retrieve(two.id)
         with pytest.raises(letta_client.NotFoundError):
-            await client.conversations.messages.create(two.id, input="late", streaming=False)
+            await _send(client, two.id, "late")
         assert _inputs([m async for m in client.agents.messages.list(agent.id)])
 
         # refused, naming the field; unknown ids are 404s

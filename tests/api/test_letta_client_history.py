@@ -134,7 +134,8 @@ async def scenario() -> list[str]:
         assert "Ada Lovelace" in dry
         [unchanged] = await listed(v1.id)
         assert unchanged.id == system.id and "Ada Lovelace" not in unchanged.content
-        prompt = await client.agents.recompile(v1.id)
+        # the SDK hands back Letta's JSON-string body as it is (Ddetfix-2)
+        prompt = json.loads(await client.agents.recompile(v1.id))
         [rebuilt] = await listed(v1.id)
         assert (rebuilt.id, rebuilt.content) == (system.id, prompt)
         # ... and so does the next step once memory changed

@@ -103,3 +103,28 @@ def test_a_local_function_can_only_be_checked_in_process() -> None:
     kelpie_dst.assert_deterministic(local, runs=2)
     with pytest.raises(kelpie_dst.UsageError, match="cannot be imported by name"):
         kelpie_dst.assert_deterministic(local, runs=3)
+
+
+def test_assert_deterministic_fails_when_every_run_fails() -> None:
+    # Failing the same way every time is deterministic, but a test that only calls
+    # assert_deterministic would pass while its scenario is broken: that is an error too.
+    async def broken() -> None:
+        raise kelpie_dst.InvariantViolation("balance went negative")
+
+    with pytest.raises(kelpie_dst.ScenarioFailed, match=r"seed=3 failed.*balance went negative"):
+        kelpie_dst.assert_deterministic(broken, seeds=[3], runs=2)
+    kelpie_dst.assert_deterministic(broken, seeds=[3], runs=2, expect_failure=True)
+    kelpie_dst.assert_deterministic(broken, runs=2, expect_failure="went negative")
+    with pytest.raises(kelpie_dst.ScenarioFailed, match="not with 'overdraft'"):
+        kelpie_dst.assert_deterministic(broken, runs=2, expect_failure="overdraft")
+
+
+def test_assert_deterministic_expecting_a_failure_fails_when_the_runs_pass() -> None:
+    async def fine() -> None:
+        pass
+
+    with pytest.raises(kelpie_dst.ScenarioFailed, match=r"seed=0 passed.*was expected"):
+        kelpie_dst.assert_deterministic(fine, runs=2, expect_failure=True)
+    with pytest.raises(kelpie_dst.ScenarioFailed, match="containing 'boom' was expected"):
+        kelpie_dst.assert_deterministic(fine, runs=2, expect_failure="boom")
+    assert issubclass(kelpie_dst.ScenarioFailed, AssertionError)

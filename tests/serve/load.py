@@ -187,8 +187,11 @@ def check_history(client: Letta, agent_id: str, acked: Sequence[Sent], *, comple
     """Every acknowledged input of ``agent_id`` is in its history exactly once, in each
     client's order, with the reply it was acknowledged with. With ``complete`` (no client
     is sending) the history holds no other input (the summaries a long history is compacted
-    into are the server's, not inputs). Returns the number of messages."""
+    into are the server's, not inputs). Returns the number of messages after the stored
+    system message, which every agent's history starts with (Letta's first messages)."""
     messages = history(client, agent_id)
+    assert messages and messages[0].message_type == "system_message", "no system message first"
+    messages = messages[1:]
     ids = [message.id for message in messages]
     assert len(set(ids)) == len(ids), "a message id appears twice"
     inputs = [m for m in messages if m.message_type == "user_message" and not _alert(m.content)]

@@ -226,6 +226,7 @@ async def agents(ctx: WorkloadContext) -> None:
         background = BackgroundRuns(float(ctx.params["background_fraction"]))
         ctx.state["background"] = background
         async with open_http_link(float(ctx.params["attempt_timeout"]), background) as link:
+            ctx.state["link"] = link
             await _drive(ctx, Clients(ctx, world, record, link), plans)
         ctx.metric("background.runs", len(background.followed))
         ctx.metric("background.resumed", sum(f.resumed for f in background.followed.values()))
@@ -544,9 +545,12 @@ def acknowledged_is_durable(ctx: WorkloadContext) -> None:
 @invariant
 def streams_match_results(ctx: WorkloadContext) -> None:
     """A streamed turn's pieces, joined per message, equal the turn's result, and the stream
-    is closed when the turn ends."""
+    is closed when the turn ends; a stream the server finished (over HTTP) carried a stop
+    reason or an error frame."""
     record = _record(ctx)
     unclosed = [f"{key}: the stream stayed open after the turn" for key in record.unclosed]
+    link = ctx.state.get("link")
+    unclosed += list(getattr(link, "unterminated", []))
     _holds(check_streams(record.streams) + unclosed, "a stream differs from its result")
 
 

@@ -65,10 +65,11 @@ async def walk(fetch: Fetch, order: str, cursor: str, size: int, last: str | Non
     longest = 0
     if cursor == "after":
         for _ in range(_MAX_PAGES):
-            page = [i for i, _ in await fetch(order, ids[-1] if ids else None, None, size)]
+            cursor_id = ids[-1] if ids else None
+            page = [i for i, _ in await fetch(order, cursor_id, None, size)]
             ids += page
             longest = max(longest, len(page))
-            if len(page) < size or not page:
+            if len(page) < size or not page or page[-1] == cursor_id:  # (a stuck cursor)
                 break
         return Walk(order, cursor, size, tuple(ids), longest)
     if last is None:
@@ -79,7 +80,7 @@ async def walk(fetch: Fetch, order: str, cursor: str, size: int, last: str | Non
         page = [i for i, _ in await fetch(order, None, anchor, size)]
         back.append(page)
         longest = max(longest, len(page))
-        if len(page) < size or not page:
+        if len(page) < size or not page or page[0] == anchor:  # (a stuck cursor)
             break
         anchor = page[0]
     ids = [i for p in reversed(back) for i in p] + [last]

@@ -121,6 +121,27 @@ def test_a_pager_that_takes_the_oldest_newest_first_is_caught() -> None:
     ]
 
 
+def _after_inclusive(
+    items: Sequence[str], order: str, after: str | None, before: str | None, limit: int
+) -> list[str]:
+    """A pager whose ``after`` cursor is inclusive: a page starts at its cursor."""
+    if before is not None:
+        return _service_pager(items, order, after, before, limit)
+    listed = list(items) if order == "asc" else list(items)[::-1]
+    start = listed.index(after) if after is not None else 0
+    return listed[start : start + limit]
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_an_inclusive_cursor_is_caught_and_a_stuck_one_ends_the_walk(size: int) -> None:
+    problems = check_walks("items", ITEMS, _walks(_after_inclusive, size))
+    assert [p.split(":")[0] for p in problems] == [
+        f"items read asc by 'after' in pages of {size}",
+        f"items read desc by 'after' in pages of {size}",
+    ]
+    assert all("twice" in p for p in problems)
+
+
 SMALL = ("workload.params.agents=3", "workload.params.messages=2", "workload.params.clients=2")
 
 

@@ -10,6 +10,7 @@ from ..shims import open_kv
 
 __all__ = [
     "Ack",
+    "contention_at_most_once",
     "contention_requests_complete",
     "contention_tally_exact",
     "contention_waits_bounded",
@@ -81,3 +82,20 @@ def contention_tally_exact(ctx: WorkloadContext) -> None:
         f"the tally is {total}, but {len(acks)} requests were acknowledged "
         f"({waiting} still waiting)"
     )
+
+
+@invariant
+def contention_at_most_once(ctx: WorkloadContext) -> None:
+    """A request is handed to an activation more than once only when its caller was told, as
+    many times, that its outcome is unknown (the lease was lost or the node stopped while it
+    ran): the runtime itself never sends a request that started again, since its effects
+    outside the store (a tool call, a reply streamed) would happen twice unseen."""
+    executions: dict[str, int] = ctx.state.get("executions", {})
+    unknown: dict[str, int] = ctx.state.get("unknown", {})
+    twice = [
+        f"{request} ran {n} times, its caller was told of {unknown.get(request, 0)} unknown "
+        "outcome(s)"
+        for request, n in sorted(executions.items())
+        if n > 1 + unknown.get(request, 0)
+    ]
+    assert not twice, f"requests run again without telling their callers: {'; '.join(twice[:3])}"

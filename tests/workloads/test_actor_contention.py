@@ -11,6 +11,7 @@ import pytest
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._contention_checks import (
     Ack,
+    contention_at_most_once,
     contention_requests_complete,
     contention_waits_bounded,
 )
@@ -21,6 +22,14 @@ def test_the_scenario_passes_and_repeats_its_trace() -> None:
     first, again = run_scenario(scenario, 1), run_scenario(scenario, 1)
     assert first.ok, first.result.failure and first.result.failure.describe()
     assert first.metrics["contention.acks"] == 2 * 3 * 6
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_the_pauses_scenario_passes_and_repeats_its_trace() -> None:
+    scenario = load_scenario("actor_contention_pauses", ["workload.params.requests=5"])
+    first, again = run_scenario(scenario, 2), run_scenario(scenario, 2)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["contention.acks"] == 2 * 3 * 5
     assert first.result.trace_hash == again.result.trace_hash
 
 
@@ -40,3 +49,9 @@ def test_an_unacknowledged_request_is_named() -> None:
     contention_requests_complete(_ctx([], left={"n1/0": 0}, pending={}))
     with pytest.raises(AssertionError, match="n1/0"):
         contention_requests_complete(_ctx([], left={"n1/0": 2}, pending={"n1/0/3": 4.0}))
+
+
+def test_a_request_run_again_without_an_unknown_outcome_is_named() -> None:
+    contention_at_most_once(_ctx([], executions={"a": 1, "b": 2}, unknown={"b": 1}))
+    with pytest.raises(AssertionError, match="b ran 3 times, its caller was told of 1"):
+        contention_at_most_once(_ctx([], executions={"a": 1, "b": 3}, unknown={"b": 1}))

@@ -32,8 +32,9 @@ import attrs
 from kelpie_agent.llm import LlmRequest, Tool, ToolCall, ToolResult
 
 from ..shims.llm import Call
+from ._agent_checks import TAG
 from ._agent_edits import insert_model, pick_old_string, replace_model
-from ._agent_prompt import PromptBlock, prompt_blocks
+from ._agent_prompt import PromptBlock, agents_named, prompt_blocks
 
 __all__ = [
     "CUSTOM_TOOL",
@@ -289,6 +290,12 @@ class Moves:
         else:  # sized so that a unique old_string lands the block at the target length
             new = _filler(max(1, target - (len(value) - len(old))), tag, wide, rng)
         ok, after, why = replace_model(value, old, new, scratch.chars_limit)
+        if (agents_named(after) | {int(n) for n, _ in TAG.findall(after)}) - {agent}:
+            # ``new`` ends in a cut tag (``tag-a2``) and the text after ``old`` goes on with
+            # digits (``2-m1``): the block would name agent 22, which the no-mixing oracle
+            # rightly flags. Ask for an absent ``old_string`` instead (no further draws).
+            old, kind = f"{tag} absent", "absent"
+            ok, after, why = replace_model(value, old, new, scratch.chars_limit)
         args = {"label": "scratch", "old_string": old, "new_string": new}
         call = self.call("memory_replace", args)
         return self._expect(agent, call, ok, f"{kind} old_string: {why}", after=("scratch", after))

@@ -14,7 +14,9 @@ from kelpie_agent.agent import Block, builtin_by_name
 from kelpie_agent.agent import _memory_edits as edits
 from kelpie_agent.agent._prompt import render_memory
 from kelpie_agent.llm import LlmRequest, Message, TextBlock, Tool, ToolCall, ToolResult
+from kelpie_dst.workloads._agent_checks import TAG
 from kelpie_dst.workloads._agent_moves import CUSTOM_TOOL, Expect, Moves
+from kelpie_dst.workloads._agent_prompt import agents_named
 
 MEMGPT = ("core_memory_append", "core_memory_replace", "archival_memory_insert", "send_message")
 V1 = ("memory_insert", "memory_replace", "memory_rethink", "archival_memory_insert")
@@ -158,3 +160,28 @@ def test_a_search_must_find_what_the_conversation_shows_as_stored() -> None:
     )
     assert not lost.stored("tag-a1-m2 step 1", "archival_memory_insert")
     assert lost.stored("tag-a1-m2 edge")  # any message
+
+
+def test_an_edit_never_joins_a_cut_tag_into_another_agents_tag() -> None:
+    """A ``memory_replace`` whose ``new_string`` ends in a cut tag (``tag-a1``) before text that
+    goes on with digits (``1-m3``) would make the block name agent 11: the no-mixing oracle
+    rightly flags that, so the workload must never ask for it (agent_chaos seed 200050 did, with
+    ``tag-a2`` + ``2-m1``)."""
+    rng = random.Random(11)
+    checked = 0
+    for _ in range(4000):
+        limit = rng.randint(6, 40)
+        words = ["tag-a1-m1", "reetag-a1-m1", "1-m3", "step", "7", "kelp"]
+        scratch = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))[:limit]
+        expected: list[Expect] = []
+        moves = Moves(_request(scratch, limit, V1), rng, expected.append, lambda *a: None)
+        if moves.edge(1, "tag-a1-m2") is None or not expected:
+            continue
+        [expect] = expected
+        if expect.after is not None:
+            checked += 1
+            named = agents_named(expect.after[1]) | {
+                int(n) for n, _ in TAG.findall(expect.after[1])
+            }
+            assert named <= {1}, expect
+    assert checked > 1000

@@ -94,6 +94,25 @@ def _share_default_ssl_contexts() -> None:
 _share_default_ssl_contexts()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte-compile the project's packages once, before any worker imports them.
+
+    With ``PYTHONDONTWRITEBYTECODE`` set (as on this project's machines) Python never caches
+    the project's bytecode, so every xdist worker and every subprocess a test starts
+    (``kelpie serve``, sandboxes, fresh-process re-runs, CLI runs) compiled every module it
+    imported again: 12-15% of a ``kelpie serve`` start-up. Python still *reads* cached
+    bytecode under that variable, so writing it here, once per session (the controller or a
+    plain run; a no-op when it is current), serves every process after it. See
+    docs/decisions.md, Dspeed-11."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import compileall
+
+    root = Path(__file__).resolve().parent.parent
+    for package in ("kelpie_dst", "kelpie_agent"):
+        compileall.compile_dir(root / package, quiet=2, workers=1)
+
+
 _NO_BWRAP = (
     "!!! bubblewrap (bwrap) NOT FOUND: the sandbox is NOT being tested !!! "
     "(apt-get install bubblewrap)"

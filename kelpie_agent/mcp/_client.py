@@ -21,17 +21,11 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
-import httpx2
-import mcp_types as types
 import pydantic
 import trio
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client import Transport
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 from ._config import McpServerConfig
 from ._errors import (
@@ -43,12 +37,20 @@ from ._errors import (
 )
 from ._tools import McpTool, McpToolResult, check_arguments, result_from_sdk, tool_from_sdk
 
+if TYPE_CHECKING:
+    from mcp import ClientSession
+    from mcp.client import Transport
+
+# The ``mcp`` SDK and its types (about a second of imports) load on first use, not with this
+# module: ``kelpie serve`` imports the client with the service whether or not any MCP server
+# is configured, and every start-up paid for them (docs/decisions.md, Dspeed-12).
+
 __all__ = ["McpClient", "McpTransport", "stdio_transport"]
 
-McpTransport = Callable[[McpServerConfig], Transport]
+McpTransport = Callable[[McpServerConfig], "Transport"]
 """Starts the server named by a config and yields the SDK's (read, write) message streams."""
 
-CLIENT_INFO = types.Implementation(name="kelpie", version="0.1.0")
+CLIENT_NAME, CLIENT_VERSION = "kelpie", "0.1.0"
 _MAX_PAGES = 100
 _CLOSED = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -57,6 +59,8 @@ def stdio_transport(config: McpServerConfig, *, errlog: TextIO | None = None) ->
     """Start ``config.command`` as a subprocess and talk to it over stdin/stdout (the SDK's
     ``stdio_client``). The server's stderr goes to ``errlog`` (default: ours). A config with a
     ``url`` is reached over Streamable HTTP instead (the SDK's ``streamable_http_client``)."""
+    from mcp import StdioServerParameters, stdio_client
+
     if config.url is not None:
         return _http_transport(config)
     params = StdioServerParameters(
@@ -67,6 +71,9 @@ def stdio_transport(config: McpServerConfig, *, errlog: TextIO | None = None) ->
 
 @asynccontextmanager
 async def _http_transport(config: McpServerConfig) -> AsyncIterator[Any]:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
     assert config.url is not None
     async with (
         httpx2.AsyncClient(headers=dict(config.headers), follow_redirects=False) as http,
@@ -83,6 +90,9 @@ def _leaves(error: BaseException) -> list[BaseException]:
 
 def _describe(error: BaseException) -> str:
     """One line for an error that ended a connection, unwrapping exception groups."""
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
     leaves = [e for e in _leaves(error) if not isinstance(e, trio.Cancelled)] or [error]
     first = leaves[0]
     if isinstance(first, MCPError):
@@ -221,7 +231,11 @@ class McpClient:
         return conn, conn.session
 
     async def _serve(self, conn: _Connection, task_status: trio.TaskStatus[None]) -> None:
+        import mcp_types as types
+        from mcp import ClientSession
+
         config = conn.config
+        info = types.Implementation(name=CLIENT_NAME, version=CLIENT_VERSION)
         conn.stop, conn.done = trio.Event(), trio.Event()
         started = False
         startup = trio.CancelScope(deadline=trio.current_time() + config.startup_timeout)
@@ -229,7 +243,7 @@ class McpClient:
             with startup:
                 async with (
                     self._transport(config) as (read, write),
-                    ClientSession(read, write, client_info=CLIENT_INFO) as session,
+                    ClientSession(read, write, client_info=info) as session,
                 ):
                     await session.initialize()
                     conn.tools = await self._fetch_tools(config.name, session)
@@ -254,6 +268,8 @@ class McpClient:
             conn.done.set()
 
     async def _fetch_tools(self, server: str, session: ClientSession) -> dict[str, McpTool]:
+        import mcp_types as types
+
         tools: dict[str, McpTool] = {}
         cursor: str | None = None
         for _ in range(_MAX_PAGES):
@@ -295,6 +311,8 @@ class McpClient:
     ) -> McpToolResult:
         """Call ``tool`` on ``server``; the server's ``call_timeout`` applies unless ``timeout``
         is given. Arguments are checked against the tool's schema before anything is sent."""
+        import mcp_types as types
+
         conn, session = await self._ready(server)
         spec = conn.tools.get(tool)
         if spec is None:
@@ -316,6 +334,9 @@ class McpClient:
 
     async def _guard(self, conn: _Connection, what: str, call: Any) -> Any:
         """Await an SDK call, turning its failures into this package's errors."""
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
+
         name = conn.config.name
         try:
             return await call

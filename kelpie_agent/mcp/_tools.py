@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import jsonschema  # type: ignore[import-untyped]
-import mcp_types as types
 from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 
 from ._errors import McpArgumentError
+
+if TYPE_CHECKING:  # the SDK's types load with the client's first connection (_client.py)
+    import mcp_types as types
 
 __all__ = ["McpTool", "McpToolResult", "check_arguments", "result_from_sdk", "tool_from_sdk"]
 

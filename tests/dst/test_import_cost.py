@@ -60,3 +60,14 @@ def test_fault_types_and_shims_load_on_first_use() -> None:
         "assert callable(kelpie_dst.open_kv)"
     )
     assert _loaded(code) == ["kelpie_agent"]
+
+
+def test_the_server_loads_the_mcp_sdk_only_when_a_client_connects() -> None:
+    """``kelpie serve`` imports the MCP client with the service; the ``mcp`` SDK and its types
+    (about a second of a start-up) load only when a server is first connected (Dspeed-12)."""
+    assert "mcp" not in _loaded("import kelpie_agent.cli._serve, kelpie_agent.mcp")
+    code = (
+        "from kelpie_agent.mcp import McpServerConfig, stdio_transport\n"
+        "stdio_transport(McpServerConfig(name='s', command='true'))"
+    )
+    assert "mcp" in _loaded(code)

@@ -384,3 +384,18 @@ def test_list_and_diff(
     assert diff.startswith("# no-lock (toy): two withdrawals can both pass the balance check")
     assert "-        async with lock:\n+        if True:\n" in diff
     assert "--- a/toybank/app.py\n+++ b/toybank/app.py\n" in diff
+
+
+# Shipped scenarios that exercise kelpie_dst alone (no kelpie_agent code), so no planted bug in
+# kelpie_agent can show in them.
+NOT_AGENT_CODE = {"bank", "http_echo"}
+
+
+def test_the_default_scenario_set_is_every_scenario_that_runs_agent_code() -> None:
+    shipped = {path.stem for path in (ROOT / "scenarios").glob("*.toml")}
+    listed = load_spec(SPEC).defaults.scenarios
+    assert len(set(listed)) == len(listed), "a scenario is listed twice"
+    assert set(listed) == shipped - NOT_AGENT_CODE, (
+        "tests/quality/mutants.toml's defaults.scenarios must name every shipped scenario "
+        "that runs kelpie_agent's code"
+    )

@@ -1,0 +1,211 @@
+"""Actor contention: callers on every node keep sending to one actor through their own node,
+so each node has a standing queue for it while the other nodes ask for it (handoffs).
+
+Each node runs a :class:`~kelpie_agent.actors.Dispatcher` (the agent world's lease timings)
+with one actor kind, a tally whose every request takes ``work`` seconds and then counts itself
+once (idempotent by request id, in a fenced transaction); with ``long_every`` N, every Nth
+request of a caller takes ``long_work`` seconds instead, longer than a lease, so the lease must
+be renewed under it. ``callers`` callers per node each send ``requests`` requests to the same
+actor through their node's dispatcher, retrying a retryable failure with the same request id.
+
+Invariants (:mod:`._contention_checks`): every request is acknowledged
+(``contention_requests_complete``); no request waits longer than ``wait_leases`` lease
+durations from issue to acknowledgement while the world is healthy
+(``contention_waits_bounded``: a node that handed the actor over must not take it straight
+back for its own queue, or the other nodes starve); the tally counts each request exactly once
+and acknowledgements report distinct counts (``contention_tally_exact``); a request runs
+more than once only after its caller was told its outcome is unknown
+(``contention_at_most_once``: the runtime never re-delivers a request that started).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import msgpack
+import trio
+
+import kelpie_dst
+from kelpie_agent.actors import (
+    ActorContext,
+    ActorError,
+    ActorId,
+    ActorStoppedError,
+    Dispatcher,
+    LeaseLostError,
+)
+from kelpie_agent.storage import StorageError
+
+from .._nodes import Node
+from ..scenario import WorkloadContext, workload
+from ..shims import open_kv, sim_ports
+from ._agent_world import OPTIONS
+from ._contention_checks import (
+    Ack,
+    contention_at_most_once,
+    contention_requests_complete,
+    contention_tally_exact,
+    contention_waits_bounded,
+)
+
+__all__ = [
+    "actor_contention",
+    "contention_at_most_once",
+    "contention_requests_complete",
+    "contention_tally_exact",
+    "contention_waits_bounded",
+]
+
+TALLY = ActorId("tally", "t")
+COUNT_KEY = b"contention/count"
+DONE_PREFIX = b"contention/done/"
+
+
+@attrs.frozen
+class Work:
+    request: str
+    seconds: float
+
+
+def _pack(value: Any) -> bytes:
+    data: bytes = msgpack.packb(value, use_bin_type=True)
+    return data
+
+
+class Tally:
+    """Counts each request once: ``contention/done/<request>`` holds the count it got.
+    ``executions`` counts how often each request was handed to an activation (an effect
+    outside the store, as a tool call's)."""
+
+    def __init__(self, aid: ActorId, executions: dict[str, int]) -> None:
+        self.aid = aid
+        self.ctx: ActorContext | None = None
+        self.executions = executions
+
+    async def activate(self, ctx: ActorContext) -> None:
+        self.ctx = ctx
+
+    async def handle(self, message: object) -> int:
+        assert self.ctx is not None and isinstance(message, Work)
+        self.executions[message.request] = self.executions.get(message.request, 0) + 1
+        await trio.sleep(message.seconds)
+        done = DONE_PREFIX + message.request.encode()
+        async with self.ctx.transaction() as txn:
+            earlier = await txn.get(done)
+            if earlier is not None:
+                return int(msgpack.unpackb(earlier))
+            raw = await txn.get(COUNT_KEY)
+            count = (int(msgpack.unpackb(raw)) if raw is not None else 0) + 1
+            await txn.set(COUNT_KEY, _pack(count))
+            await txn.set(done, _pack(count))
+        return count
+
+    async def deactivate(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+def _unknown_outcome(error: BaseException) -> bool:
+    """Errors that tell the caller its request may have run (the rest: it did not)."""
+    return isinstance(error, LeaseLostError | ActorStoppedError)
+
+
+def _retryable(error: BaseException) -> bool:
+    if isinstance(error, ActorError):
+        return error.retryable
+    return isinstance(error, StorageError | ConnectionError)
+
+
+@workload(
+    params={
+        "callers": 3,
+        "requests": 20,
+        "work": 0.25,
+        "long_every": 0,
+        "long_work": 8.0,
+        "think": 0.0,
+        "wait_leases": 2.0,
+    },
+    sizes=("callers", "requests"),
+    bounds={
+        "callers": (1, 50),
+        "requests": (1, 10_000),
+        "work": (0, 10),
+        "long_every": (0, 10_000),
+        "long_work": (0, 60),
+        "think": (0, 60),
+        "wait_leases": (0.5, 100),
+    },
+)
+async def actor_contention(ctx: WorkloadContext) -> None:
+    sim = ctx.sim
+    params = ctx.params
+    names = ctx.topology.nodes or ("n1", "n2")
+    db = sim.add_node(ctx.topology.database or "db")
+    acks: list[Ack] = []
+    pending: dict[str, float] = {}  # request -> when it was first issued
+    executions: dict[str, int] = {}  # request -> times an activation started it
+    unknown: dict[str, int] = {}  # request -> unknown-outcome errors its caller got
+    left = {f"{name}/{c}": params["requests"] for name in names for c in range(params["callers"])}
+    ctx.state.update(
+        acks=acks,
+        pending=pending,
+        left=left,
+        db=db,
+        lease=OPTIONS.lease_duration,
+        executions=executions,
+        unknown=unknown,
+    )
+    long_every = params["long_every"]
+    finished = trio.Event()
+
+    async def caller(node: Node, dispatcher: Dispatcher, who: str) -> None:
+        rng = ctx.rng(f"contention/{who}")
+        while left[who] > 0:
+            number = params["requests"] - left[who]
+            request = f"{who}/{number}"
+            long = long_every > 0 and number % long_every == long_every - 1
+            seconds = params["long_work"] if long else params["work"]
+            issued = pending.setdefault(request, trio.current_time())
+            try:
+                count = await dispatcher.request(TALLY, Work(request, seconds))
+            except Exception as error:
+                ctx.count(f"contention.error.{type(error).__name__}")
+                if _unknown_outcome(error):
+                    unknown[request] = unknown.get(request, 0) + 1
+                if not _retryable(error):
+                    raise
+                await trio.sleep(0.2 + 0.3 * rng.random())
+                continue
+            acks.append(Ack(request, node.name, issued, trio.current_time(), count))
+            del pending[request]
+            left[who] -= 1
+            if params["think"]:
+                await trio.sleep(params["think"] * rng.random())
+
+    async def node_main(node: Node) -> None:
+        dispatcher = Dispatcher(
+            open_kv(node, host=db),
+            sim_ports(node),
+            node_id=node.name,
+            factories={TALLY.kind: lambda aid: Tally(aid, executions)},
+            options=OPTIONS,
+            observer=kelpie_dst.log,
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(dispatcher.run)
+            async with trio.open_nursery() as callers:
+                for c in range(params["callers"]):
+                    who = f"{node.name}/{c}"
+                    if left[who] > 0:
+                        callers.start_soon(caller, node, dispatcher, who)
+            if all(n == 0 for n in left.values()):
+                finished.set()
+            await trio.sleep_forever()
+
+    for name in names:
+        sim.add_node(name, node_main)
+    await finished.wait()
+    ctx.metric("contention.acks", len(acks))
+    waits = [a.acked - a.issued for a in acks]
+    ctx.metric("contention.max_wait", round(max(waits, default=0.0), 3))

@@ -27,7 +27,7 @@ from ._agent_client import AgentPlan, Planned, Sent, join_pieces
 from ._agent_runs import BackgroundRuns, IncompleteFollowError
 from ._agent_world import PORT
 
-__all__ = ["HttpLink", "IncompleteStreamError", "open_http_link"]
+__all__ = ["HttpLink", "IncompleteStreamError", "open_http_link", "unterminated"]
 
 RETRY_STATUS = frozenset({408, 429, 502, 503, 504})
 """Statuses after which the same request may succeed (a 500 is a bug: never retried)."""
@@ -42,6 +42,13 @@ get_platform()
 
 class IncompleteStreamError(Exception):
     """A stream ended without its stop reason (the connection closed early)."""
+
+
+def unterminated(what: str) -> str:
+    """The problem of a stream the server *finished* (the SDK's iteration ended: its last
+    chunk came, a cut connection raises instead) without a stop reason or an error frame:
+    Letta's streams end with one of them, which is what tells a client whether to retry."""
+    return f"{what}: the stream ended without a stop reason or an error frame"
 
 
 def _kind(content: str) -> str:
@@ -99,6 +106,7 @@ class HttpLink:
         self.background = background if background is not None else BackgroundRuns(0.0)
         self.ids: dict[str, str] = {}  # the workload's agent id -> the server's
         self._clients: dict[str, AsyncLetta] = {}
+        self.unterminated: list[str] = []  # streams finished without a stop reason or error
 
     def _client(self, node: str) -> AsyncLetta:
         client = self._clients.get(node)
@@ -204,6 +212,7 @@ class HttpLink:
                 if kind in ("assistant_message", "reasoning_message", "tool_call_message"):
                     pieces.append((f"{chunk.id}/{kind}", _text(chunk)))
         if stop is None:
+            self.unterminated.append(unterminated(f"a{plan.number} #{message.index}"))
             raise IncompleteStreamError("the stream ended before its stop reason")
         # Token deltas go out before their step commits; a model call that is cut and retried
         # leaves deltas under an id that is never stored. What the client can hold the server

@@ -242,8 +242,9 @@ class Threads:
                 elif chunk.message_type not in ("ping", "usage_statistics"):
                     run_id = run_id or (chunk.run_id or "")
             if stop is None:
-                from ._agent_http import IncompleteStreamError
+                from ._agent_http import IncompleteStreamError, unterminated
 
+                self.clients.link.unterminated.append(unterminated(f"{tag} (attempt on {node})"))
                 raise IncompleteStreamError("the stream ended before its stop reason")
             return run_id
 

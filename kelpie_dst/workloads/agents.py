@@ -65,6 +65,7 @@ from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_compaction import check_summaries
 from ._agent_direct import DirectLink
 from ._agent_http import open_http_link
+from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_polls import Poller
@@ -97,6 +98,7 @@ __all__ = [
     "check_streams",
     "context_complete",
     "every_request_completed",
+    "lists_page_exactly",
     "llm_sees_one_agent",
     "memory_blocks_within_limits",
     "no_acknowledged_message_lost",
@@ -135,6 +137,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     "conversation_messages": 3,
     "poll_interval": 0.0,  # seconds between clients' agents.retrieve polls mid-run (via http;
     # _agent_polls); 0: none (scenarios/agent_storage_outage.toml)
+    "list_walks": 0.0,  # the fraction of agents one of whose lists is paged every way at the
+    # end (via http; _agent_lists), and then the agents list; 0: none
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -155,6 +159,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "conversations": (0, 20),
     "conversation_messages": (1, 100),
     "poll_interval": (0, 3600),
+    "list_walks": (0, 1),
 }
 
 
@@ -182,6 +187,8 @@ async def agents(ctx: WorkloadContext) -> None:
         raise UsageError("workload.params.conversations: needs via = 'http'")
     if float(ctx.params["poll_interval"]) and via != "http":
         raise UsageError("workload.params.poll_interval: needs via = 'http'")
+    if float(ctx.params["list_walks"]) and via != "http":
+        raise UsageError("workload.params.list_walks: needs via = 'http'")
     topology = ctx.topology
     if topology.llm.transport != "direct":
         raise UsageError("topology.llm.transport: the agents workload supports 'direct' only")
@@ -219,6 +226,7 @@ async def agents(ctx: WorkloadContext) -> None:
         background = BackgroundRuns(float(ctx.params["background_fraction"]))
         ctx.state["background"] = background
         async with open_http_link(float(ctx.params["attempt_timeout"]), background) as link:
+            ctx.state["link"] = link
             await _drive(ctx, Clients(ctx, world, record, link), plans)
         ctx.metric("background.runs", len(background.followed))
         ctx.metric("background.resumed", sum(f.resumed for f in background.followed.values()))
@@ -258,6 +266,13 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         await threads.read_back(plans, ctx.rng("threads/read"))
         ctx.state["threads"] = threads
         ctx.metric("conversations.acked", len(threads.acks))
+    walks = float(ctx.params["list_walks"])
+    if walks:
+        walker = ListWalker(clients, walks, threads if threads.count else None)
+        ctx.state["lists"] = walker
+        await walker.run(plans, ctx.rng("lists"))
+        ctx.metric("lists.walks", walker.walks)
+        ctx.metric("lists.pages", walker.pages)
     by_number = {p.agent_id: p for p in plans}
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
@@ -396,6 +411,16 @@ def conversations_isolated(ctx: WorkloadContext) -> None:
 
 
 @invariant
+def lists_page_exactly(ctx: WorkloadContext) -> None:
+    """Every list walked (with ``list_walks``) reads the same items oldest first and newest
+    first, following ``after`` or ``before`` cursors in pages smaller than the list: no gap,
+    no repeat, in order, exactly what the workload made (_agent_lists)."""
+    walker = ctx.state.get("lists")
+    if isinstance(walker, ListWalker):
+        _holds(walker.problems, "a list pages wrongly")
+
+
+@invariant
 def polls_consistent(ctx: WorkloadContext) -> None:
     """Every agent state a client polled mid-run is the agent it asked for, its memory shows
     that agent's marker and no other's, and its blocks fit their limits (_agent_polls)."""
@@ -520,9 +545,12 @@ def acknowledged_is_durable(ctx: WorkloadContext) -> None:
 @invariant
 def streams_match_results(ctx: WorkloadContext) -> None:
     """A streamed turn's pieces, joined per message, equal the turn's result, and the stream
-    is closed when the turn ends."""
+    is closed when the turn ends; a stream the server finished (over HTTP) carried a stop
+    reason or an error frame."""
     record = _record(ctx)
     unclosed = [f"{key}: the stream stayed open after the turn" for key in record.unclosed]
+    link = ctx.state.get("link")
+    unclosed += list(getattr(link, "unterminated", []))
     _holds(check_streams(record.streams) + unclosed, "a stream differs from its result")
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "PromptAuditor",
     "Sent",
     "check_effects",
+    "check_heartbeats",
     "check_model_said",
     "check_resends",
 ]
@@ -65,6 +66,7 @@ class PromptAuditor:
         self.markers: dict[int, str] = {}  # agent -> its persona marker
         self.read_only: dict[int, dict[str, str]] = {}  # agent -> label -> value
         self.max_counts: dict[int, dict[str, int]] = {}  # agent -> tool -> its rule's limit
+        self.types: dict[int, str] = {}  # agent -> its agent_type
         self.expected: dict[str, Expect] = {}
         self.context = ContextAuditor()  # compaction: no input vanishes from the prompt
         self.threads = ThreadAuditor()  # conversations: one thread per prompt
@@ -113,6 +115,8 @@ class PromptAuditor:
             self.rule_checks += bool(limits)
             for problem in check_offered(request, agent, limits, where):
                 self._problem(problem, "outcome")
+            for problem in check_heartbeats(request, agent, self.types.get(agent), where):
+                self._problem(problem, "api")
             self.context.step(request, agent, where)
             self.threads.step(request, agent, where)
         if isinstance(outcome, Failure):
@@ -201,6 +205,22 @@ class PromptAuditor:
 
 
 MEMORY_SECTION = "<memory_blocks>"
+
+
+def check_heartbeats(
+    request: LlmRequest, agent: int, agent_type: str | None, where: str
+) -> list[str]:
+    """Letta adds ``request_heartbeat`` to the tools of memgpt agents only: a letta_v1 or react
+    agent whose model is shown it is asked for an argument its loop ignores (and a model that
+    leaves out a required argument gets its valid call refused)."""
+    if agent_type is None or agent_type == "memgpt_agent":
+        return []
+    return [
+        f"{where}: a{agent} ({agent_type}) was offered {tool.name} with request_heartbeat, "
+        "which Letta gives memgpt agents' tools only"
+        for tool in request.tools
+        if "request_heartbeat" in tool.input_schema.get("properties", {})
+    ]
 
 
 def _booted(m: Msg) -> bool:

@@ -341,6 +341,7 @@ def _plan(
         plans.append(plan)
         world.auditor.max_counts[number] = dict(max_counts)
         world.auditor.markers[number] = marker
+        world.auditor.types[number] = agent_type
         world.auditor.read_only[number] = {b.label: b.value for b in blocks if b.read_only}
     return plans
 

@@ -3,6 +3,7 @@ passes what a correct agent does and catches a planted violation."""
 
 from __future__ import annotations
 
+import attrs
 import trio
 from trio.testing import MockClock
 
@@ -13,6 +14,7 @@ from kelpie_agent.llm import (
     LlmResponse,
     Message,
     TextBlock,
+    Tool,
     ToolCall,
     ToolResult,
     Usage,
@@ -33,6 +35,7 @@ from kelpie_dst.workloads._agent_oracles import (
     PromptAuditor,
     Sent,
     check_effects,
+    check_heartbeats,
     check_model_said,
     check_resends,
 )
@@ -331,3 +334,20 @@ def test_step_budgets_and_usage_are_exact() -> None:
     assert check_step_budgets([ended], {"a1": run(4)}) == [
         "a1 message #1 (o1): 4 steps ran under max_steps=3"
     ]
+
+
+def test_only_memgpt_agents_are_shown_request_heartbeat() -> None:
+    beating = Tool(
+        "archival_memory_insert", "", {"type": "object", "properties": {"request_heartbeat": {}}}
+    )
+    plain = Tool("send_message", "", {"type": "object", "properties": {"message": {}}})
+    request = attrs.evolve(_request(_system(_blocks())), tools=(plain, beating))
+    assert check_heartbeats(request, 1, "memgpt_agent", "t") == []
+    assert check_heartbeats(request, 1, None, "t") == []  # an agent the workload did not plan
+    for agent_type in ("letta_v1_agent", "react_agent"):
+        [problem] = check_heartbeats(request, 1, agent_type, "t")
+        assert "archival_memory_insert" in problem and agent_type in problem
+    auditor = _auditor()
+    auditor.types[1] = "letta_v1_agent"
+    _observe(auditor, request, _plan(TextBlock("tag-a1-m1 done")))
+    assert "request_heartbeat" in auditor.problems["api"][0]

@@ -198,8 +198,10 @@ class ListWalker:
             return {"exact": list(plan.tool_ids)}
         if kind == "runs":
             acked = [a.run_id for a in record.acks if a.agent == plan.agent_id and a.run_id]
-            # one client sends an agent's messages one after another: its runs start in order
-            return {"must": acked, "may_what": server_id, "ordered": True}
+            # Membership only: runs list by created_at, read from the clock of the node that
+            # made the run, and under clock skew an agent's later run (on another node) can
+            # carry an earlier time (Dlead7-3); so the order they were sent in is not a rule.
+            return {"must": acked, "may_what": server_id}
         if kind == "passages":
             return {"exact": list(record.passages.get(plan.agent_id, []))}
         return {"must": self._conversations(plan), "may_what": None}

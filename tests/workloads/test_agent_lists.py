@@ -145,8 +145,8 @@ def test_an_inclusive_cursor_is_caught_and_a_stuck_one_ends_the_walk(size: int) 
 SMALL = ("workload.params.agents=3", "workload.params.messages=2", "workload.params.clients=2")
 
 
-def test_network_partition_walks_its_lists_and_repeats_itself() -> None:
-    scenario = load_scenario("network_partition", list(SMALL))
+def test_agent_conversations_walks_its_lists_and_repeats_itself() -> None:
+    scenario = load_scenario("agent_conversations", list(SMALL))
     first, again = run_scenario(scenario, 4), run_scenario(scenario, 4)
     failure = first.result.failure
     assert first.ok, f"{failure and failure.describe()}\n{first.replay_line()}"

@@ -73,10 +73,13 @@ def test_an_api_key_guards_every_route_but_health(tmp_path: Path) -> None:
             server.client("wrong-key").agents.list()
         assert server.client("s3cret-key").agents.list().items == []
         key = {"Authorization": "Bearer s3cret-key"}
+        # Building the OpenAPI schema the first time takes seconds on a loaded machine: not
+        # what this test measures, so a generous timeout instead of httpx's 5 s.
+        slow = 120.0
         for path in ("/openapi.json", "/docs", "/redoc"):  # the schema needs the key too
-            assert httpx.get(server.url + path).status_code == 401
-            assert httpx.get(server.url + path, headers=key).status_code == 200
-        schema = httpx.get(server.url + "/openapi.json", headers=key).json()
+            assert httpx.get(server.url + path, timeout=slow).status_code == 401
+            assert httpx.get(server.url + path, headers=key, timeout=slow).status_code == 200
+        schema = httpx.get(server.url + "/openapi.json", headers=key, timeout=slow).json()
         assert "/openapi.json" not in schema["paths"] and "/v1/agents/" in schema["paths"]
     finally:
         assert server.stop() == 0, server.describe()

@@ -39,7 +39,6 @@ import trio
 import kelpie_dst
 from kelpie_agent.actors import DispatcherOptions
 from kelpie_agent.agent import CreateAgent, InputMessage, UserMessage
-from kelpie_agent.agent._cron import parse_cron
 from kelpie_agent.service import (
     AgentService,
     ServiceError,
@@ -53,6 +52,7 @@ from kelpie_agent.storage import StorageError
 from .._errors import NodeDownError
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
+from ._cron_model import cron_model
 
 __all__ = ["Created", "Fired", "Log", "agent_schedules", "check", "scheduled_exactly_once"]
 
@@ -126,7 +126,8 @@ def expected(created: Created, until: float) -> list[float]:
         return []
     if created.cron is None:
         return [created.first]
-    cron, out, due = parse_cron(created.cron), [], created.first
+    # the oracle's own model of the expression, never the server's cron code (DredC-1)
+    cron, out, due = cron_model(created.cron), [], created.first
     while due <= until:
         out.append(due)
         due = cron.next_after(due)
@@ -161,6 +162,11 @@ def check(log: Log, grace: float, tolerance: float) -> list[str]:
             continue
         if created.cron is None and [_us(d) for d in dues] != [_us(created.first or 0)]:
             problems.append(f"one-time schedule {schedule_id} fired at {dues}, due {created.first}")
+        if created.cron is not None:
+            model = cron_model(created.cron)
+            wrong = [d for d in dues if not model.fires_at(d)]
+            if wrong:
+                problems.append(f"schedule {schedule_id} ({created.cron}) fired for {wrong}")
         if created.delete_acked is not None:
             late = [d for d in dues if d > created.delete_acked + tolerance]
             if late:
@@ -168,6 +174,16 @@ def check(log: Log, grace: float, tolerance: float) -> list[str]:
     for created in log.created:
         if created.id is None:
             continue
+        first = created.first
+        if (
+            created.cron is not None
+            and first is not None
+            and not cron_model(created.cron).fires_at(first)
+        ):
+            problems.append(
+                f"schedule {created.id} ({created.cron}) first due at {first}, "
+                "a minute its cron does not name"
+            )
         stop = created.delete_started if created.delete_started is not None else log.end
         got = {_us(f.due) for f in seen.get(created.id, [])}
         missing = [d for d in expected(created, stop - grace) if _us(d) not in got]
@@ -256,7 +272,7 @@ async def _agent_client(client: Client, log: Log, agent_id: str, span: float) ->
             chosen = rng.choice(live)
             if rng.random() < 0.5:  # cancel it just as it fires (the cron's next minute)
                 assert chosen.cron is not None
-                fires = parse_cron(chosen.cron).next_after(client.clock.now())
+                fires = cron_model(chosen.cron).next_after(client.clock.now())
                 await trio.sleep(max(0.0, fires - client.clock.now() + rng.uniform(-0.5, 1.5)))
             await _delete(client, chosen)
         else:

@@ -85,6 +85,8 @@ class Created:
     first: float | None = None
     delete_started: float | None = None
     delete_acked: float | None = None
+    sent: float | None = None  # the client's clock when it sent the create
+    acked: float | None = None  # ... and when the create was acknowledged
 
 
 @attrs.frozen
@@ -138,6 +140,32 @@ def _us(epoch: float) -> int:
     return round(epoch * 1_000_000)  # as the otid and the due index have it
 
 
+def _check_first(created: Created, tolerance: float) -> list[str]:
+    """A recurring schedule's first due time is a minute its cron names, and the first such
+    minute after it was created (between the create's sending and its acknowledgement, give
+    or take the clocks' ``tolerance``)."""
+    first = created.first
+    if created.cron is None or first is None:
+        return []
+    model = cron_model(created.cron)
+    if not model.fires_at(first):
+        return [
+            f"schedule {created.id} ({created.cron}) first due at {first}, "
+            "a minute its cron does not name"
+        ]
+    if created.sent is None or created.acked is None:
+        return []
+    earliest = model.next_after(created.sent - tolerance)
+    latest = model.next_after(created.acked + tolerance)
+    if earliest <= first <= latest:
+        return []
+    return [
+        f"schedule {created.id} ({created.cron}) created between {created.sent:.3f} and "
+        f"{created.acked:.3f} is first due at {first}, not its cron's next minute "
+        f"({earliest} to {latest})"
+    ]
+
+
 def check(log: Log, grace: float, tolerance: float) -> list[str]:
     """The oracle's findings (empty: all is well); see the module docstring."""
     problems = [f"occurrence {otid} stored twice" for otid in log.duplicates]
@@ -174,16 +202,7 @@ def check(log: Log, grace: float, tolerance: float) -> list[str]:
     for created in log.created:
         if created.id is None:
             continue
-        first = created.first
-        if (
-            created.cron is not None
-            and first is not None
-            and not cron_model(created.cron).fires_at(first)
-        ):
-            problems.append(
-                f"schedule {created.id} ({created.cron}) first due at {first}, "
-                "a minute its cron does not name"
-            )
+        problems += _check_first(created, tolerance)
         stop = created.delete_started if created.delete_started is not None else log.end
         got = {_us(f.due) for f in seen.get(created.id, [])}
         missing = [d for d in expected(created, stop - grace) if _us(d) not in got]
@@ -236,7 +255,7 @@ async def _create(client: Client, log: Log, agent_id: str, number: int) -> None:
         created, spec = Created(agent_id, text, None, at), {"scheduled_at": at * 1000}
     else:
         cron = rng.choice(CRONS)
-        created = Created(agent_id, text, cron, None)
+        created = Created(agent_id, text, cron, None, sent=now)
         spec = {"type": "recurring", "cron_expression": cron}
     log.created.append(created)
     messages = (InputMessage("user", text),)
@@ -249,6 +268,7 @@ async def _create(client: Client, log: Log, agent_id: str, number: int) -> None:
             log.unknown += 1
         return
     created.id, created.first = record.id, record.next_at
+    created.acked = client.clock.now()
 
 
 async def _delete(client: Client, created: Created) -> None:

@@ -106,3 +106,21 @@ def test_a_server_whose_cron_skips_minutes_is_caught() -> None:
         f"schedule s-even (*/2 * * * *) first due at {T0 + 180}, a minute its cron does not name",
         f"schedule s-even (even) never sent due {[T0 + 240]}",
     ]
+
+
+def test_a_recurring_schedules_first_due_is_its_crons_next_minute_after_creation() -> None:
+    """The server's first due time of a recurring schedule is checked against when the client
+    created it: a cron that skips a minute is caught on the very first occurrence, before any
+    fires (most recurring schedules of the scenario are deleted within a minute or two)."""
+
+    def made(first: float, sent: float, acked: float) -> Log:
+        c = Created("agent-1", "every", "* * * * *", None, "s-1", first, sent=sent, acked=acked)
+        return Log(created=[c], end=first - 1)  # deleted before it ever fired
+
+    assert check(made(T0 + 60, T0 + 10, T0 + 11), grace=60, tolerance=5) == []
+    # created at :10 to :58: acked + tolerance crosses into the next minute, so :120 is fine too
+    assert check(made(T0 + 120, T0 + 10, T0 + 58), grace=60, tolerance=5) == []
+    assert check(made(T0 + 120, T0 + 10, T0 + 11), grace=60, tolerance=5) == [
+        f"schedule s-1 (* * * * *) created between {T0 + 10:.3f} and {T0 + 11:.3f} is first "
+        f"due at {T0 + 120}, not its cron's next minute ({T0 + 60} to {T0 + 60})"
+    ]

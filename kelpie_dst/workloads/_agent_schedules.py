@@ -217,10 +217,12 @@ def check(log: Log, grace: float, tolerance: float) -> list[str]:
 class Client:
     """The workload's client: calls the live nodes' services, retrying what is safe."""
 
-    def __init__(self, ctx: WorkloadContext, services: dict[str, AgentService]) -> None:
+    def __init__(
+        self, ctx: WorkloadContext, services: dict[str, AgentService], rng: str = "schedules"
+    ) -> None:
         self.ctx = ctx
         self.services = services
-        self.rng = ctx.rng("schedules")
+        self.rng = ctx.rng(rng)
         main = ctx.sim.current_node()
         assert main is not None
         self.clock = sim_ports(main).clock

@@ -9,7 +9,9 @@ Properties a user of the admin API states:
 * **a shared archive keeps what it acknowledged**: every passage added to an archive and
   acknowledged is in the passage list of each agent the archive is attached to;
 * **an agent file round-trips**: an agent imported from an exported file has the source's
-  memory blocks, each with the same label, value, limit and read-only flag.
+  memory blocks, each with the same label, value, limit and read-only flag;
+* **a filtered search filters before it ranks**: an archival search with a tag returns
+  ``min(top_k, the passages the agent lists with that tag)`` hits, each carrying the tag.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-__all__ = ["BlockShape", "Final", "Rename", "check_admin"]
+__all__ = ["BlockShape", "Final", "Rename", "check_admin", "check_searches"]
 
 
 @attrs.frozen
@@ -50,6 +52,8 @@ class Final:
     by_tags: dict[str, list[str]] = attrs.Factory(dict)  # agents list (tags=...) ids
     passages: dict[str, list[str]] = attrs.Factory(dict)  # agent -> passage texts
     blocks: dict[str, list[BlockShape]] = attrs.Factory(dict)  # agent -> its blocks
+    tagged: dict[tuple[str, str], list[str]] = attrs.Factory(dict)  # (agent, tag) -> listed
+    found: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = attrs.Factory(dict)
 
 
 def _last_renames(renames: Sequence[Rename]) -> dict[str, Rename]:
@@ -98,4 +102,22 @@ def check_admin(
         want = sorted(blocks, key=lambda b: b.label)
         if got != want:
             problems.append(f"{new}, imported from {source}'s file, has blocks {got}, not {want}")
+    return problems
+
+
+def check_searches(final: Final, top_k: int) -> list[str]:
+    """Problems with the tag-filtered searches of the final read-back (see the module
+    docstring): ``final.found[(agent, tag)]`` against ``final.tagged[(agent, tag)]``."""
+    problems = []
+    for (agent, tag), hits in sorted(final.found.items()):
+        listed = final.tagged.get((agent, tag), [])
+        untagged = [text for text, tags in hits if tag not in tags]
+        if untagged:
+            problems.append(f"{agent}'s search with tag {tag!r} returned {untagged}, untagged")
+        want = min(top_k, len(listed))
+        if len(hits) != want:
+            problems.append(
+                f"{agent}'s search with tag {tag!r} (top_k {top_k}) returned {len(hits)} hits; "
+                f"it lists {len(listed)} passages with that tag"
+            )
     return problems

@@ -9,7 +9,9 @@ new agent. Nobody talks to the agents, so their blocks stay what they were made 
 end it reads everything back through the service and :func:`._agent_admin_checks.check_admin`
 judges it: an acknowledged rename shows in the agent and in the agents list by name and by
 tag, an acknowledged passage is listed by every agent its archive is attached to, and an
-imported agent has its source's blocks (label, value, limit, read-only).
+imported agent has its source's blocks (label, value, limit, read-only). Each passage carries
+one of three tags; a search filtered by a tag must return ``min(top_k, passages listed with
+that tag)`` hits, each with the tag (:func:`._agent_admin_checks.check_searches`).
 
 The agent workload never exercises these parts (the session-8 blind test of issue #13 found
 bugs in all three that no scenario could see): this scenario is where they run.
@@ -31,10 +33,13 @@ from kelpie_agent.service import _portability as portability
 
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
-from ._agent_admin_checks import BlockShape, Final, Rename, check_admin
+from ._agent_admin_checks import BlockShape, Final, Rename, check_admin, check_searches
 from ._agent_schedules import _FAILURES, OPTIONS, SERVICE, Client
 
 __all__ = ["admin_consistent", "agent_admin"]
+
+KINDS = ("red", "green", "blue")  # passage k of an archive is tagged KINDS[k % 3]
+SEARCH_TOP_K = 3
 
 
 @attrs.define
@@ -85,7 +90,7 @@ async def _rename(client: Client, log: AdminLog, agent_id: str, number: int, k: 
 
 async def _add_passage(client: Client, log: AdminLog, archive: str, number: int, k: int) -> None:
     text = f"archive note {number}.{k}"
-    items: list[archives.PassageItem] = [(text, (), {}, None)]
+    items: list[archives.PassageItem] = [(text, (KINDS[k % len(KINDS)],), {}, None)]
     try:
         await client.once(lambda s: archives.add_archive_passages(s, archive, items))
     except _FAILURES:
@@ -130,6 +135,14 @@ async def _read_back(client: Client, log: AdminLog, agent_ids: list[str]) -> Non
             lambda s, a=agent_id: s.list_passages(a, limit=1000)  # type: ignore[misc]
         )
         final.passages[agent_id] = [p.text for p in passages]
+        for kind in KINDS:
+            final.tagged[(agent_id, kind)] = [p.text for p in passages if kind in p.tags]
+            hits = await client.until_done(
+                lambda s, a=agent_id, t=kind: s.search_passages(  # type: ignore[misc]
+                    a, "archive note", tags=[t], top_k=SEARCH_TOP_K
+                )
+            )
+            final.found[(agent_id, kind)] = [(h.passage.text, h.passage.tags) for h in hits]
     for r in log.renames:
         if r.name not in final.by_name:
             found = await client.until_done(lambda s, n=r.name: s.list_agents(name=n))  # type: ignore[misc]
@@ -189,5 +202,6 @@ def admin_consistent(ctx: WorkloadContext) -> None:
     :func:`._agent_admin_checks.check_admin`."""
     log: Any = ctx.state["log"]
     problems = check_admin(log.renames, log.archived, log.attached, log.imports, log.final)
+    problems += check_searches(log.final, SEARCH_TOP_K)
     shown = "; ".join(problems[:4]) + (f"; ... ({len(problems)} in all)" if problems[4:] else "")
     assert not problems, shown

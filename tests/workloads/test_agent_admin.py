@@ -59,3 +59,21 @@ def test_stale_lists_lost_passages_and_a_lossy_file_are_named() -> None:
         f"b1, imported from a1's file, has blocks {[HUMAN, BlockShape('persona', 'p', 400, False)]}"
         f", not {[HUMAN, PERSONA]}",
     ]
+
+
+def test_a_search_that_filters_after_ranking_is_named() -> None:
+    from kelpie_dst.workloads._agent_admin_checks import check_searches
+
+    final = Final(
+        tagged={("a1", "red"): ["x", "y", "z", "w"], ("a1", "blue"): ["v"]},
+        found={("a1", "red"): [("x", ("red",)), ("y", ("red",)), ("z", ("red",))]},
+    )
+    final.found[("a1", "blue")] = [("v", ("blue",))]
+    assert check_searches(final, 3) == []
+    final.found[("a1", "red")] = [("x", ("red",))]  # ranked first, then filtered
+    final.found[("a1", "blue")] = [("v", ("blue",)), ("x", ("red",))]
+    assert check_searches(final, 3) == [
+        "a1's search with tag 'blue' returned ['x'], untagged",
+        "a1's search with tag 'blue' (top_k 3) returned 2 hits; it lists 1 passages with that tag",
+        "a1's search with tag 'red' (top_k 3) returned 1 hits; it lists 4 passages with that tag",
+    ]

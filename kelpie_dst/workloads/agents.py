@@ -190,8 +190,6 @@ async def agents(ctx: WorkloadContext) -> None:
     if float(ctx.params["list_walks"]) and via != "http":
         raise UsageError("workload.params.list_walks: needs via = 'http'")
     topology = ctx.topology
-    if topology.llm.transport != "direct":
-        raise UsageError("topology.llm.transport: the agents workload supports 'direct' only")
     sandbox = topology.sandbox
     mcp_names = [t for s in topology.mcp for t in s.tools]
     for name in mcp_names:
@@ -216,6 +214,7 @@ async def agents(ctx: WorkloadContext) -> None:
         tools=kinds,
         via=via,
         history_window=int(ctx.params["history_window"]),
+        llm_transport=topology.llm.transport,
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)

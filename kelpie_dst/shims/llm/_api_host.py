@@ -23,7 +23,7 @@ import trio
 
 from ..._nodes import Node
 from ..._sim import Simulation
-from ._engine import LlmTiming, SimLlmEngine, count_tokens
+from ._engine import LlmObserver, LlmTiming, SimLlmEngine, count_tokens
 from ._faults import Failure
 from ._turns import Policy
 from ._wire import SseEncoder, WireError, error_json, message_json, parse_request
@@ -57,11 +57,12 @@ class AnthropicApiHost:
         name: str = "api.anthropic.com",
         port: int = 80,
         timing: LlmTiming | None = None,
+        observer: LlmObserver | None = None,
     ) -> None:
         self.sim = sim
         self.name = name
         self.port = port
-        self.engine = SimLlmEngine(policy, timing)
+        self.engine = SimLlmEngine(policy, timing, observer=observer)
         self.statuses: Counter[int] = Counter()
         self.node: Node | None = None
         self._ready = trio.Event()
@@ -221,12 +222,15 @@ async def start_anthropic_host(
     name: str = "api.anthropic.com",
     port: int = 80,
     timing: LlmTiming | None = None,
+    observer: LlmObserver | None = None,
 ) -> AnthropicApiHost:
     """Add node ``name`` serving the Messages API from ``policy``; return once it listens.
 
     Point the SDK at ``host.base_url`` (``http://api.anthropic.com``) with any API key.
+    ``observer`` sees every request as the host parsed it off the wire (what the model was
+    shown), as with :class:`SimLlmClient`'s.
     """
-    host = AnthropicApiHost(sim, policy, name=name, port=port, timing=timing)
+    host = AnthropicApiHost(sim, policy, name=name, port=port, timing=timing, observer=observer)
     host.node = sim.add_node(name, host.main)
     await host._ready.wait()
     return host

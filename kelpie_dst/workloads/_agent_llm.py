@@ -11,7 +11,10 @@
   the host turns into Anthropic's error statuses, broken tool JSON and cut SSE streams).
 
 Either way the same policy answers and the same observer (the prompt auditor) sees every
-request; through the API host it sees the request as it arrived on the wire.
+request; through the API host it sees the request as it arrived on the wire. Through the host,
+the adapter's contract is checked too (:mod:`._agent_llm_checks`): every call of each node's
+port is recorded, and :meth:`ModelLink.problems` compares what the agent got with what the
+model said.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kelpie_agent.llm import LlmClient
 from .._sim import Simulation
 from ..shims import LlmTiming, SimLlmClient
 from ..shims.llm import AnthropicApiHost, LlmObserver, Policy, start_anthropic_host
+from ._agent_llm_checks import ModelAnswers, PortCall, RecordingLlm, check_port
 
 __all__ = ["TRANSPORTS", "ModelLink"]
 
@@ -56,15 +60,21 @@ class ModelLink:
             raise ValueError(f"unknown transport {transport!r} (allowed: {', '.join(TRANSPORTS)})")
         self.sim, self.policy, self.observer, self.transport = sim, policy, observer, transport
         self.host: AnthropicApiHost | None = None
+        self.answers = ModelAnswers(observer)
+        self.calls: list[PortCall] = []
 
     async def setup(self) -> None:
         if self.transport == "anthropic_api":
             self.host = await start_anthropic_host(
-                self.sim, self.policy, timing=LlmTiming(), observer=self.observer
+                self.sim, self.policy, timing=LlmTiming(), observer=self.answers
             )
 
-    async def open(self, stack: contextlib.AsyncExitStack) -> LlmClient:
-        """This node's LLM port, closed with ``stack``."""
+    def problems(self) -> list[str]:
+        """Where the adapter broke the port's contract (nothing to check when direct)."""
+        return check_port(self.calls, self.answers) if self.host is not None else []
+
+    async def open(self, stack: contextlib.AsyncExitStack, node: str) -> LlmClient:
+        """Node ``node``'s LLM port, closed with ``stack``."""
         if self.host is None:
             return SimLlmClient(self.policy, timing=LlmTiming(), observer=self.observer)
         import anthropic  # only this transport needs the SDK
@@ -79,4 +89,4 @@ class ModelLink:
             timeout=SDK_TIMEOUT,
             http_client=http,
         )
-        return await stack.enter_async_context(llm)
+        return RecordingLlm(await stack.enter_async_context(llm), node, self.calls)

@@ -387,7 +387,7 @@ class World:
                 if self.sandbox
                 else None
             )
-            llm = await self.model.open(stack)
+            llm = await self.model.open(stack, node.name)
             observer = self.journal.observer(node.name)
             if self.via == "http":
                 service = await stack.enter_async_context(

@@ -26,7 +26,7 @@ from ..._sim import Simulation
 from ._engine import LlmObserver, LlmTiming, SimLlmEngine, count_tokens
 from ._faults import Failure
 from ._turns import Policy
-from ._wire import SseEncoder, WireError, error_json, message_json, parse_request
+from ._wire import SseEncoder, WireError, error_json, message_json, parse_request, sse_event
 
 __all__ = ["AnthropicApiHost", "start_anthropic_host"]
 
@@ -166,8 +166,20 @@ class AnthropicApiHost:
             if i == 0:
                 await reply.start_stream(encoder.start(plan.response))
             if i == plan.cut_after:
-                raise _Cut
+                return await self._cut(reply, plan.cut_clean)
             await reply.send(encoder.chunk(chunk))
+        await reply.end()
+
+    async def _cut(self, reply: _Reply, clean: float) -> None:
+        """Break the stream off: the connection breaks mid-body, or (with probability
+        ``clean``) the body ends properly without ``message_stop``, half the time after an SSE
+        ``error`` event, as the real API reports an overload mid-stream."""
+        rng = self.sim.rng("llm/wire")
+        if not (clean and rng.random() < clean):
+            raise _Cut
+        if rng.random() < 0.5:
+            body = error_json("overloaded_error", "Overloaded", reply.rid)
+            await reply.send(sse_event("error", body))
         await reply.end()
 
 

@@ -354,8 +354,8 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
         calls = world.model.calls
         ctx.metric("llm.port_answers", sum(c.response is not None for c in calls))
         ctx.metric("llm.port_errors", sum(c.error is not None for c in calls))
-        for status, n in sorted(world.model.host.statuses.items()):
-            ctx.metric(f"llm.http.{status}", n)
+        for code, n in sorted(world.model.host.statuses.items()):
+            ctx.metric(f"llm.http.{code}", n)
     for reason, n in sorted(record.stop_reasons.items()):
         ctx.metric(f"stop.{reason}", n)
     for history in record.histories.values():

@@ -47,6 +47,7 @@ class AgentPlan:
     blocks: tuple[BlockPlan, ...] = ()
     marker: str = ""  # in the persona block: what this agent's memory says in every prompt
     max_counts: tuple[tuple[str, int], ...] = ()  # max_count_per_step tool rules (_agent_rules)
+    tags: tuple[str, ...] = ()  # the agent's tags (list_filters; _agent_filters)
 
 
 @attrs.frozen

@@ -24,6 +24,7 @@ from letta_client._base_client import get_platform
 
 from ._agent_checks import BlockState, Msg
 from ._agent_client import AgentPlan, Planned, Sent, join_pieces
+from ._agent_creates import blind_attempt
 from ._agent_runs import BackgroundRuns, IncompleteFollowError
 from ._agent_world import PORT
 
@@ -107,6 +108,7 @@ class HttpLink:
         self.ids: dict[str, str] = {}  # the workload's agent id -> the server's
         self._clients: dict[str, AsyncLetta] = {}
         self.unterminated: list[str] = []  # streams finished without a stop reason or error
+        self.blind: dict[str, int] = {}  # agent name -> create attempts that got no answer
 
     def _client(self, node: str) -> AsyncLetta:
         client = self._clients.get(node)
@@ -149,7 +151,7 @@ class HttpLink:
             if page.items:
                 self.ids[plan.agent_id] = page.items[0].id
                 return
-        agent = await client.agents.create(
+        create = client.agents.create(
             name=name,
             agent_type=plan.agent_type,  # type: ignore[arg-type]
             memory_blocks=[
@@ -159,7 +161,9 @@ class HttpLink:
             tool_ids=list(plan.tool_ids),
             include_base_tools=False,
             **_tool_rules(plan),
+            **_tags(plan),
         )
+        agent = await blind_attempt(self.blind, name, create)
         self.ids[plan.agent_id] = agent.id
 
     async def send(
@@ -280,3 +284,8 @@ def _tool_rules(plan: AgentPlan) -> dict[str, Any]:
         for name, limit in plan.max_counts
     ]
     return {"tool_rules": rules}
+
+
+def _tags(plan: AgentPlan) -> dict[str, Any]:
+    """The plan's tags (list_filters; none: omitted, so the request is what it always was)."""
+    return {"tags": list(plan.tags)} if plan.tags else {}

@@ -66,6 +66,7 @@ from ._agent_compaction import check_summaries
 from ._agent_creates import Creates
 from ._agent_direct import DirectLink
 from ._agent_filters import FilterWalker, plan_tags
+from ._agent_fresh import FreshPrompts
 from ._agent_http import open_http_link
 from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
@@ -108,6 +109,7 @@ __all__ = [
     "no_acknowledged_message_lost",
     "no_mixing_across_agents",
     "polls_consistent",
+    "prompts_show_stored_memory",
     "single_activation",
     "steps_recorded",
     "streams_match_results",
@@ -147,6 +149,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # (looked up by name before a retry) while the run goes on (via http; _agent_creates)
     "list_filters": False,  # agents get tags, and filtered agent lists are read at the end
     # against the model (via http; _agent_filters)
+    "fresh_prompts": False,  # every step's prompt shows the memory the database holds
+    # (_agent_fresh: a pure check, moves no seed)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -232,6 +236,10 @@ async def agents(ctx: WorkloadContext) -> None:
     record = RunRecord(plans)
     ctx.state.update(world=world, record=record)
     world.start()
+    if bool(ctx.params["fresh_prompts"]):
+        fresh = FreshPrompts(world.store, lambda n: _server_id(ctx, plans, n))
+        world.auditor.step_hooks.append(fresh.step)
+        ctx.state["fresh"] = fresh
     if via == "http":
         background = BackgroundRuns(float(ctx.params["background_fraction"]))
         ctx.state["background"] = background
@@ -241,7 +249,8 @@ async def agents(ctx: WorkloadContext) -> None:
         ctx.metric("background.runs", len(background.followed))
         ctx.metric("background.resumed", sum(f.resumed for f in background.followed.values()))
     else:
-        await _drive(ctx, Clients(ctx, world, record, DirectLink(world)), plans)
+        direct = ctx.state["direct"] = DirectLink(world)
+        await _drive(ctx, Clients(ctx, world, record, direct), plans)
     _metrics(ctx, world, record)
 
 
@@ -397,6 +406,15 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
     ctx.metric("oracle.effects", len(world.ledger.applied))
     ctx.metric("oracle.durable_checks", record.durable_checks)
     ctx.metric("oracle.steps", world.journal.steps.steps)
+    fresh = ctx.state.get("fresh")
+    if isinstance(fresh, FreshPrompts):
+        ctx.metric("oracle.fresh_prompts", fresh.checked)
+
+
+def _server_id(ctx: WorkloadContext, plans: list[AgentPlan], number: int) -> str | None:
+    """The server's id of agent ``number`` (None until it is created)."""
+    link = ctx.state.get("link", ctx.state.get("direct"))
+    return None if link is None else link.server_id(plans[number - 1])
 
 
 def _world(ctx: WorkloadContext) -> World:
@@ -468,6 +486,16 @@ def lists_filter_exactly(ctx: WorkloadContext) -> None:
     walker = ctx.state.get("filters")
     if isinstance(walker, FilterWalker):
         _holds(walker.problems, "a filtered list is wrong")
+
+
+@invariant
+def prompts_show_stored_memory(ctx: WorkloadContext) -> None:
+    """(With ``fresh_prompts``.) Every step's prompt shows the agent's memory blocks exactly
+    as the database holds them when the model is called: a write that landed, even one whose
+    acknowledgement was lost, is never missing, and nothing unstored is shown (_agent_fresh)."""
+    fresh = ctx.state.get("fresh")
+    if isinstance(fresh, FreshPrompts):
+        _holds(fresh.problems, "a prompt shows memory the database does not hold")
 
 
 @invariant

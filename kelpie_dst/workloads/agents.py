@@ -299,7 +299,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("creates.acked", sum(r.acked for r in creates.records))
         ctx.metric("creates.blind", sum(r.blind for r in creates.records))
     if bool(ctx.params["list_filters"]):
-        filtered = FilterWalker(clients, getattr(clients.link, "blind", {}))
+        filtered = FilterWalker(clients, clients.blind)
         ctx.state["filters"] = filtered
         await filtered.run(plans, ctx.rng("filters"))
         ctx.metric("filters.reads", filtered.reads)

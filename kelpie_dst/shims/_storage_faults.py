@@ -20,6 +20,7 @@ Faults (all probabilities default to zero; see docs/faults.md):
 ``storage.conflict``      a commit fails with a spurious ``ConflictError`` (retryable)
 ``storage.unavailable``   an operation fails with ``StorageUnavailableError``
 ``storage.commit_unknown`` a commit applies, then fails with ``StorageUnavailableError``
+                          (``lag``: then reading what it wrote fails for that long)
 ======================== ==================================================================
 
 Crash faults apply to writes only, and never to the run's main node.
@@ -27,6 +28,7 @@ Crash faults apply to writes only, and never to the run's main node.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -118,9 +120,12 @@ COMMIT_UNKNOWN = _R(
         "storage.commit_unknown",
         "a commit is applied, but the connection drops before the caller learns it (FDB's "
         "commit_unknown_result)",
+        params={"lag": 0.0},
         swarm_range=(0.0, 0.05),
         observed="the commit raises StorageUnavailableError although it is durable; retrying it "
-        "blindly applies it twice unless the writes are idempotent",
+        "blindly applies it twice unless the writes are idempotent; with lag > 0 the storage "
+        "servers holding what it wrote fall behind: reading those keys (get) fails with "
+        "StorageUnavailableError for lag seconds, so a read-back of the commit can give up",
     )
 )
 STORM = register_storm(
@@ -139,6 +144,8 @@ STORM = register_storm(
         length=(1.5, 4.0),
     )
 )
+_LAGGING: weakref.WeakKeyDictionary[SimKVStore, dict[bytes, float]] = weakref.WeakKeyDictionary()
+"""storage.commit_unknown's lag: per store, key -> until when a get of it fails."""
 RESTART_AFTER = 1.0  # seconds until a node crashed by a storage fault boots again
 UNREACHABLE_TIMEOUT = 1.0  # seconds a client waits for an unreachable database host
 
@@ -157,6 +164,13 @@ class FaultyKV(SimKV):
 
     async def _before_op(self, op: str, key: bytes | None) -> None:
         await self._reach(op)
+        lagging = _LAGGING.get(self.store)
+        if lagging and key is not None and op == "get":
+            until = lagging.get(key)
+            if until is not None and trio.current_time() < until:
+                raise StorageUnavailableError(
+                    "injected storage.commit_unknown lag: the key's storage server is behind"
+                )
         is_write = op in ("set", "delete")
         kind = WRITE_FAIL if is_write else READ_FAIL
         if self._faults.fires(kind.name, node=self.node.name, op=op):
@@ -180,8 +194,16 @@ class FaultyKV(SimKV):
                 self.store.corrupt(key)
         await self._maybe_crash(CRASH_AFTER.name, op)
         await trio.lowlevel.checkpoint()
-        if op == "commit" and self._faults.fires(COMMIT_UNKNOWN.name, node=self.node.name):
-            raise StorageUnavailableError("injected storage.commit_unknown: the commit applied")
+        if op == "commit":
+            unknown = self._faults.fires(COMMIT_UNKNOWN.name, node=self.node.name)
+            if unknown is not None:
+                lag = unknown.param("lag")
+                if lag > 0:  # the storage servers of what it wrote fall behind
+                    until = trio.current_time() + lag
+                    lagging = _LAGGING.setdefault(self.store, {})
+                    for key in keys:
+                        lagging[key] = until
+                raise StorageUnavailableError("injected storage.commit_unknown: the commit applied")
 
     async def _reach(self, op: str) -> None:
         """Node alive, database host reachable, injected unavailability and latency."""

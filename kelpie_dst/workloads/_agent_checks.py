@@ -307,6 +307,7 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
     lives: dict[str, tuple[str, int]] = {}  # owner token -> (node, incarnation) that took it
     takers: dict[str, str] = {}  # owner token -> the activation that acquired it
     threads: dict[str, str] = {}  # conversation -> its agent
+    agents_blocks: set[str] = set()  # block keys an activation wrote: agents' blocks
     for position, entry in enumerate(entries):
         if isinstance(entry, Observed):
             if entry.kind == "actor.acquired" and entry.epoch is not None:
@@ -317,7 +318,10 @@ def check_single_activation(entries: Iterable[Commit | Observed]) -> list[str]:
         conversation_owners(entry.agent_writes, threads)
         touched = [agent_of_key(k, threads) for k in entry.agent_writes]
         actors = sorted({f"agent/{a}" for a in touched if a not in (None, "block")})
-        if "block" in touched and not fenced:
+        blocks = {k for k in entry.agent_writes if k.startswith("block/")}
+        if fenced:
+            agents_blocks |= blocks
+        elif blocks & agents_blocks:  # a standalone block (``blocks.create``) is written bare
             problems.append(f"t={entry.time:.3f} {entry.node}: an unfenced write of a block")
         for actor in actors:
             if actor not in fenced:

@@ -20,6 +20,7 @@ import trio
 
 from ..scenario import WorkloadContext
 from ._agent_checks import Ack, BlockPlan, BlockState, Msg, RequestRecord, StreamRecord
+from ._agent_creates import blind_attempt
 from ._agent_durable import check_durable
 from ._agent_world import World
 
@@ -47,6 +48,7 @@ class AgentPlan:
     blocks: tuple[BlockPlan, ...] = ()
     marker: str = ""  # in the persona block: what this agent's memory says in every prompt
     max_counts: tuple[tuple[str, int], ...] = ()  # max_count_per_step tool rules (_agent_rules)
+    tags: tuple[str, ...] = ()  # the agent's tags (list_filters; _agent_filters)
 
 
 @attrs.frozen
@@ -144,6 +146,7 @@ class Clients:
         self.max_steps = int(ctx.params["max_steps"])
         self.block_limit = int(ctx.params["block_limit"])
         self.otids = bool(ctx.params["otids"])  # False: a planted bug (retries not idempotent)
+        self.blind: dict[str, int] = {}  # agent name -> create attempts that got no answer
         world.boot_hooks.append(lambda node: self.check_durable(f"{node.name} restarted"))
 
     def check_durable(self, when: str, only: AgentPlan | None = None) -> None:
@@ -218,7 +221,8 @@ class Clients:
 
     async def _create(self, plan: AgentPlan, rng: Any, state: dict[str, str]) -> bool:
         async def attempt(node: str, number: int) -> None:
-            await self.link.create(node, plan, self.block_limit, number > 1)
+            create = self.link.create(node, plan, self.block_limit, number > 1)
+            await blind_attempt(self.blind, f"agent-{plan.number}", create)
 
         try:
             await self._call(f"a{plan.number} create", plan.agent_id, attempt, rng, state)

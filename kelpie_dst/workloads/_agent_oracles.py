@@ -72,6 +72,7 @@ class PromptAuditor:
         self.expected: dict[str, Expect] = {}
         self.context = ContextAuditor()  # compaction: no input vanishes from the prompt
         self.threads = ThreadAuditor()  # conversations: one thread per prompt
+        self.step_hooks: list[Callable[[LlmRequest, int, str], None]] = []  # more step checks
 
     def _problem(self, text: str, kind: str = "memory") -> None:
         found = self.problems.setdefault(kind, [])
@@ -125,6 +126,8 @@ class PromptAuditor:
                 self._problem(problem, "api")
             self.context.step(request, agent, where)
             self.threads.step(request, agent, where)
+            for hook in self.step_hooks:
+                hook(request, agent, where)
         if isinstance(outcome, Failure):
             if outcome.kind == "bad_request":
                 self._problem(

@@ -63,7 +63,10 @@ from ._agent_checks import (
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_compaction import check_summaries
+from ._agent_creates import Creates
 from ._agent_direct import DirectLink
+from ._agent_filters import FilterWalker, plan_tags
+from ._agent_fresh import FreshPrompts
 from ._agent_http import open_http_link
 from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
@@ -97,7 +100,9 @@ __all__ = [
     "check_single_activation",
     "check_streams",
     "context_complete",
+    "created_once",
     "every_request_completed",
+    "lists_filter_exactly",
     "lists_page_exactly",
     "llm_port_faithful",
     "llm_sees_one_agent",
@@ -105,6 +110,7 @@ __all__ = [
     "no_acknowledged_message_lost",
     "no_mixing_across_agents",
     "polls_consistent",
+    "prompts_show_stored_memory",
     "single_activation",
     "steps_recorded",
     "streams_match_results",
@@ -140,6 +146,12 @@ PARAMS: dict[str, int | float | str | bool] = {
     # _agent_polls); 0: none (scenarios/agent_storage_outage.toml)
     "list_walks": 0.0,  # the fraction of agents one of whose lists is paged every way at the
     # end (via http; _agent_lists), and then the agents list; 0: none
+    "ambiguous_creates": 0,  # per agent: conversations, passages, blocks and tools created
+    # (looked up by name before a retry) while the run goes on (via http; _agent_creates)
+    "list_filters": False,  # agents get tags, and filtered agent lists are read at the end
+    # against the model (via http; _agent_filters)
+    "fresh_prompts": False,  # every step's prompt shows the memory the database holds
+    # (_agent_fresh: a pure check, moves no seed)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -161,6 +173,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "conversation_messages": (1, 100),
     "poll_interval": (0, 3600),
     "list_walks": (0, 1),
+    "ambiguous_creates": (0, 50),
 }
 
 
@@ -188,8 +201,9 @@ async def agents(ctx: WorkloadContext) -> None:
         raise UsageError("workload.params.conversations: needs via = 'http'")
     if float(ctx.params["poll_interval"]) and via != "http":
         raise UsageError("workload.params.poll_interval: needs via = 'http'")
-    if float(ctx.params["list_walks"]) and via != "http":
-        raise UsageError("workload.params.list_walks: needs via = 'http'")
+    for name in ("list_walks", "ambiguous_creates", "list_filters"):
+        if float(ctx.params[name]) and via != "http":
+            raise UsageError(f"workload.params.{name}: needs via = 'http'")
     topology = ctx.topology
     sandbox = topology.sandbox
     mcp_names = [t for s in topology.mcp for t in s.tools]
@@ -222,6 +236,10 @@ async def agents(ctx: WorkloadContext) -> None:
     record = RunRecord(plans)
     ctx.state.update(world=world, record=record)
     world.start()
+    if bool(ctx.params["fresh_prompts"]):
+        fresh = FreshPrompts(world.store, lambda n: _server_id(ctx, plans, n))
+        world.auditor.step_hooks.append(fresh.step)
+        ctx.state["fresh"] = fresh
     if via == "http":
         background = BackgroundRuns(float(ctx.params["background_fraction"]))
         ctx.state["background"] = background
@@ -231,7 +249,8 @@ async def agents(ctx: WorkloadContext) -> None:
         ctx.metric("background.runs", len(background.followed))
         ctx.metric("background.resumed", sum(f.resumed for f in background.followed.values()))
     else:
-        await _drive(ctx, Clients(ctx, world, record, DirectLink(world)), plans)
+        direct = ctx.state["direct"] = DirectLink(world)
+        await _drive(ctx, Clients(ctx, world, record, direct), plans)
     _metrics(ctx, world, record)
 
 
@@ -243,17 +262,18 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         int(ctx.params["conversation_messages"]),
         float(ctx.params["stream_fraction"]),
     )
+    creates = Creates(clients, int(ctx.params["ambiguous_creates"]))
     interval = float(ctx.params["poll_interval"])
     if interval:
         poller = Poller(clients, plans, interval)
         ctx.state["poller"] = poller
         async with trio.open_nursery() as outer:
             outer.start_soon(poller.run)
-            await _clients(clients, plans, count, threads)
+            await _clients(clients, plans, count, threads, creates)
             poller.stop()
         ctx.metric("polls", poller.polls)
     else:
-        await _clients(clients, plans, count, threads)
+        await _clients(clients, plans, count, threads, creates)
     rng = ctx.rng("read")
     steps: list[str] = []
     ctx.state["steps"], steps_rng = steps, ctx.rng("steps")
@@ -273,19 +293,33 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         await walker.run(plans, ctx.rng("lists"))
         ctx.metric("lists.walks", walker.walks)
         ctx.metric("lists.pages", walker.pages)
+    if creates.per_agent:
+        ctx.state["creates"] = creates
+        await creates.check(ctx.rng("creates/count"))
+        ctx.metric("creates.acked", sum(r.acked for r in creates.records))
+        ctx.metric("creates.blind", sum(r.blind for r in creates.records))
+    if bool(ctx.params["list_filters"]):
+        filtered = FilterWalker(clients, clients.blind)
+        ctx.state["filters"] = filtered
+        await filtered.run(plans, ctx.rng("filters"))
+        ctx.metric("filters.reads", filtered.reads)
     by_number = {p.agent_id: p for p in plans}
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
     )
 
 
-async def _clients(clients: Clients, plans: list[AgentPlan], count: int, threads: Threads) -> None:
+async def _clients(
+    clients: Clients, plans: list[AgentPlan], count: int, threads: Threads, creates: Creates
+) -> None:
     async with trio.open_nursery() as nursery:
         for number in range(count):
             nursery.start_soon(clients.client, number, plans[number::count])
         for plan in plans if threads.count else ():
             for k in range(threads.count):
                 nursery.start_soon(threads.client, plan, k)
+        for plan in plans if creates.per_agent else ():
+            nursery.start_soon(creates.client, plan)
 
 
 def _plan(
@@ -298,6 +332,7 @@ def _plan(
     steps, fraction = int(ctx.params["max_tool_steps"]), float(ctx.params["stream_fraction"])
     block_limit = int(ctx.params["block_limit"])
     rules_rng, rules = ctx.rng("rules"), float(ctx.params["tool_rules"])
+    tagged = bool(ctx.params["list_filters"])
     plans = []
     for number in range(1, int(ctx.params["agents"]) + 1):
         agent_type = types[(number - 1) % len(types)]
@@ -337,6 +372,7 @@ def _plan(
             blocks,
             marker,
             max_counts,
+            plan_tags(number) if tagged else (),
         )
         plans.append(plan)
         world.auditor.max_counts[number] = dict(max_counts)
@@ -376,6 +412,15 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
     ctx.metric("oracle.effects", len(world.ledger.applied))
     ctx.metric("oracle.durable_checks", record.durable_checks)
     ctx.metric("oracle.steps", world.journal.steps.steps)
+    fresh = ctx.state.get("fresh")
+    if isinstance(fresh, FreshPrompts):
+        ctx.metric("oracle.fresh_prompts", fresh.checked)
+
+
+def _server_id(ctx: WorkloadContext, plans: list[AgentPlan], number: int) -> str | None:
+    """The server's id of agent ``number`` (None until it is created)."""
+    link = ctx.state.get("link", ctx.state.get("direct"))
+    return None if link is None else link.server_id(plans[number - 1])
 
 
 def _world(ctx: WorkloadContext) -> World:
@@ -425,6 +470,38 @@ def lists_page_exactly(ctx: WorkloadContext) -> None:
     walker = ctx.state.get("lists")
     if isinstance(walker, ListWalker):
         _holds(walker.problems, "a list pages wrongly")
+
+
+@invariant
+def created_once(ctx: WorkloadContext) -> None:
+    """Each conversation, passage, block and tool the client created (with
+    ``ambiguous_creates``) exists exactly once, listed by the API and in the database: never
+    twice (unless an attempt got no answer and may have landed late), and, once acknowledged,
+    under the id the client was given (_agent_creates)."""
+    creates = ctx.state.get("creates")
+    if isinstance(creates, Creates):
+        _holds(creates.problems, "a create did not happen exactly once")
+
+
+@invariant
+def lists_filter_exactly(ctx: WorkloadContext) -> None:
+    """(With ``list_filters``.) The agents list shows each acknowledged agent once, with its
+    planned tags; every filter (name, a part of the name, tags any or all), paged in ones and
+    twos both ways, lists exactly the agents the model's filter keeps, in order
+    (_agent_filters)."""
+    walker = ctx.state.get("filters")
+    if isinstance(walker, FilterWalker):
+        _holds(walker.problems, "a filtered list is wrong")
+
+
+@invariant
+def prompts_show_stored_memory(ctx: WorkloadContext) -> None:
+    """(With ``fresh_prompts``.) Every step's prompt shows the agent's memory blocks exactly
+    as the database holds them when the model is called: a write that landed, even one whose
+    acknowledgement was lost, is never missing, and nothing unstored is shown (_agent_fresh)."""
+    fresh = ctx.state.get("fresh")
+    if isinstance(fresh, FreshPrompts):
+        _holds(fresh.problems, "a prompt shows memory the database does not hold")
 
 
 @invariant

@@ -295,3 +295,39 @@ def test_the_checker_catches_a_stale_cache() -> None:
     assert "not linearizable" in result.failure.message.lower() or "linearizab" in (
         result.failure.details.lower()
     )
+
+
+def test_commit_unknown_lag_makes_reading_back_the_commit_fail_for_a_while() -> None:
+    """``storage.commit_unknown`` with ``lag``: the commit applied, a get of what it wrote
+    fails until ``lag`` seconds have passed; other keys (and scans) read normally."""
+    from kelpie_dst import Fault
+
+    async def body(kv, node):  # type: ignore[no-untyped-def]
+        await kv.set(b"other", b"o")
+        try:
+            async with kv.transaction() as txn:
+                await txn.set(b"k", b"v")
+        except StorageUnavailableError:
+            pass
+        else:
+            return "the commit answered"
+        outcomes = []
+        for _ in range(3):
+            for key in (b"k", b"other"):
+                try:
+                    outcomes.append((key, await kv.get(key)))
+                except StorageUnavailableError:
+                    outcomes.append((key, "lagging"))
+            outcomes.append(("scan", len(await kv.scan(b"", None))))
+            await trio.sleep(1.5)
+        return outcomes
+
+    lag = Fault("storage.commit_unknown", 1.0, params=(("lag", 2.0),))
+    [outcomes] = run_on_node(body, faults=[lag]).value  # type: ignore[misc]
+    assert outcomes == [
+        (b"k", "lagging"), (b"other", b"o"), ("scan", 2),
+        (b"k", "lagging"), (b"other", b"o"), ("scan", 2),
+        (b"k", b"v"), (b"other", b"o"), ("scan", 2),
+    ]  # fmt: skip
+    [without] = run_on_node(body, faults=["storage.commit_unknown=1"]).value  # type: ignore[misc]
+    assert without[0] == (b"k", b"v")

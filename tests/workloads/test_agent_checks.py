@@ -147,9 +147,11 @@ def test_a_write_by_another_activation_or_life_of_the_same_node_is_caught() -> N
 def test_unfenced_writes_and_unannounced_epochs_are_caught() -> None:
     log: list[Commit | Observed] = [Commit(1.0, "n1", agent_writes=("agent/a",))]
     assert check_single_activation(log) == ["t=1.000 n1: unfenced write of agent/a"]
-    assert check_single_activation([Commit(1.0, "n1", agent_writes=("block/b1",))]) == [
-        "t=1.000 n1: an unfenced write of a block"
-    ]
+    owned = Commit(0.5, "n1", ("block/b1",), fences=(Fence("agent/a", Owner("n1", 1, "t")),))
+    bare = Commit(1.0, "n1", agent_writes=("block/b1",))
+    assert check_single_activation([owned, bare]) == ["t=1.000 n1: an unfenced write of a block"]
+    # a standalone block (``blocks.create``, written again by a retry) is no agent's: bare
+    assert check_single_activation([bare, bare]) == []
     owner = Owner("n1", 1, "t1")
     log = [Commit(1.0, "n1", owners=(("agent/a", owner),)), _write("n1", owner)]
     assert check_single_activation(log) == [

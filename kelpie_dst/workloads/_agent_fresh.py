@@ -1,0 +1,96 @@
+"""Read your acknowledged writes, as the model sees them: the FRESH-PROMPT oracle
+(``fresh_prompts``).
+
+An agent's memory blocks are written only by that agent's own activation (its tools, and the
+API's block edits, which go through it), one request at a time, and a step renders the blocks
+into the system prompt right before it calls the model. So whenever the model is called for a
+step, **the memory it is shown is the memory the database holds at that moment**: every block
+the agent has, with the value last committed. In particular a write that *landed* although the
+agent was never told so (a commit whose acknowledgement was lost and whose read-back gave up:
+``storage.commit_unknown`` with ``lag``) must show in every later prompt: the agent has to
+reload what it cannot be sure of (its runtime is stale) before it works from memory again.
+A runtime that keeps serving from memory after storage gave up shows the model an edit that
+never happened, or hides one that did, and the next edit built on it silently overwrites the
+stored one.
+
+The check reads the database host's store directly (no fault, no request, no random draw), so
+enabling it moves no seed. Compaction requests carry no memory and are skipped.
+:func:`check_fresh` is the pure checker (``tests/workloads/test_agent_fresh.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from kelpie_agent.agent import Keys
+from kelpie_agent.agent._codec import unpack
+from kelpie_agent.llm import LlmRequest
+
+from ..shims._storage import SimKVStore
+from ._agent_prompt import prompt_blocks
+
+__all__ = ["FreshPrompts", "check_fresh", "stored_blocks"]
+
+_MAX_PROBLEMS = 20
+
+
+def check_fresh(shown: Mapping[str, str], stored: Mapping[str, str], who: str) -> list[str]:
+    """The blocks a prompt showed (label -> value) against the database's (label -> value)."""
+    problems = []
+    for label in sorted(set(shown) | set(stored)):
+        got, want = shown.get(label), stored.get(label)
+        if got == want:
+            continue
+        if got is None:
+            problems.append(f"{who}: the prompt lacks block {label} ({want!r:.60} is stored)")
+        elif want is None:
+            problems.append(f"{who}: the prompt shows block {label}, which is not stored")
+        else:
+            problems.append(
+                f"{who}: the prompt shows block {label} as {got[-60:]!r}, the database holds "
+                f"{want[-60:]!r}"
+            )
+    return problems
+
+
+def stored_blocks(store: SimKVStore, agent_id: str) -> dict[str, str] | None:
+    """label -> value of the agent's blocks as the database holds them (None: no agent, or a
+    record that cannot be read, e.g. corrupted)."""
+    try:
+        raw = store._get(Keys(agent_id).agent)
+        if raw is None:
+            return None
+        agent = unpack(raw)
+        blocks = {}
+        for block_id in agent.block_ids:
+            data = store._get(Keys.block(block_id))
+            if data is not None:
+                block = unpack(data)
+                blocks[block.label] = block.value
+        return blocks
+    except Exception:
+        return None
+
+
+class FreshPrompts:
+    """A step hook of the prompt auditor: each step's memory against the database."""
+
+    def __init__(self, store: Callable[[], SimKVStore], server_id: Callable[[int], str | None]):
+        self.store = store
+        self.server_id = server_id
+        self.problems: list[str] = []
+        self.checked = 0
+
+    def step(self, request: LlmRequest, agent: int, where: str) -> None:
+        server_id = self.server_id(agent)
+        blocks = prompt_blocks(request.system)
+        if server_id is None or blocks is None:
+            return
+        stored = stored_blocks(self.store(), server_id)
+        if stored is None:
+            return
+        self.checked += 1
+        shown = {label: b.value for label, b in blocks.items()}
+        for problem in check_fresh(shown, stored, f"{where} a{agent}"):
+            if len(self.problems) < _MAX_PROBLEMS:
+                self.problems.append(problem)

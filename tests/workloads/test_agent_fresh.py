@@ -1,0 +1,59 @@
+"""The FRESH-PROMPT oracle (``_agent_fresh``): a prompt's memory against the database."""
+
+from __future__ import annotations
+
+from kelpie_agent.agent import Keys
+from kelpie_agent.agent._codec import pack
+from kelpie_agent.agent._models import AgentRecord, Block
+from kelpie_agent.llm import LlmRequest, Message
+from kelpie_dst.shims._storage import SimKVStore
+from kelpie_dst.workloads._agent_fresh import FreshPrompts, check_fresh, stored_blocks
+
+
+def _prompt(blocks: dict[str, str]) -> str:
+    rendered = "".join(
+        f"<{label}>\n<description>\nd\n</description>\n<metadata>\n- chars_current={len(v)}\n"
+        f"- chars_limit=400\n- read_only=false\n</metadata>\n<value>\n{v}\n</value>\n</{label}>\n"
+        for label, v in blocks.items()
+    )
+    return f"You are an agent.\n<memory_blocks>\n{rendered}</memory_blocks>\n"
+
+
+def test_a_prompt_showing_what_is_stored_holds() -> None:
+    assert check_fresh({"human": "likes tea"}, {"human": "likes tea"}, "a1") == []
+
+
+def test_a_landed_edit_missing_from_the_prompt_is_caught() -> None:
+    assert check_fresh({"human": "likes tea"}, {"human": "likes tea. note 7"}, "a1") == [
+        "a1: the prompt shows block human as 'likes tea', the database holds 'likes tea. note 7'"
+    ]
+    assert check_fresh({}, {"human": "x"}, "a1") == [
+        "a1: the prompt lacks block human ('x' is stored)"
+    ]
+    assert check_fresh({"human": "x", "ghost": "y"}, {"human": "x"}, "a1") == [
+        "a1: the prompt shows block ghost, which is not stored"
+    ]
+
+
+def test_the_hook_reads_the_agents_blocks_from_the_store() -> None:
+    store = SimKVStore()
+    human = Block(id="block-1", label="human", value="likes tea. note 7", limit=400)
+    agent = AgentRecord(id="agent-1", name="agent-1", block_ids=("block-1",))
+    store._apply([(Keys("agent-1").agent, pack(agent)), (Keys.block("block-1"), pack(human))])
+    assert stored_blocks(store, "agent-1") == {"human": "likes tea. note 7"}
+    assert stored_blocks(store, "agent-2") is None
+    fresh = FreshPrompts(lambda: store, lambda n: "agent-1" if n == 1 else None)
+    stale = LlmRequest(
+        model="m", system=_prompt({"human": "likes tea"}), messages=[Message("user", "hi")]
+    )
+    fresh.step(stale, 1, "t=1.000 n1")
+    fresh.step(stale, 2, "t=1.000 n1")  # an agent not created yet: skipped
+    good = LlmRequest(
+        model="m", system=_prompt({"human": "likes tea. note 7"}), messages=[Message("user", "hi")]
+    )
+    fresh.step(good, 1, "t=2.000 n1")
+    assert fresh.checked == 2
+    assert fresh.problems == [
+        "t=1.000 n1 a1: the prompt shows block human as 'likes tea', the database holds "
+        "'likes tea. note 7'"
+    ]

@@ -34,10 +34,11 @@ from kelpie_agent.llm import LlmRequest, TextBlock, ToolCall, ToolResult
 from ..shims.llm import Failure, Plan, is_summary_request
 from ._agent_checks import Msg
 from ._agent_compaction import ContextAuditor
-from ._agent_moves import Expect
+from ._agent_moves import CUSTOM_TOOL, CUSTOM_TOOL_SOURCE, Expect
 from ._agent_prompt import agents_named, prompt_blocks
 from ._agent_rules import check_offered
 from ._agent_threads import ThreadAuditor
+from ._tool_signatures import check_tool_schemas, signature_of_source
 
 __all__ = [
     "Applied",
@@ -119,6 +120,9 @@ class PromptAuditor:
             for problem in check_offered(request, agent, limits, where):
                 self._problem(problem, "outcome")
             for problem in check_heartbeats(request, agent, self.types.get(agent), where):
+                self._problem(problem, "api")
+            shown = ((tool.name, tool.input_schema) for tool in request.tools)
+            for problem in check_tool_schemas(shown, _CUSTOMS, where):
                 self._problem(problem, "api")
             self.context.step(request, agent, where)
             self.threads.step(request, agent, where)
@@ -223,6 +227,7 @@ class PromptAuditor:
 
 
 MEMORY_SECTION = "<memory_blocks>"
+_CUSTOMS = {CUSTOM_TOOL: signature_of_source(CUSTOM_TOOL_SOURCE, CUSTOM_TOOL)}
 
 
 def check_heartbeats(

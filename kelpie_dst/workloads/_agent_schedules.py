@@ -39,7 +39,6 @@ import trio
 import kelpie_dst
 from kelpie_agent.actors import DispatcherOptions
 from kelpie_agent.agent import CreateAgent, InputMessage, UserMessage
-from kelpie_agent.agent._cron import parse_cron
 from kelpie_agent.service import (
     AgentService,
     ServiceError,
@@ -53,6 +52,7 @@ from kelpie_agent.storage import StorageError
 from .._errors import NodeDownError
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
+from ._cron_model import cron_model
 
 __all__ = ["Created", "Fired", "Log", "agent_schedules", "check", "scheduled_exactly_once"]
 
@@ -85,6 +85,8 @@ class Created:
     first: float | None = None
     delete_started: float | None = None
     delete_acked: float | None = None
+    sent: float | None = None  # the client's clock when it sent the create
+    acked: float | None = None  # ... and when the create was acknowledged
 
 
 @attrs.frozen
@@ -126,7 +128,8 @@ def expected(created: Created, until: float) -> list[float]:
         return []
     if created.cron is None:
         return [created.first]
-    cron, out, due = parse_cron(created.cron), [], created.first
+    # the oracle's own model of the expression, never the server's cron code (DredC-1)
+    cron, out, due = cron_model(created.cron), [], created.first
     while due <= until:
         out.append(due)
         due = cron.next_after(due)
@@ -135,6 +138,32 @@ def expected(created: Created, until: float) -> list[float]:
 
 def _us(epoch: float) -> int:
     return round(epoch * 1_000_000)  # as the otid and the due index have it
+
+
+def _check_first(created: Created, tolerance: float) -> list[str]:
+    """A recurring schedule's first due time is a minute its cron names, and the first such
+    minute after it was created (between the create's sending and its acknowledgement, give
+    or take the clocks' ``tolerance``)."""
+    first = created.first
+    if created.cron is None or first is None:
+        return []
+    model = cron_model(created.cron)
+    if not model.fires_at(first):
+        return [
+            f"schedule {created.id} ({created.cron}) first due at {first}, "
+            "a minute its cron does not name"
+        ]
+    if created.sent is None or created.acked is None:
+        return []
+    earliest = model.next_after(created.sent - tolerance)
+    latest = model.next_after(created.acked + tolerance)
+    if earliest <= first <= latest:
+        return []
+    return [
+        f"schedule {created.id} ({created.cron}) created between {created.sent:.3f} and "
+        f"{created.acked:.3f} is first due at {first}, not its cron's next minute "
+        f"({earliest} to {latest})"
+    ]
 
 
 def check(log: Log, grace: float, tolerance: float) -> list[str]:
@@ -161,6 +190,11 @@ def check(log: Log, grace: float, tolerance: float) -> list[str]:
             continue
         if created.cron is None and [_us(d) for d in dues] != [_us(created.first or 0)]:
             problems.append(f"one-time schedule {schedule_id} fired at {dues}, due {created.first}")
+        if created.cron is not None:
+            model = cron_model(created.cron)
+            wrong = [d for d in dues if not model.fires_at(d)]
+            if wrong:
+                problems.append(f"schedule {schedule_id} ({created.cron}) fired for {wrong}")
         if created.delete_acked is not None:
             late = [d for d in dues if d > created.delete_acked + tolerance]
             if late:
@@ -168,6 +202,7 @@ def check(log: Log, grace: float, tolerance: float) -> list[str]:
     for created in log.created:
         if created.id is None:
             continue
+        problems += _check_first(created, tolerance)
         stop = created.delete_started if created.delete_started is not None else log.end
         got = {_us(f.due) for f in seen.get(created.id, [])}
         missing = [d for d in expected(created, stop - grace) if _us(d) not in got]
@@ -182,10 +217,12 @@ def check(log: Log, grace: float, tolerance: float) -> list[str]:
 class Client:
     """The workload's client: calls the live nodes' services, retrying what is safe."""
 
-    def __init__(self, ctx: WorkloadContext, services: dict[str, AgentService]) -> None:
+    def __init__(
+        self, ctx: WorkloadContext, services: dict[str, AgentService], rng: str = "schedules"
+    ) -> None:
         self.ctx = ctx
         self.services = services
-        self.rng = ctx.rng("schedules")
+        self.rng = ctx.rng(rng)
         main = ctx.sim.current_node()
         assert main is not None
         self.clock = sim_ports(main).clock
@@ -220,7 +257,7 @@ async def _create(client: Client, log: Log, agent_id: str, number: int) -> None:
         created, spec = Created(agent_id, text, None, at), {"scheduled_at": at * 1000}
     else:
         cron = rng.choice(CRONS)
-        created = Created(agent_id, text, cron, None)
+        created = Created(agent_id, text, cron, None, sent=now)
         spec = {"type": "recurring", "cron_expression": cron}
     log.created.append(created)
     messages = (InputMessage("user", text),)
@@ -233,6 +270,7 @@ async def _create(client: Client, log: Log, agent_id: str, number: int) -> None:
             log.unknown += 1
         return
     created.id, created.first = record.id, record.next_at
+    created.acked = client.clock.now()
 
 
 async def _delete(client: Client, created: Created) -> None:
@@ -256,7 +294,7 @@ async def _agent_client(client: Client, log: Log, agent_id: str, span: float) ->
             chosen = rng.choice(live)
             if rng.random() < 0.5:  # cancel it just as it fires (the cron's next minute)
                 assert chosen.cron is not None
-                fires = parse_cron(chosen.cron).next_after(client.clock.now())
+                fires = cron_model(chosen.cron).next_after(client.clock.now())
                 await trio.sleep(max(0.0, fires - client.clock.now() + rng.uniform(-0.5, 1.5)))
             await _delete(client, chosen)
         else:

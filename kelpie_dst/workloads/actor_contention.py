@@ -105,6 +105,20 @@ class Tally:
         await trio.lowlevel.checkpoint()
 
 
+class _GaveUp(Exception):
+    """The caller's patience ran out before its request was answered."""
+
+
+async def _ask(dispatcher: Dispatcher, work: Work, patience: float) -> Any:
+    """The tally's answer; with ``patience`` > 0 the caller gives up (:class:`_GaveUp`) after
+    that many seconds, as a client whose own timeout fires does."""
+    if not patience:
+        return await dispatcher.request(TALLY, work)
+    with trio.move_on_after(patience):
+        return await dispatcher.request(TALLY, work)
+    raise _GaveUp
+
+
 def _unknown_outcome(error: BaseException) -> bool:
     """Errors that tell the caller its request may have run (the rest: it did not)."""
     return isinstance(error, LeaseLostError | ActorStoppedError)
@@ -125,6 +139,7 @@ def _retryable(error: BaseException) -> bool:
         "long_work": 8.0,
         "think": 0.0,
         "wait_leases": 2.0,
+        "patience": 0.0,
     },
     sizes=("callers", "requests"),
     bounds={
@@ -135,6 +150,7 @@ def _retryable(error: BaseException) -> bool:
         "long_work": (0, 60),
         "think": (0, 60),
         "wait_leases": (0.5, 100),
+        "patience": (0, 600),
     },
 )
 async def actor_contention(ctx: WorkloadContext) -> None:
@@ -167,8 +183,16 @@ async def actor_contention(ctx: WorkloadContext) -> None:
             long = long_every > 0 and number % long_every == long_every - 1
             seconds = params["long_work"] if long else params["work"]
             issued = pending.setdefault(request, trio.current_time())
+            before = executions.get(request, 0)
             try:
-                count = await dispatcher.request(TALLY, Work(request, seconds))
+                count = await _ask(dispatcher, Work(request, seconds), params["patience"])
+            except _GaveUp:
+                # the caller stopped waiting: if no activation had started the request by
+                # now, none ever may (Dispatcher.request); if one had, its outcome is unknown
+                ctx.count("contention.gave_up")
+                if executions.get(request, 0) != before:
+                    unknown[request] = unknown.get(request, 0) + 1
+                continue
             except Exception as error:
                 ctx.count(f"contention.error.{type(error).__name__}")
                 if _unknown_outcome(error):

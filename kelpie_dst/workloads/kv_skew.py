@@ -19,6 +19,7 @@ two invariants check it: ``pairs_stay_covered`` (the rule) and ``history_seriali
 
 from __future__ import annotations
 
+import attrs
 import trio
 
 from kelpie_agent.storage import StorageError, StorageUnavailableError
@@ -26,15 +27,30 @@ from kelpie_agent.storage import StorageError, StorageUnavailableError
 from .._nodes import Node
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import FaultyKV, open_kv
+from ._kv_scans import OwnWrite, check_own_writes, read_pair, toggle_flag
 from ._kv_serial import Txn, check_serializable, parse_value
 
-__all__ = ["history_serializable", "kv_write_skew", "pairs_stay_covered", "skew_ops_issued"]
+__all__ = [
+    "history_serializable",
+    "kv_write_skew",
+    "pairs_stay_covered",
+    "skew_ops_issued",
+    "transactions_read_own_writes",
+]
 
 KINDS = ("withdraw", "deposit", "audit")
 
 
 @workload(
-    params={"clients": 6, "ops": 20, "pairs": 2, "initial": 2, "think": 0.3, "hold": 1.0},
+    params={
+        "clients": 6,
+        "ops": 20,
+        "pairs": 2,
+        "initial": 2,
+        "think": 0.3,
+        "hold": 1.0,
+        "scans": 0,
+    },
     sizes=("clients", "ops", "pairs"),
     bounds={
         "clients": (1, 200),
@@ -43,6 +59,7 @@ KINDS = ("withdraw", "deposit", "audit")
         "initial": (0, 1_000_000),
         "think": (0, 60),
         "hold": (0, 60),
+        "scans": (0, 1),
     },
 )
 async def kv_write_skew(ctx: WorkloadContext) -> None:
@@ -53,7 +70,9 @@ async def kv_write_skew(ctx: WorkloadContext) -> None:
     db = sim.add_node(ctx.topology.database or "db")
     remaining = dict.fromkeys(range(clients), ops)
     txns: list[Txn] = []
-    ctx.state.update(remaining=remaining, txns=txns, db=db)
+    own: list[OwnWrite] = []
+    ctx.state.update(remaining=remaining, txns=txns, db=db, own_writes=own)
+    scans = bool(ctx.params["scans"])
     finished = trio.Event()
 
     async def client(node: Node, number: int) -> None:
@@ -74,7 +93,8 @@ async def kv_write_skew(ctx: WorkloadContext) -> None:
                 other = rng.randrange(pairs)
                 keys = sorted({f"p{pair}.{rng.choice('xy')}", f"p{other}.{rng.choice('xy')}"})
                 target, amount = "", 0
-            await _run(ctx, kv, txn, keys, target, amount, hold * rng.random(), initial)
+            chosen = _Scans(pair, number, own) if scans else None
+            await _run(kv, txn, keys, target, amount, hold * rng.random(), initial, chosen)
             ctx.count(f"txn.{txn.kind}.{txn.status}")
             await trio.sleep(think * rng.random())
 
@@ -93,8 +113,17 @@ async def kv_write_skew(ctx: WorkloadContext) -> None:
     ctx.metric("txns.written", sum(1 for t in txns if t.status == "ok" and t.writes))
 
 
+@attrs.frozen
+class _Scans:
+    """With ``scans`` (:mod:`._kv_scans`): the transaction's pair and client, and where its
+    read-your-writes observation goes."""
+
+    pair: int
+    client: int
+    own: list[OwnWrite]
+
+
 async def _run(
-    ctx: WorkloadContext,
     kv: FaultyKV,
     txn: Txn,
     keys: list[str],
@@ -102,15 +131,22 @@ async def _run(
     amount: int,
     held: float,
     initial: int,
+    scans: _Scans | None = None,
 ) -> None:
     """One transaction: read ``keys``, wait ``held`` seconds, then (withdraw, deposit) write
-    ``target``, recording what it read and wrote in ``txn`` as it goes."""
+    ``target``, recording what it read and wrote in ``txn`` as it goes. With ``scans``, a
+    withdraw reads its pair with one limited newest-first scan, and every transaction flips
+    its client's flag key and records what its own scan then shows."""
     try:
         async with kv.transaction() as tx:
             values = {}
-            for key in keys:
-                writer, values[key] = parse_value(await tx.get(key.encode()), initial)
-                txn.reads[key] = writer
+            if scans is not None and txn.kind == "withdraw":
+                for key, (writer, number) in (await read_pair(tx, scans.pair, initial)).items():
+                    txn.reads[key], values[key] = writer, number
+            else:
+                for key in keys:
+                    writer, values[key] = parse_value(await tx.get(key.encode()), initial)
+                    txn.reads[key] = writer
             if held:
                 await trio.sleep(held)
             if txn.kind == "withdraw" and sum(values.values()) - amount >= 0:
@@ -119,6 +155,8 @@ async def _run(
                 txn.writes[target] = values[target] + amount
             for key, number in txn.writes.items():
                 await tx.set(key.encode(), f"{txn.id}:{number}".encode())
+            if scans is not None:
+                scans.own.append(await toggle_flag(tx, scans.client, txn.id))
     except StorageUnavailableError:
         txn.status = "unknown"
         return
@@ -155,6 +193,13 @@ def history_serializable(ctx: WorkloadContext) -> None:
     problems = check_serializable(ctx.state["txns"], final)
     shown = "; ".join(problems[:3]) + (f"; ... ({len(problems)} in all)" if problems[3:] else "")
     assert not problems, f"the history is not serializable: {shown}"
+
+
+@invariant
+def transactions_read_own_writes(ctx: WorkloadContext) -> None:
+    """A transaction's own range reads show what it wrote and deleted (``scans``)."""
+    problems = check_own_writes(ctx.state.get("own_writes", []))
+    assert not problems, f"a transaction did not read its own writes: {'; '.join(problems[:3])}"
 
 
 @invariant

@@ -33,6 +33,17 @@ def test_the_pauses_scenario_passes_and_repeats_its_trace() -> None:
     assert first.result.trace_hash == again.result.trace_hash
 
 
+def test_the_patience_scenario_passes_repeats_and_its_callers_give_up() -> None:
+    """Callers that give up and resend: a request given up on before it started is not an
+    unknown outcome, so running it anyway is a second run their callers were never told of."""
+    scenario = load_scenario("actor_contention_patience", ["workload.params.requests=8"])
+    first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["contention.acks"] == 2 * 3 * 8
+    assert first.metrics["contention.gave_up"] > 0
+    assert first.result.trace_hash == again.result.trace_hash
+
+
 def _ctx(acks: list[Ack], **state: Any) -> Any:
     return SimpleNamespace(params={"wait_leases": 2.0}, state={"acks": acks, "lease": 6.0, **state})
 

@@ -60,3 +60,67 @@ def test_the_oracle_names_each_broken_run() -> None:
     ]
     healthy = Log(created=[once], end=T0 + 400, fired=[_fired("s-once", T0 + 10, T0 + 11, "once")])
     assert check(healthy, grace=60, tolerance=5) == []
+
+
+def test_the_cron_model_is_independent_of_the_servers_and_agrees_with_it_when_right() -> None:
+    from kelpie_agent.agent._cron import parse_cron
+    from kelpie_dst.workloads._cron_model import cron_model
+
+    for expression in (
+        "* * * * *",
+        "*/2 * * * *",
+        "5,40 */3 * * *",
+        "0 9-17 * * mon-fri",
+        "30 0 1,15 * 0",
+        "*/7 1 * jan 7",
+    ):
+        model, server = cron_model(expression), parse_cron(expression)
+        t = T0 + 17.5
+        for _ in range(12):
+            nxt = model.next_after(t, horizon_minutes=60 * 24 * 20)
+            assert nxt == server.next_after(t), (expression, t)
+            assert model.fires_at(nxt) and not model.fires_at(nxt + 0.5)
+            t = nxt
+    assert not cron_model("*/2 * * * *").fires_at(T0 + 60)
+    assert cron_model("*/2 * * * *").fires_at(T0 + 120)
+
+
+def test_a_server_whose_cron_skips_minutes_is_caught() -> None:
+    """The schedule's occurrences come from the oracle's own cron model: a server that computes
+    every other minute for ``* * * * *`` (and starts on a minute its cron does not name for
+    ``*/2``) fails, although its history agrees with its own arithmetic."""
+    every = Created("agent-1", "every", "* * * * *", None, "s-every", T0 + 60)
+    even = Created("agent-1", "even", "*/2 * * * *", None, "s-even", T0 + 180)
+    log = Log(created=[every, even], end=T0 + 400)
+    log.fired = [
+        _fired("s-every", T0 + 60, T0 + 61, "every"),
+        _fired("s-every", T0 + 180, T0 + 181, "every"),  # every other minute
+        _fired("s-every", T0 + 300, T0 + 301, "every"),
+        _fired("s-even", T0 + 180, T0 + 181, "even"),  # an odd minute
+        _fired("s-even", T0 + 300, T0 + 301, "even"),
+    ]
+    found = check(log, grace=60, tolerance=5)
+    assert found == [
+        f"schedule s-even (*/2 * * * *) fired for {[T0 + 180, T0 + 300]}",
+        f"schedule s-every (every) never sent due {[T0 + 120, T0 + 240]}",
+        f"schedule s-even (*/2 * * * *) first due at {T0 + 180}, a minute its cron does not name",
+        f"schedule s-even (even) never sent due {[T0 + 240]}",
+    ]
+
+
+def test_a_recurring_schedules_first_due_is_its_crons_next_minute_after_creation() -> None:
+    """The server's first due time of a recurring schedule is checked against when the client
+    created it: a cron that skips a minute is caught on the very first occurrence, before any
+    fires (most recurring schedules of the scenario are deleted within a minute or two)."""
+
+    def made(first: float, sent: float, acked: float) -> Log:
+        c = Created("agent-1", "every", "* * * * *", None, "s-1", first, sent=sent, acked=acked)
+        return Log(created=[c], end=first - 1)  # deleted before it ever fired
+
+    assert check(made(T0 + 60, T0 + 10, T0 + 11), grace=60, tolerance=5) == []
+    # created at :10 to :58: acked + tolerance crosses into the next minute, so :120 is fine too
+    assert check(made(T0 + 120, T0 + 10, T0 + 58), grace=60, tolerance=5) == []
+    assert check(made(T0 + 120, T0 + 10, T0 + 11), grace=60, tolerance=5) == [
+        f"schedule s-1 (* * * * *) created between {T0 + 10:.3f} and {T0 + 11:.3f} is first "
+        f"due at {T0 + 120}, not its cron's next minute ({T0 + 60} to {T0 + 60})"
+    ]

@@ -67,3 +67,48 @@ def test_a_final_state_behind_a_committed_overwrite_is_named() -> None:
 def test_values_name_their_writer() -> None:
     assert parse_value(None, 2) == (INITIAL, 2)
     assert parse_value(b"T3.4:-1", 2) == ("T3.4", -1)
+
+
+def test_the_scans_scenario_passes_and_repeats_its_trace() -> None:
+    scenario = load_scenario("kv_scans", ["workload.params.ops=8"])
+    first, again = run_scenario(scenario, 3), run_scenario(scenario, 3)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["txns.written"] >= 1
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_own_writes_a_scan_must_show_what_the_transaction_set_and_not_what_it_deleted() -> None:
+    from kelpie_dst.workloads._kv_scans import OwnWrite, check_own_writes
+
+    good = [OwnWrite("T1", "q0.flag", "set", True), OwnWrite("T2", "q0.flag", "deleted", False)]
+    assert check_own_writes(good) == []
+    bad = [
+        OwnWrite("T3", "q1.flag", "deleted", True),
+        OwnWrite("T4", "q1.flag", "set", False),
+        *good,
+    ]
+    assert check_own_writes(bad) == [
+        "T3 deleted q1.flag, then its own scan still listed it",
+        "T4 set q1.flag, then its own scan did not list it",
+    ]
+
+
+def test_a_limited_reverse_scan_reads_the_pair_and_the_flag_flips() -> None:
+    import trio
+
+    from kelpie_dst.shims import SimKV
+    from kelpie_dst.workloads._kv_scans import read_pair, toggle_flag
+
+    async def main() -> None:
+        kv = SimKV()
+        async with kv.transaction() as tx:
+            assert await read_pair(tx, 0, 2) == {"p0.x": (INITIAL, 2), "p0.y": (INITIAL, 2)}
+            await tx.set(b"p0.y", b"T1:1")
+            first = await toggle_flag(tx, 0, "T1")
+        async with kv.transaction() as tx:
+            assert await read_pair(tx, 0, 2) == {"p0.x": (INITIAL, 2), "p0.y": ("T1", 1)}
+            second = await toggle_flag(tx, 0, "T2")
+        assert (first.did, first.listed) == ("set", True)
+        assert (second.did, second.listed) == ("deleted", False)
+
+    trio.run(main)

@@ -69,6 +69,7 @@ from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_polls import Poller
+from ._agent_recovery import check_recovery
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
@@ -98,6 +99,7 @@ __all__ = [
     "check_streams",
     "context_complete",
     "every_request_completed",
+    "interrupted_runs_finished",
     "lists_page_exactly",
     "llm_sees_one_agent",
     "memory_blocks_within_limits",
@@ -137,6 +139,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     "conversation_messages": 3,
     "poll_interval": 0.0,  # seconds between clients' agents.retrieve polls mid-run (via http;
     # _agent_polls); 0: none (scenarios/agent_storage_outage.toml)
+    "stream_escapes": False,  # replies carry every kind of JSON escape and non-ASCII text, the
+    # model ASCII-escapes its tool-call JSON and cuts its streams at any character (a new
+    # random stream, llm/chunks); off: nothing changes (scenarios/agent_interrupted.toml)
     "list_walks": 0.0,  # the fraction of agents one of whose lists is paged every way at the
     # end (via http; _agent_lists), and then the agents list; 0: none
 }
@@ -216,6 +221,7 @@ async def agents(ctx: WorkloadContext) -> None:
         tools=kinds,
         via=via,
         history_window=int(ctx.params["history_window"]),
+        escapes=bool(ctx.params["stream_escapes"]),
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)
@@ -389,6 +395,18 @@ def _holds(problems: list[str], what: str) -> None:
         f"; ... ({len(problems)} in all)" if len(problems) > 5 else ""
     )
     assert not problems, f"{what}: {shown}"
+
+
+@invariant
+def interrupted_runs_finished(ctx: WorkloadContext) -> None:
+    """Every run left ``running`` by an activation that died (a crash, a lost lease, a
+    handoff mid-run) is finished by the next activation of its agent before that activation
+    serves anything, for the agent's own history and each conversation (_agent_recovery)."""
+    journal = _world(ctx).journal
+    _holds(
+        check_recovery(journal.runs, journal.entries, journal.crashes),
+        "an interrupted run was not finished on reactivation",
+    )
 
 
 @invariant

@@ -29,7 +29,7 @@ import attrs
 
 from ._agent_checks import Observed
 
-__all__ = ["TERMINAL", "RunWrite", "check_recovery", "run_write"]
+__all__ = ["TERMINAL", "RunWrite", "check_clean_ends", "check_recovery", "run_write"]
 
 TERMINAL = frozenset(["completed", "failed", "cancelled"])
 _ACQUIRED = frozenset(["actor.acquired", "actor.acquired_unreadable"])
@@ -47,6 +47,8 @@ class RunWrite:
     agent: str
     thread: str | None
     status: str
+    stop_reason: str | None = None
+    error: str | None = None
 
 
 def run_write(
@@ -58,9 +60,19 @@ def run_write(
     status, agent = record.get("status"), record.get("agent_id")
     if not isinstance(status, str) or not isinstance(agent, str):
         return None
-    thread = record.get("thread_id")
+    thread, stop, error = record.get("thread_id"), record.get("stop_reason"), record.get("error")
     run = key[len(b"run/") :].decode("utf-8", "replace")
-    return RunWrite(at, time, node, run, agent, thread if isinstance(thread, str) else None, status)
+    return RunWrite(
+        at,
+        time,
+        node,
+        run,
+        agent,
+        thread if isinstance(thread, str) else None,
+        status,
+        stop if isinstance(stop, str) else None,
+        error if isinstance(error, str) else None,
+    )
 
 
 def check_recovery(
@@ -93,6 +105,19 @@ def check_recovery(
                     f"t={done.time:.3f} without finishing it"
                 )
     return problems
+
+
+def check_clean_ends(writes: Iterable[RunWrite]) -> list[str]:
+    """No run ends with stop reason ``error``: the agent loop's catch-all for an exception
+    it did not expect (a bug: an extractor that trips on a cut escape, a codec that cannot
+    store a value). Every fault the world injects has a stop reason of its own
+    (``llm_api_error``, ``invalid_tool_call``, ``max_steps``, ``cancelled``) or is retried."""
+    return [
+        f"agent {w.agent}: run {w.run} ended with stop reason error at t={w.time:.3f} on "
+        f"{w.node}: {(w.error or '')[:160]}"
+        for w in writes
+        if w.stop_reason == "error"
+    ]
 
 
 def _activated(

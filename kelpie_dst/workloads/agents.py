@@ -69,7 +69,7 @@ from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_polls import Poller
-from ._agent_recovery import check_recovery
+from ._agent_recovery import check_clean_ends, check_recovery
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
@@ -106,6 +106,7 @@ __all__ = [
     "no_acknowledged_message_lost",
     "no_mixing_across_agents",
     "polls_consistent",
+    "runs_end_cleanly",
     "single_activation",
     "steps_recorded",
     "streams_match_results",
@@ -407,6 +408,14 @@ def interrupted_runs_finished(ctx: WorkloadContext) -> None:
         check_recovery(journal.runs, journal.entries, journal.crashes),
         "an interrupted run was not finished on reactivation",
     )
+
+
+@invariant
+def runs_end_cleanly(ctx: WorkloadContext) -> None:
+    """No run ends with stop reason ``error``, the agent loop's catch-all for an exception
+    it did not expect: every fault the world injects has its own stop reason or is retried
+    (_agent_recovery)."""
+    _holds(check_clean_ends(_world(ctx).journal.runs), "a run ended in an internal error")
 
 
 @invariant

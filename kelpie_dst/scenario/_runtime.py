@@ -100,6 +100,8 @@ def run_scenario(
         await _drive(ctx)
 
     options = scenario.simulation
+    if scenario.topology.llm.transport == "anthropic_api":
+        _import_anthropic_sdk()
     result = run(
         main,
         seed=seed,
@@ -119,6 +121,14 @@ def run_scenario(
     result = _explain_time_limit(scenario, result)
     metrics = dict(sorted(contexts[0].metrics.items())) if contexts else {}
     return ScenarioRun(scenario, seed, result, explicit, swarm, metrics, current_hashseed())
+
+
+def _import_anthropic_sdk() -> None:
+    """Import the anthropic SDK (and the adapter on it) before the run, outside the guards:
+    its pydantic models resolve ``datetime`` when they are built, and inside a strict run
+    that name is the simulation's (a schema error), and the first import of a module must
+    not depend on whether an earlier run in this process imported it."""
+    import kelpie_agent.llm._anthropic  # noqa: F401
 
 
 async def _drive(ctx: WorkloadContext) -> None:

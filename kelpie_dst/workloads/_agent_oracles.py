@@ -21,6 +21,7 @@ violations.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
@@ -96,6 +97,7 @@ class PromptAuditor:
                     agents |= agents_named(block.arguments)
                 else:
                     agents |= agents_named(block.content)
+                    self._check_flag(block, where)
                     self._check_result(block, where, request.system)
         if len(agents) > 1:
             names = ", ".join(f"a{n}" for n in sorted(agents))
@@ -152,6 +154,19 @@ class PromptAuditor:
                     f"{where}: a{agent}'s read-only block {label} should be {value[:60]!r}, "
                     f"the prompt shows {got}"
                 )
+
+    def _check_flag(self, result: ToolResult, where: str) -> None:
+        """A tool result is shown to the model as an error exactly when it says it failed
+        (Letta's ``{"status": "OK"|"Failed", ...}``): the flag is what the API tells the
+        model, and a failure it is not told of reads as a success."""
+        status = tool_status(result.content)
+        if status is not None and result.is_error != (status == "Failed"):
+            flag = "with" if result.is_error else "without"
+            self._problem(
+                f"{where}: tool result {result.tool_call_id} says {status!r} but is shown "
+                f"{flag} is_error",
+                "api",
+            )
 
     def _check_result(self, result: ToolResult, where: str, system: str) -> None:
         expect = self.expected.pop(result.tool_call_id, None)
@@ -372,3 +387,16 @@ def check_effects(
         if stored is not None and stored[1] == "success" and not forbidden and key not in done:
             problems.append(f"{note!r} ({key}) reported success but never took effect")
     return problems
+
+
+def tool_status(content: str) -> str | None:
+    """The ``status`` of a Letta tool result (``"OK"`` or ``"Failed"``), or ``None`` when the
+    content is not one."""
+    if not content.startswith("{"):
+        return None
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return None
+    status = value.get("status") if isinstance(value, dict) else None
+    return status if status in ("OK", "Failed") else None

@@ -35,19 +35,11 @@ from kelpie_agent.storage._txn import Write
 
 from .._nodes import Node
 from .._sim import Simulation
-from ..shims import (
-    FaultyKV,
-    LlmTiming,
-    SimKV,
-    SimLlmClient,
-    StreamShape,
-    open_kv,
-    open_sandbox,
-    sim_ports,
-)
+from ..shims import FaultyKV, SimKV, StreamShape, open_kv, open_sandbox, sim_ports
 from ..shims._mcp import SimMcpServer, sim_mcp_transport
 from ..shims._storage import SimKVStore, SimTransaction
 from ._agent_checks import Commit, Execution, Fence, Observed, Owner, agent_of_key
+from ._agent_llm import ModelLink
 from ._agent_moves import EFFECT_SERVICE
 from ._agent_oracles import Ledger, PromptAuditor, Sent
 from ._agent_policy import CUSTOM_TOOL_SOURCE, MCP_SCHEMA, workload_policy
@@ -306,6 +298,7 @@ class World:
         tools: Sequence[str],
         via: str = "direct",
         history_window: int = 0,
+        llm_transport: str = "direct",
         escapes: bool = False,
     ) -> None:
         self.sim = sim
@@ -320,7 +313,8 @@ class World:
             llm_policy, expect=self.auditor.expect, effect=self.ledger.register, escapes=escapes
         )
         # stream_escapes: replies with escapes, streams cut anywhere (_engine.StreamShape)
-        self.shape = StreamShape(escapes=True, cut_anywhere=True) if escapes else None
+        shape = StreamShape(escapes=True, cut_anywhere=True) if escapes else None
+        self.model = ModelLink(sim, self.policy, self.auditor, llm_transport, shape)
         self.sandbox = sandbox
         self.wants = tuple(tools)
         self.mcp_tools = tuple(t for _, names in mcp for t in names)
@@ -348,8 +342,10 @@ class World:
         self.http_statuses: dict[str, int] = {}  # "2xx", "4xx", ...: what the servers answered
 
     async def setup(self) -> None:
-        """Register the custom tool and the MCP tools (an operator's provisioning: done on
-        the database directly, before any fault can matter)."""
+        """Start the model's API host if there is one, and register the custom tool and the
+        MCP tools (an operator's provisioning: done on the database directly, before any
+        fault can matter)."""
+        await self.model.setup()
         main = self.sim.current_node()
         assert main is not None
         store = ToolStore(SimKV(open_kv(main, host=self.db).store), sim_ports(main))
@@ -407,9 +403,7 @@ class World:
                 if self.sandbox
                 else None
             )
-            llm = SimLlmClient(
-                self.policy, timing=LlmTiming(), observer=self.auditor, shape=self.shape
-            )
+            llm = await self.model.open(stack, node.name)
             observer = self.journal.observer(node.name)
             if self.via == "http":
                 service = await stack.enter_async_context(

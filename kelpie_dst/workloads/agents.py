@@ -101,6 +101,7 @@ __all__ = [
     "every_request_completed",
     "interrupted_runs_finished",
     "lists_page_exactly",
+    "llm_port_faithful",
     "llm_sees_one_agent",
     "memory_blocks_within_limits",
     "no_acknowledged_message_lost",
@@ -196,8 +197,6 @@ async def agents(ctx: WorkloadContext) -> None:
     if float(ctx.params["list_walks"]) and via != "http":
         raise UsageError("workload.params.list_walks: needs via = 'http'")
     topology = ctx.topology
-    if topology.llm.transport != "direct":
-        raise UsageError("topology.llm.transport: the agents workload supports 'direct' only")
     sandbox = topology.sandbox
     mcp_names = [t for s in topology.mcp for t in s.tools]
     for name in mcp_names:
@@ -222,6 +221,7 @@ async def agents(ctx: WorkloadContext) -> None:
         tools=kinds,
         via=via,
         history_window=int(ctx.params["history_window"]),
+        llm_transport=topology.llm.transport,
         escapes=bool(ctx.params["stream_escapes"]),
     )
     await world.setup()
@@ -357,6 +357,12 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
     ctx.metric("messages.acked", len(record.acks))
     ctx.metric("messages.planned", sum(len(p.messages) for p in record.plans))
     ctx.metric("streams", len(record.streams))
+    if world.model.host is not None:  # the LLM port through the real SDK: what it gave
+        calls = world.model.calls
+        ctx.metric("llm.port_answers", sum(c.response is not None for c in calls))
+        ctx.metric("llm.port_errors", sum(c.error is not None for c in calls))
+        for code, n in sorted(world.model.host.statuses.items()):
+            ctx.metric(f"llm.http.{code}", n)
     for reason, n in sorted(record.stop_reasons.items()):
         ctx.metric(f"stop.{reason}", n)
     for history in record.histories.values():
@@ -523,6 +529,15 @@ def llm_sees_one_agent(ctx: WorkloadContext) -> None:
         p for kind in ("isolation", "memory", "api") for p in auditor.problems.get(kind, [])
     ]
     _holds(problems, "what the model was shown is wrong")
+
+
+@invariant
+def llm_port_faithful(ctx: WorkloadContext) -> None:
+    """Through the real SDK (``transport = "anthropic_api"``): every answer the LLM adapter
+    gave the agent is the answer the model sent (blocks, tool calls, stop reason, usage), a
+    stream the model cut off never became an answer, and the agent got a non-retryable
+    error only for a request the model refused (_agent_llm_checks)."""
+    _holds(_world(ctx).model.problems(), "the LLM adapter changed what the model said")
 
 
 @invariant

@@ -144,6 +144,29 @@ def test_a_request_the_api_refuses_is_caught() -> None:
     ]
 
 
+def test_a_tool_result_is_flagged_as_an_error_exactly_when_it_failed() -> None:
+    auditor = _auditor()
+    ask = Message("user", (TextBlock("tag-a1-m1 chat x1: hi"),))
+    call = Message("assistant", (ToolCall("toolu_1", "run_code", "{}"),))
+    for content, flag in [
+        ('{"status": "Failed", "message": "boom"}', True),
+        ('{"status": "OK"}', False),
+    ]:
+        result = Message("user", (ToolResult("toolu_1", content, flag),))
+        _observe(auditor, _request(_system(_blocks()), ask, call, result), _plan())
+    assert "api" not in auditor.problems
+    for content, flag in [
+        ('{"status": "Failed", "message": "boom"}', False),
+        ('{"status": "OK"}', True),
+    ]:
+        result = Message("user", (ToolResult("toolu_1", content, flag),))
+        _observe(auditor, _request(_system(_blocks()), ask, call, result), _plan())
+    assert auditor.problems["api"] == [
+        "t=0.000 server-1: tool result toolu_1 says 'Failed' but is shown without is_error",
+        "t=0.000 server-1: tool result toolu_1 says 'OK' but is shown with is_error",
+    ]
+
+
 def test_an_outcome_is_checked_once_against_its_expectation() -> None:
     auditor = _auditor()
     auditor.expect(Expect(1, "toolu_1", "memory_rethink", "{}", False, "rethink to 41/40"))

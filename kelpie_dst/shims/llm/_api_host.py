@@ -23,10 +23,10 @@ import trio
 
 from ..._nodes import Node
 from ..._sim import Simulation
-from ._engine import LlmTiming, SimLlmEngine, count_tokens
+from ._engine import LlmObserver, LlmTiming, SimLlmEngine, StreamShape, count_tokens
 from ._faults import Failure
 from ._turns import Policy
-from ._wire import SseEncoder, WireError, error_json, message_json, parse_request
+from ._wire import SseEncoder, WireError, error_json, message_json, parse_request, sse_event
 
 __all__ = ["AnthropicApiHost", "start_anthropic_host"]
 
@@ -57,11 +57,13 @@ class AnthropicApiHost:
         name: str = "api.anthropic.com",
         port: int = 80,
         timing: LlmTiming | None = None,
+        observer: LlmObserver | None = None,
+        shape: StreamShape | None = None,
     ) -> None:
         self.sim = sim
         self.name = name
         self.port = port
-        self.engine = SimLlmEngine(policy, timing)
+        self.engine = SimLlmEngine(policy, timing, observer=observer, shape=shape)
         self.statuses: Counter[int] = Counter()
         self.node: Node | None = None
         self._ready = trio.Event()
@@ -165,8 +167,20 @@ class AnthropicApiHost:
             if i == 0:
                 await reply.start_stream(encoder.start(plan.response))
             if i == plan.cut_after:
-                raise _Cut
+                return await self._cut(reply, plan.cut_clean)
             await reply.send(encoder.chunk(chunk))
+        await reply.end()
+
+    async def _cut(self, reply: _Reply, clean: float) -> None:
+        """Break the stream off: the connection breaks mid-body, or (with probability
+        ``clean``) the body ends properly without ``message_stop``, half the time after an SSE
+        ``error`` event, as the real API reports an overload mid-stream."""
+        rng = self.sim.rng("llm/wire")
+        if not (clean and rng.random() < clean):
+            raise _Cut
+        if rng.random() < 0.5:
+            body = error_json("overloaded_error", "Overloaded", reply.rid)
+            await reply.send(sse_event("error", body))
         await reply.end()
 
 
@@ -221,12 +235,18 @@ async def start_anthropic_host(
     name: str = "api.anthropic.com",
     port: int = 80,
     timing: LlmTiming | None = None,
+    observer: LlmObserver | None = None,
+    shape: StreamShape | None = None,
 ) -> AnthropicApiHost:
     """Add node ``name`` serving the Messages API from ``policy``; return once it listens.
 
     Point the SDK at ``host.base_url`` (``http://api.anthropic.com``) with any API key.
+    ``observer`` sees every request as the host parsed it off the wire (what the model was
+    shown), as with :class:`SimLlmClient`'s.
     """
-    host = AnthropicApiHost(sim, policy, name=name, port=port, timing=timing)
+    host = AnthropicApiHost(
+        sim, policy, name=name, port=port, timing=timing, observer=observer, shape=shape
+    )
     host.node = sim.add_node(name, host.main)
     await host._ready.wait()
     return host

@@ -131,11 +131,14 @@ class StreamShape:
 @attrs.frozen
 class Plan:
     """One answer, laid out in time: ``steps`` are (delay before, chunk) pairs ending with
-    the :class:`StreamEnd`. ``cut_after``: a stream delivers that many steps, then breaks."""
+    the :class:`StreamEnd`. ``cut_after``: a stream delivers that many steps, then breaks;
+    ``cut_clean``: the probability that the API host ends such a body properly (no
+    message_stop) rather than breaking the connection."""
 
     response: LlmResponse
     steps: tuple[tuple[float, StreamChunk], ...]
     cut_after: int | None = None
+    cut_clean: float = 0.0
 
     @property
     def duration(self) -> float:
@@ -274,9 +277,12 @@ class SimLlmEngine:
         usage = Usage(count_tokens(request), output)
         response = LlmResponse(self.new_id(sim, "msg_01"), request.model, blocks, stop, usage)
         steps = self._steps(sim, response)
-        cut = None
-        if streaming and faults and faults.fires(STREAM_CUT.name, node=node, model=request.model):
-            cut = shaping.randint(0, len(steps) - 1)
+        cut, clean = None, 0.0
+        fired = None
+        if streaming and faults:
+            fired = faults.fires(STREAM_CUT.name, node=node, model=request.model)
+        if fired is not None:
+            cut, clean = shaping.randint(0, len(steps) - 1), fired.param("clean")
         if sim is not None:
             sim.trace_event(
                 "llm.response",
@@ -286,7 +292,7 @@ class SimLlmEngine:
                 output_tokens=output,
                 cut_after=cut,
             )
-        return Plan(response, steps, cut)
+        return Plan(response, steps, cut, clean)
 
     def _blocks(self, sim: Simulation | None, reply: Reply) -> list[AssistantBlock]:
         blocks: list[AssistantBlock] = []

@@ -98,8 +98,12 @@ STREAM_CUT = _R(
     FaultSpec(
         "llm.stream_cut",
         "a stream ends in the middle of the message",
+        params={"clean": 0.0},
         swarm_range=(0.0, 0.05),
-        observed="some chunks arrive, then LlmStreamCutError; never a StreamEnd",
+        observed="some chunks arrive, then LlmStreamCutError; never a StreamEnd. On the API "
+        "host the connection breaks mid-body, except with probability `clean`: then the body "
+        "ends properly without message_stop, half the time after an SSE `error` event "
+        "(overloaded_error), as the real API does mid-stream",
     )
 )
 MAX_TOKENS = _R(

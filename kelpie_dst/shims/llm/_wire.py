@@ -29,7 +29,7 @@ from kelpie_agent.llm import (
     ToolResult,
 )
 
-__all__ = ["SseEncoder", "WireError", "error_json", "message_json", "parse_request"]
+__all__ = ["SseEncoder", "WireError", "error_json", "message_json", "parse_request", "sse_event"]
 
 # Accepted and ignored: they change sampling or billing, not the shape of the answer.
 _IGNORED = {
@@ -196,8 +196,12 @@ def error_json(error_type: str, message: str, request_id: str) -> dict[str, Any]
     }
 
 
-def _event(name: str, data: Mapping[str, Any]) -> bytes:
+def sse_event(name: str, data: Mapping[str, Any]) -> bytes:
+    """One server-sent event, as the API writes it."""
     return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+_event = sse_event
 
 
 class SseEncoder:

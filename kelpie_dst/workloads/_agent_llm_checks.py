@@ -1,0 +1,181 @@
+"""The LLM port's contract, checked where the agent meets the model (``transport =
+"anthropic_api"``): what the production adapter hands the agent must be what the model said.
+
+Two observers, kept apart from the simulator and from kelpie_agent:
+
+* :class:`ModelAnswers` tees the API host's observer and keeps every answer the model planned,
+  by message id, with whether its stream was to be cut, and counts the requests the model
+  refused as invalid (4xx other than 429: the only failures a client may not retry).
+* :class:`RecordingLlm` wraps a server node's LLM port (instrumentation, not a mock: every call
+  goes through unchanged) and notes what each call gave the agent: an answer, or an error and
+  whether the port called it retryable.
+
+:func:`check_port` then states the properties a user of any LLM adapter relies on:
+
+* **an answer is the model's answer**: the same blocks in order (text exactly, tool calls with
+  the same ids, names and arguments), stop reason and usage as the model sent;
+* **a cut stream is never an answer**: a stream the model broke off raises, it never ends as
+  a finished response, and a stream that finished ended with exactly one ``StreamEnd``;
+* **the agent gives up only when the model refused**: no more non-retryable errors reach the
+  agent than the model refused requests (overloads, rate limits, 5xx, timeouts and cut
+  connections must stay retryable).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import attrs
+
+from kelpie_agent.llm import (
+    ChunkStream,
+    LlmClient,
+    LlmError,
+    LlmRequest,
+    LlmResponse,
+    StreamChunk,
+    StreamEnd,
+    TextBlock,
+    ToolCall,
+)
+
+from ..shims.llm import Failure, LlmObserver, Plan
+
+__all__ = ["ModelAnswers", "PortCall", "RecordingLlm", "check_port"]
+
+
+@attrs.frozen
+class PortCall:
+    """What one call of the port gave the agent."""
+
+    node: str
+    streamed: bool
+    response: LlmResponse | None = None
+    error: str | None = None  # the LlmError's class name
+    retryable: bool = True
+    ends: int = 0  # StreamEnd chunks seen (streams)
+
+
+class ModelAnswers:
+    """The model's side: every planned answer by id, and the refusals (tees ``inner``)."""
+
+    def __init__(self, inner: LlmObserver) -> None:
+        self.inner = inner
+        self.answers: dict[str, LlmResponse] = {}
+        self.cut: set[str] = set()
+        self.refused = 0
+
+    def observe(self, request: LlmRequest, outcome: Plan | Failure, node: str | None) -> None:
+        if isinstance(outcome, Plan):
+            self.answers[outcome.response.id] = outcome.response
+            if outcome.cut_after is not None:
+                self.cut.add(outcome.response.id)
+        elif 400 <= outcome.status < 500 and outcome.status != 429:
+            self.refused += 1
+        self.inner.observe(request, outcome, node)
+
+
+class RecordingLlm:
+    """A node's LLM port, noting what each call gave the agent in ``calls``."""
+
+    def __init__(self, inner: LlmClient, node: str, calls: list[PortCall]) -> None:
+        self.inner, self.node, self.calls = inner, node, calls
+
+    def _error(self, error: LlmError, streamed: bool, ends: int = 0) -> None:
+        name = type(error).__name__
+        self.calls.append(PortCall(self.node, streamed, None, name, error.retryable, ends))
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        try:
+            response = await self.inner.complete(request)
+        except LlmError as error:
+            self._error(error, False)
+            raise
+        self.calls.append(PortCall(self.node, False, response))
+        return response
+
+    def stream(self, request: LlmRequest) -> ChunkStream:
+        return ChunkStream(self._chunks(request))
+
+    async def _chunks(self, request: LlmRequest) -> AsyncGenerator[StreamChunk, None]:
+        ends = 0
+        async with self.inner.stream(request) as stream:
+            try:
+                async for chunk in stream:
+                    ends += isinstance(chunk, StreamEnd)
+                    yield chunk
+            except LlmError as error:
+                self._error(error, True, ends)
+                raise
+            try:
+                response: LlmResponse | None = stream.response
+            except ValueError:
+                response = None  # finished without a StreamEnd: check_port says so
+            self.calls.append(PortCall(self.node, True, response, None, True, ends))
+
+
+def _arguments(call: ToolCall) -> Any:
+    try:
+        return json.loads(call.arguments)
+    except ValueError:
+        return call.arguments
+
+
+def _same(got: LlmResponse, sent: LlmResponse) -> str | None:
+    """How the answer the agent got differs from the model's (``None``: it does not)."""
+    if got.stop_reason != sent.stop_reason:
+        return f"stop reason {got.stop_reason!r}, the model said {sent.stop_reason!r}"
+    if got.usage != sent.usage:
+        return f"usage {got.usage}, the model said {sent.usage}"
+    mine = [b for b in got.content if not (isinstance(b, TextBlock) and not b.text)]
+    theirs = [b for b in sent.content if not (isinstance(b, TextBlock) and not b.text)]
+    if len(mine) != len(theirs):
+        return f"{len(mine)} content blocks, the model sent {len(theirs)}"
+    for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+        if type(a) is not type(b):
+            return f"block {i} is a {type(a).__name__}, the model sent a {type(b).__name__}"
+        if isinstance(a, TextBlock) and isinstance(b, TextBlock) and a.text != b.text:
+            return f"block {i}'s text differs from the model's"
+        if isinstance(a, ToolCall) and isinstance(b, ToolCall):
+            if (a.id, a.name) != (b.id, b.name):
+                return f"block {i} calls {a.name} ({a.id}), the model called {b.name} ({b.id})"
+            if _arguments(a) != _arguments(b):
+                return f"block {i}'s arguments {a.arguments!r}, the model sent {b.arguments!r}"
+    return None
+
+
+def check_port(calls: list[PortCall], model: ModelAnswers) -> list[str]:
+    """The port's contract over a run (see the module's docstring)."""
+    problems: list[str] = []
+    for call in calls:
+        kind = "stream" if call.streamed else "call"
+        if call.error is not None:
+            if call.ends:
+                problems.append(f"{call.node}: a {kind} failed ({call.error}) after its end")
+            continue
+        if call.streamed and call.ends != 1:
+            problems.append(
+                f"{call.node}: a stream finished with {call.ends} end chunks (exactly 1 expected)"
+            )
+        if call.response is None:
+            continue
+        rid = call.response.id
+        sent = model.answers.get(rid)
+        if sent is None:
+            problems.append(f"{call.node}: answer {rid} is not one the model sent")
+        elif rid in model.cut:
+            problems.append(f"{call.node}: the model cut answer {rid} off, yet the agent got it")
+        else:
+            differs = _same(call.response, sent)
+            if differs:
+                problems.append(f"{call.node}: answer {rid}: {differs}")
+    final = [c for c in calls if c.error is not None and not c.retryable]
+    if len(final) > model.refused:
+        names = sorted({c.error or "" for c in final})
+        problems.append(
+            f"{len(final)} LLM error(s) reached the agent as not retryable ({', '.join(names)}), "
+            f"but the model refused only {model.refused} request(s)"
+        )
+    return problems

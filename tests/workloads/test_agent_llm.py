@@ -1,0 +1,109 @@
+"""The LLM port's contract (`llm_port_faithful`, _agent_llm_checks) on fabricated calls, each
+property passing what a correct adapter does and catching a planted violation; and the
+scenario that runs the real adapter, agent_anthropic_api, run twice on one seed."""
+
+from __future__ import annotations
+
+import attrs
+
+from kelpie_agent.llm import LlmRequest, LlmResponse, Message, TextBlock, ToolCall, Usage
+from kelpie_dst.scenario import load_scenario, run_scenario
+from kelpie_dst.shims.llm import Failure, Plan
+from kelpie_dst.workloads._agent_llm_checks import ModelAnswers, PortCall, check_port
+
+REQUEST = LlmRequest("m", (Message.user("hi"),), "system", (), 100)
+ANSWER = LlmResponse(
+    "msg_1",
+    "m",
+    (TextBlock("thinking"), ToolCall("toolu_1", "send_message", '{"message": "hi"}')),
+    "tool_use",
+    Usage(10, 5),
+)
+
+
+class _Inner:
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def observe(self, request: LlmRequest, outcome: Plan | Failure, node: str | None) -> None:
+        self.seen += 1
+
+
+def _model(*plans: Plan | Failure) -> ModelAnswers:
+    inner = _Inner()
+    model = ModelAnswers(inner)
+    for plan in plans:
+        model.observe(REQUEST, plan, "api.anthropic.com")
+    assert inner.seen == len(plans)  # the auditor still sees every request
+    return model
+
+
+def _got(response: LlmResponse | None, *, ends: int = 1) -> PortCall:
+    return PortCall("server-1", True, response, None, True, ends)
+
+
+def test_the_models_answer_passes_reformatted_arguments_included() -> None:
+    same = attrs.evolve(
+        ANSWER,
+        content=(ANSWER.content[0], ToolCall("toolu_1", "send_message", '{"message":"hi"}')),
+    )
+    assert check_port([_got(same), _got(ANSWER)], _model(Plan(ANSWER, ()))) == []
+
+
+def test_an_answer_that_differs_from_the_models_is_caught() -> None:
+    model = _model(Plan(ANSWER, ()))
+    first_call_only = attrs.evolve(ANSWER, content=ANSWER.content[1:])
+    other_args = attrs.evolve(
+        ANSWER, content=(ANSWER.content[0], ToolCall("toolu_1", "send_message", "{}"))
+    )
+    other_text = attrs.evolve(ANSWER, content=(TextBlock("thinkin"), ANSWER.content[1]))
+    for wrong, expect in [
+        (first_call_only, "1 content blocks, the model sent 2"),
+        (other_args, "arguments"),
+        (other_text, "text differs"),
+        (attrs.evolve(ANSWER, stop_reason="end_turn"), "stop reason"),
+        (attrs.evolve(ANSWER, usage=Usage(10, 6)), "usage"),
+        (attrs.evolve(ANSWER, id="msg_2"), "not one the model sent"),
+    ]:
+        [problem] = check_port([_got(wrong)], model)
+        assert expect in problem
+
+
+def test_a_cut_stream_must_never_become_an_answer() -> None:
+    model = _model(Plan(ANSWER, (), cut_after=1))
+    [problem] = check_port([_got(ANSWER)], model)
+    assert "cut answer msg_1 off" in problem
+    assert check_port([PortCall("server-1", True, None, "LlmStreamCutError", True)], model) == []
+
+
+def test_a_stream_must_end_with_exactly_one_end_chunk() -> None:
+    model = _model(Plan(ANSWER, ()))
+    [problem] = check_port([_got(None, ends=0)], model)
+    assert "0 end chunks" in problem
+    [problem] = check_port([_got(ANSWER, ends=2)], model)
+    assert "2 end chunks" in problem
+
+
+def test_the_agent_gives_up_only_on_requests_the_model_refused() -> None:
+    refused = Failure("bad_request", "no", 400, "invalid_request_error")
+    overloaded = Failure("overloaded", "busy", 529, "overloaded_error")
+    given_up = PortCall("server-1", False, None, "LlmBadRequestError", False)
+    retried = PortCall("server-1", False, None, "LlmOverloadedError", True)
+    assert check_port([given_up, retried], _model(refused, overloaded)) == []
+    [problem] = check_port([given_up, retried], _model(overloaded, overloaded))
+    assert "1 LLM error(s) reached the agent as not retryable (LlmBadRequestError)" in problem
+    assert "refused only 0" in problem
+
+
+def test_agent_anthropic_api_runs_the_real_adapter_and_repeats_itself() -> None:
+    """Every answer the model sent reached an agent through AnthropicLlm and was checked; the
+    same seed is the same run."""
+    scenario = load_scenario(
+        "agent_anthropic_api",
+        ["workload.params.agents=3", "workload.params.messages=2", "duration=15s"],
+    )
+    first, second = run_scenario(scenario, 2), run_scenario(scenario, 2)
+    assert first.ok, f"{first.result.failure and first.result.failure.describe()}"
+    assert first.metrics["llm.port_answers"] >= 6
+    assert first.metrics["llm.port_answers"] <= first.metrics["llm.http.200"]
+    assert first.result.trace_hash == second.result.trace_hash

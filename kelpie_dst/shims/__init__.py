@@ -25,6 +25,7 @@ from .llm import HelpfulPolicy as HelpfulPolicy
 from .llm import LlmTiming as LlmTiming
 from .llm import ScriptedPolicy as ScriptedPolicy
 from .llm import SimLlmClient as SimLlmClient
+from .llm import StreamShape as StreamShape
 from .llm import policy_from_dict as policy_from_dict
 from .llm import start_anthropic_host as start_anthropic_host
 
@@ -59,6 +60,7 @@ __all__ = [
     "SimSandbox",
     "SimTimings",
     "SimTool",
+    "StreamShape",
     "open_kv",
     "open_sandbox",
     "policy_from_dict",

@@ -31,9 +31,12 @@ model of what exists:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import attrs
+
+from ._list_order import BY_CREATED_AT, check_sorted
 
 __all__ = ["KINDS", "ListWalker", "Walk", "check_model", "check_walks", "walk"]
 
@@ -41,9 +44,10 @@ KINDS = ("blocks", "tools", "runs", "passages", "conversations")
 _MAX_PAGES = 200
 _NO_BEFORE = frozenset(["conversations"])  # letta-client's conversations.list has no before
 
-Fetch = Callable[[str, str | None, str | None, int], Awaitable[list[tuple[str, str]]]]
-"""``fetch(order, after, before, limit)``: one page, as ``(id, what)`` pairs (``what``: the
-item's label, agent, text: whatever the model checks)."""
+Item = tuple[str, str, datetime | None]
+Fetch = Callable[[str, str | None, str | None, int], Awaitable[list[Item]]]
+"""``fetch(order, after, before, limit)``: one page, as ``(id, what, created_at)`` (``what``:
+the item's label, agent, text: whatever the model checks; ``created_at`` as reported)."""
 
 
 @attrs.frozen
@@ -66,7 +70,7 @@ async def walk(fetch: Fetch, order: str, cursor: str, size: int, last: str | Non
     if cursor == "after":
         for _ in range(_MAX_PAGES):
             cursor_id = ids[-1] if ids else None
-            page = [i for i, _ in await fetch(order, cursor_id, None, size)]
+            page = [item[0] for item in await fetch(order, cursor_id, None, size)]
             ids += page
             longest = max(longest, len(page))
             if len(page) < size or not page or page[-1] == cursor_id:  # (a stuck cursor)
@@ -77,7 +81,7 @@ async def walk(fetch: Fetch, order: str, cursor: str, size: int, last: str | Non
     anchor = last
     back: list[list[str]] = []
     for _ in range(_MAX_PAGES):
-        page = [i for i, _ in await fetch(order, None, anchor, size)]
+        page = [item[0] for item in await fetch(order, None, anchor, size)]
         back.append(page)
         longest = max(longest, len(page))
         if len(page) < size or not page or page[0] == anchor:  # (a stuck cursor)
@@ -231,8 +235,12 @@ class ListWalker:
         may_what: str | None = None,
         ordered: bool = False,
     ) -> None:
-        reference = await fetch("asc", None, None, 1000)
+        stamped = await fetch("asc", None, None, 1000)
         newest = await fetch("desc", None, None, 1000)
+        if kind in BY_CREATED_AT:  # sorted by the created_at values it shows, both ways
+            self.problems += check_sorted(what, "asc", [(i, t) for i, _, t in stamped])
+            self.problems += check_sorted(what, "desc", [(i, t) for i, _, t in newest])
+        reference = [(i, w) for i, w, _ in stamped]
         if may_what is not None:  # runs: each must be the agent's
             strays = [i for i, w in reference if w != may_what]
             if strays:
@@ -262,13 +270,13 @@ class ListWalker:
 
         async def fetch(
             order: str, after: str | None, before: str | None, limit: int
-        ) -> list[tuple[str, str]]:
-            async def attempt(node: str, _: int) -> list[tuple[str, str]]:
+        ) -> list[Item]:
+            async def attempt(node: str, _: int) -> list[Item]:
                 sdk = clients.link.sdk(node)
                 return await _page(sdk, kind, server_id, order, after, before, limit)
 
             self.pages += 1
-            got: list[tuple[str, str]] = await clients._call(
+            got: list[Item] = await clients._call(
                 f"{what} list", server_id or "", attempt, rng, state
             )
             return got
@@ -276,8 +284,8 @@ class ListWalker:
         return fetch
 
 
-def _ids(page: Sequence[tuple[str, str]]) -> tuple[str, ...]:
-    return tuple(i for i, _ in page)
+def _ids(page: Sequence[Item]) -> tuple[str, ...]:
+    return tuple(item[0] for item in page)
 
 
 async def _page(
@@ -288,8 +296,8 @@ async def _page(
     after: str | None,
     before: str | None,
     limit: int,
-) -> list[tuple[str, str]]:
-    """One page of ``kind`` through the real SDK, as ``(id, what)`` pairs."""
+) -> list[Item]:
+    """One page of ``kind`` through the real SDK, as ``(id, what, created_at)``."""
     cursors: dict[str, Any] = {"limit": limit}
     if after is not None:
         cursors["after"] = after
@@ -297,19 +305,19 @@ async def _page(
         cursors["before"] = before
     if kind == "blocks":
         got = await sdk.agents.blocks.list(agent, order=order, **cursors)
-        return [(str(b.id), str(b.label)) for b in got.items]
+        return [(str(b.id), str(b.label), None) for b in got.items]
     if kind == "tools":
         got = await sdk.agents.tools.list(agent, order=order, **cursors)
-        return [(str(t.id), str(t.id)) for t in got.items]
+        return [(str(t.id), str(t.id), None) for t in got.items]
     if kind == "runs":
         got = await sdk.runs.list(agent_id=agent, order=order, **cursors)
-        return [(str(r.id), str(r.agent_id)) for r in got.items]
+        return [(str(r.id), str(r.agent_id), r.created_at) for r in got.items]
     if kind == "passages":
         got = await sdk.agents.passages.list(agent, ascending=order == "asc", **cursors)
         items = got if isinstance(got, list) else got.items
-        return [(str(p.id), str(p.text)) for p in items]
+        return [(str(p.id), str(p.text), p.created_at) for p in items]
     if kind == "conversations":
         got = await sdk.conversations.list(agent_id=agent, order=order, **cursors)
-        return [(str(c.id), str(c.id)) for c in got]
+        return [(str(c.id), str(c.id), c.created_at) for c in got]
     got = await sdk.agents.list(order=order, **cursors)
-    return [(str(a.id), str(a.id)) for a in got.items]
+    return [(str(a.id), str(a.id), a.created_at) for a in got.items]

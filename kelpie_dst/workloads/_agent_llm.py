@@ -25,7 +25,7 @@ import ssl
 from kelpie_agent.llm import LlmClient
 
 from .._sim import Simulation
-from ..shims import LlmTiming, SimLlmClient
+from ..shims import LlmTiming, SimLlmClient, StreamShape
 from ..shims.llm import AnthropicApiHost, LlmObserver, Policy, start_anthropic_host
 from ._agent_llm_checks import ModelAnswers, PortCall, RecordingLlm, check_port
 
@@ -54,11 +54,17 @@ class ModelLink:
     :meth:`open` on every server node boot."""
 
     def __init__(
-        self, sim: Simulation, policy: Policy, observer: LlmObserver, transport: str = "direct"
+        self,
+        sim: Simulation,
+        policy: Policy,
+        observer: LlmObserver,
+        transport: str = "direct",
+        shape: StreamShape | None = None,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"unknown transport {transport!r} (allowed: {', '.join(TRANSPORTS)})")
         self.sim, self.policy, self.observer, self.transport = sim, policy, observer, transport
+        self.shape = shape  # how the model cuts its streams (stream_escapes)
         self.host: AnthropicApiHost | None = None
         self.answers = ModelAnswers(observer)
         self.calls: list[PortCall] = []
@@ -66,7 +72,7 @@ class ModelLink:
     async def setup(self) -> None:
         if self.transport == "anthropic_api":
             self.host = await start_anthropic_host(
-                self.sim, self.policy, timing=LlmTiming(), observer=self.answers
+                self.sim, self.policy, timing=LlmTiming(), observer=self.answers, shape=self.shape
             )
 
     def problems(self) -> list[str]:
@@ -76,7 +82,9 @@ class ModelLink:
     async def open(self, stack: contextlib.AsyncExitStack, node: str) -> LlmClient:
         """Node ``node``'s LLM port, closed with ``stack``."""
         if self.host is None:
-            return SimLlmClient(self.policy, timing=LlmTiming(), observer=self.observer)
+            return SimLlmClient(
+                self.policy, timing=LlmTiming(), observer=self.observer, shape=self.shape
+            )
         import anthropic  # only this transport needs the SDK
 
         from kelpie_agent.llm import AnthropicLlm

@@ -69,6 +69,10 @@ _DIRECTIVE = re.compile(
     r"(?:/(?P<tool>[A-Za-z0-9_-]+))? x(?P<steps>\d+): (?P<words>.*)$",
     re.DOTALL,
 )
+ESCAPES = '\n"quoted" back\\slash\ttab \u0007bell caf\u00e9 \u6d77 \U0001f9a6 \u2028end'
+"""What every reply ends with under ``stream_escapes``: each kind of JSON escape (a newline,
+a quote, a backslash, a tab, a control character) and non-ASCII text, one character outside
+the BMP (a surrogate pair once ASCII-escaped) and U+2028."""
 _WORDS = ("kelp", "tide", "otter", "reef", "current", "shell", "urchin", "sea", "drift", "foam")
 
 
@@ -174,6 +178,7 @@ class ToolMixPolicy:
     the oracles in ``_agent_oracles`` check both."""
 
     fallback: Policy = attrs.field(factory=HelpfulPolicy)
+    escapes: bool = False  # replies end with ESCAPES (stream_escapes)
     expect: Callable[[Expect], None] = attrs.field(default=_ignore_expect, eq=False)
     effect: Callable[[str, str, bool], None] = attrs.field(default=_ignore_effect, eq=False)
 
@@ -194,7 +199,7 @@ class ToolMixPolicy:
             calls = _calls(directive, steps + 1, moves)
             if calls:
                 return tuple(calls)
-        return _reply(directive, steps, _last_result(later), moves)
+        return _reply(directive, steps, _last_result(later), moves, self.escapes)
 
 
 def _calls(d: Directive, step: int, moves: Moves) -> list[Call]:
@@ -285,10 +290,12 @@ def _disobey(
     return []
 
 
-def _reply(d: Directive, steps: int, result: str, moves: Moves) -> Reply:
+def _reply(d: Directive, steps: int, result: str, moves: Moves, escapes: bool = False) -> Reply:
     text = f"{d.tag} done after {steps} steps" + (f": {result}" if result else ".")
     if d.kind == "recall":
         text = f"{d.tag} done: {moves.recall()}"
+    if escapes:
+        text += ESCAPES
     if "send_message" in moves.offered:
         return (Call("send_message", {"message": text}),)
     return (text,)
@@ -299,11 +306,12 @@ def workload_policy(
     *,
     expect: Callable[[Expect], None] = _ignore_expect,
     effect: Callable[[str, str, bool], None] = _ignore_effect,
+    escapes: bool = False,
 ) -> Policy:
     """The model for a scenario's ``topology.llm``: ``helpful`` (also ``none``) is
     :class:`ToolMixPolicy` (reporting to the oracles through ``expect`` and ``effect``);
     ``scripted`` and ``adversarial`` are the scenario's policy."""
     mode = policy.get("mode", "none")
     if mode in ("none", "helpful"):
-        return ToolMixPolicy(expect=expect, effect=effect)
+        return ToolMixPolicy(expect=expect, effect=effect, escapes=escapes)
     return policy_from_dict(policy)

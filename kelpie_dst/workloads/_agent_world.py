@@ -35,7 +35,7 @@ from kelpie_agent.storage._txn import Write
 
 from .._nodes import Node
 from .._sim import Simulation
-from ..shims import FaultyKV, SimKV, open_kv, open_sandbox, sim_ports
+from ..shims import FaultyKV, SimKV, StreamShape, open_kv, open_sandbox, sim_ports
 from ..shims._mcp import SimMcpServer, sim_mcp_transport
 from ..shims._storage import SimKVStore, SimTransaction
 from ._agent_checks import Commit, Execution, Fence, Observed, Owner, agent_of_key
@@ -43,6 +43,7 @@ from ._agent_llm import ModelLink
 from ._agent_moves import EFFECT_SERVICE
 from ._agent_oracles import Ledger, PromptAuditor, Sent
 from ._agent_policy import CUSTOM_TOOL_SOURCE, MCP_SCHEMA, workload_policy
+from ._agent_recovery import RunWrite, run_write
 from ._agent_steps import StepCommits
 
 __all__ = ["LOOP", "OPTIONS", "PORT", "Journal", "RecordingKV", "World"]
@@ -111,6 +112,8 @@ class Journal:
         self._results = re.compile(b"(?:" + names + rb"): tag-a\d+-m\d+ step \d+(?:\.\d+)?")
         self._any = bool(mcp_tools)
         self.steps = StepCommits()  # steps written with their messages (_agent_steps)
+        self.runs: list[RunWrite] = []  # every run record written (_agent_recovery)
+        self.crashes: list[tuple[int, str]] = []  # (position, node): a node crashed there
 
     def activation(self) -> str | None:
         """Which activation is committing: the nearest enclosing actor task (the dispatcher
@@ -127,6 +130,10 @@ class Journal:
             task = nursery.parent_task if nursery is not None else None
         return None
 
+    def crashed(self, node: Node) -> None:
+        """A node crashed (a crash hook): its activations end here."""
+        self.crashes.append((len(self.entries), node.name))
+
     def executed(self, tool: str, note: str) -> None:
         """An agent sent an MCP call for ``note`` (a tool step)."""
         self.executions.append(Execution(len(self.entries), tool, note))
@@ -140,6 +147,12 @@ class Journal:
         writer: str | None = None,
     ) -> None:
         self.steps.observe(writes)
+        for key, value in writes:
+            if value is not None and key.startswith(b"run/"):
+                at, now = len(self.entries), trio.current_time()
+                found = run_write(at, now, node, key, _record(value))
+                if found is not None:
+                    self.runs.append(found)
         agent_writes = tuple(
             k for k in (key.decode("utf-8", "replace") for key, _ in writes) if agent_of_key(k)
         )
@@ -286,6 +299,7 @@ class World:
         via: str = "direct",
         history_window: int = 0,
         llm_transport: str = "direct",
+        escapes: bool = False,
     ) -> None:
         self.sim = sim
         self.via = via
@@ -296,9 +310,11 @@ class World:
         self.boot_hooks: list[Callable[[Node], None]] = []  # called when a node boots again
         self.node_names = tuple(nodes)
         self.policy = workload_policy(
-            llm_policy, expect=self.auditor.expect, effect=self.ledger.register
+            llm_policy, expect=self.auditor.expect, effect=self.ledger.register, escapes=escapes
         )
-        self.model = ModelLink(sim, self.policy, self.auditor, llm_transport)
+        # stream_escapes: replies with escapes, streams cut anywhere (_engine.StreamShape)
+        shape = StreamShape(escapes=True, cut_anywhere=True) if escapes else None
+        self.model = ModelLink(sim, self.policy, self.auditor, llm_transport, shape)
         self.sandbox = sandbox
         self.wants = tuple(tools)
         self.mcp_tools = tuple(t for _, names in mcp for t in names)
@@ -346,7 +362,7 @@ class World:
 
     def start(self) -> None:
         for name in self.node_names:
-            self.sim.add_node(name, self._server)
+            self.sim.add_node(name, self._server).crash_hooks.append(self.journal.crashed)
 
     def _access(self, record: AccessRecord) -> None:
         kelpie_dst.log("http.access", line=record.line())

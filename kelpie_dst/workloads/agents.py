@@ -72,6 +72,7 @@ from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_polls import Poller
+from ._agent_recovery import check_clean_ends, check_recovery
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
@@ -102,6 +103,7 @@ __all__ = [
     "context_complete",
     "created_once",
     "every_request_completed",
+    "interrupted_runs_finished",
     "lists_filter_exactly",
     "lists_page_exactly",
     "llm_port_faithful",
@@ -111,6 +113,7 @@ __all__ = [
     "no_mixing_across_agents",
     "polls_consistent",
     "prompts_show_stored_memory",
+    "runs_end_cleanly",
     "single_activation",
     "steps_recorded",
     "streams_match_results",
@@ -144,6 +147,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     "conversation_messages": 3,
     "poll_interval": 0.0,  # seconds between clients' agents.retrieve polls mid-run (via http;
     # _agent_polls); 0: none (scenarios/agent_storage_outage.toml)
+    "stream_escapes": False,  # replies carry every kind of JSON escape and non-ASCII text, the
+    # model ASCII-escapes its tool-call JSON and cuts its streams at any character (a new
+    # random stream, llm/chunks); off: nothing changes (scenarios/agent_interrupted.toml)
     "list_walks": 0.0,  # the fraction of agents one of whose lists is paged every way at the
     # end (via http; _agent_lists), and then the agents list; 0: none
     "ambiguous_creates": 0,  # per agent: conversations, passages, blocks and tools created
@@ -230,6 +236,7 @@ async def agents(ctx: WorkloadContext) -> None:
         via=via,
         history_window=int(ctx.params["history_window"]),
         llm_transport=topology.llm.transport,
+        escapes=bool(ctx.params["stream_escapes"]),
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)
@@ -440,6 +447,26 @@ def _holds(problems: list[str], what: str) -> None:
         f"; ... ({len(problems)} in all)" if len(problems) > 5 else ""
     )
     assert not problems, f"{what}: {shown}"
+
+
+@invariant
+def interrupted_runs_finished(ctx: WorkloadContext) -> None:
+    """Every run left ``running`` by an activation that died (a crash, a lost lease, a
+    handoff mid-run) is finished by the next activation of its agent before that activation
+    serves anything, for the agent's own history and each conversation (_agent_recovery)."""
+    journal = _world(ctx).journal
+    _holds(
+        check_recovery(journal.runs, journal.entries, journal.crashes),
+        "an interrupted run was not finished on reactivation",
+    )
+
+
+@invariant
+def runs_end_cleanly(ctx: WorkloadContext) -> None:
+    """No run ends with stop reason ``error``, the agent loop's catch-all for an exception
+    it did not expect: every fault the world injects has its own stop reason or is retried
+    (_agent_recovery)."""
+    _holds(check_clean_ends(_world(ctx).journal.runs), "a run ended in an internal error")
 
 
 @invariant

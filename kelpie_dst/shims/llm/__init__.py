@@ -15,6 +15,7 @@ from ._client import SimLlmClient as SimLlmClient
 from ._engine import LlmObserver as LlmObserver
 from ._engine import LlmTiming as LlmTiming
 from ._engine import Plan as Plan
+from ._engine import StreamShape as StreamShape
 from ._engine import check_api_rules as check_api_rules
 from ._engine import count_tokens as count_tokens
 from ._faults import ALL as FAULTS
@@ -47,6 +48,7 @@ __all__ = [
     "Rule",
     "ScriptedPolicy",
     "SimLlmClient",
+    "StreamShape",
     "Turn",
     "check_api_rules",
     "count_tokens",

@@ -23,7 +23,7 @@ import trio
 
 from ..._nodes import Node
 from ..._sim import Simulation
-from ._engine import LlmObserver, LlmTiming, SimLlmEngine, count_tokens
+from ._engine import LlmObserver, LlmTiming, SimLlmEngine, StreamShape, count_tokens
 from ._faults import Failure
 from ._turns import Policy
 from ._wire import SseEncoder, WireError, error_json, message_json, parse_request, sse_event
@@ -58,11 +58,12 @@ class AnthropicApiHost:
         port: int = 80,
         timing: LlmTiming | None = None,
         observer: LlmObserver | None = None,
+        shape: StreamShape | None = None,
     ) -> None:
         self.sim = sim
         self.name = name
         self.port = port
-        self.engine = SimLlmEngine(policy, timing, observer=observer)
+        self.engine = SimLlmEngine(policy, timing, observer=observer, shape=shape)
         self.statuses: Counter[int] = Counter()
         self.node: Node | None = None
         self._ready = trio.Event()
@@ -235,6 +236,7 @@ async def start_anthropic_host(
     port: int = 80,
     timing: LlmTiming | None = None,
     observer: LlmObserver | None = None,
+    shape: StreamShape | None = None,
 ) -> AnthropicApiHost:
     """Add node ``name`` serving the Messages API from ``policy``; return once it listens.
 
@@ -242,7 +244,9 @@ async def start_anthropic_host(
     ``observer`` sees every request as the host parsed it off the wire (what the model was
     shown), as with :class:`SimLlmClient`'s.
     """
-    host = AnthropicApiHost(sim, policy, name=name, port=port, timing=timing, observer=observer)
+    host = AnthropicApiHost(
+        sim, policy, name=name, port=port, timing=timing, observer=observer, shape=shape
+    )
     host.node = sim.add_node(name, host.main)
     await host._ready.wait()
     return host

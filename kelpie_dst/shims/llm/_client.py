@@ -16,7 +16,7 @@ from kelpie_agent.llm import ChunkStream, LlmRequest, LlmResponse, LlmStreamCutE
 from ..._nodes import Node
 from ..._public import current_simulation
 from ..._sim import Simulation
-from ._engine import LlmObserver, LlmTiming, Plan, SimLlmEngine
+from ._engine import LlmObserver, LlmTiming, Plan, SimLlmEngine, StreamShape
 from ._faults import Failure
 from ._turns import Policy
 
@@ -40,8 +40,9 @@ class SimLlmClient:
         timing: LlmTiming | None = None,
         seed: int = 0,
         observer: LlmObserver | None = None,
+        shape: StreamShape | None = None,
     ) -> None:
-        self.engine = SimLlmEngine(policy, timing, seed, observer)
+        self.engine = SimLlmEngine(policy, timing, seed, observer, shape)
 
     @property
     def policy(self) -> Policy:

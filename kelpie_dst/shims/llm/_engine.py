@@ -9,9 +9,11 @@ SimLLM in consume the same :class:`Plan`, so for one seed they say the same thin
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import string
+from collections.abc import Callable
 from typing import Protocol
 
 import attrs
@@ -51,6 +53,7 @@ __all__ = [
     "LlmTiming",
     "Plan",
     "SimLlmEngine",
+    "StreamShape",
     "check_api_rules",
     "count_tokens",
 ]
@@ -106,6 +109,23 @@ class LlmTiming:
     @classmethod
     def instant(cls) -> LlmTiming:
         return cls(0.0, 0.0, math.inf)
+
+
+@attrs.frozen
+class StreamShape:
+    """How the answer's stream is cut (all off by default: text by words, tool-call JSON
+    in :data:`ARGS_CHUNK`-character deltas, as the model wrote it).
+
+    ``escapes``: tool-call arguments are sent ASCII-escaped (``json.dumps`` with
+    ``ensure_ascii``), so non-ASCII text arrives as ``\\uXXXX`` escapes and characters
+    outside the BMP as surrogate pairs, as models may write them; the value is the same.
+    ``cut_anywhere``: every text and tool-call delta is 1 to ``max_cut`` characters long,
+    drawn from the ``llm/chunks`` stream, so a boundary falls at every position, inside a
+    word, right after an escape's backslash or inside ``\\uXXXX``."""
+
+    escapes: bool = False
+    cut_anywhere: bool = False
+    max_cut: int = 6
 
 
 @attrs.frozen
@@ -183,9 +203,11 @@ class SimLlmEngine:
         timing: LlmTiming | None = None,
         seed: int = 0,
         observer: LlmObserver | None = None,
+        shape: StreamShape | None = None,
     ) -> None:
         self.policy = policy
         self.timing = timing or LlmTiming()
+        self.shape = shape or StreamShape()
         self.seed = seed
         self.observer = observer
         self._own: dict[str, RngStream] = {}
@@ -282,6 +304,9 @@ class SimLlmEngine:
                 call_id = item.id or self.new_id(sim, "toolu_01")
                 if item.raw is not None:
                     blocks.append(ToolCall(call_id, item.name, item.raw))
+                elif self.shape.escapes:
+                    args = json.dumps(dict(item.input), separators=(",", ":"), ensure_ascii=True)
+                    blocks.append(ToolCall(call_id, item.name, args))
                 else:
                     blocks.append(ToolCall.of(call_id, item.name, item.input))
         return blocks
@@ -295,19 +320,41 @@ class SimLlmEngine:
         if timing.ttft_max > timing.ttft_min:
             ttft += (timing.ttft_max - timing.ttft_min) * self.rng(sim, "llm/latency").random()
         steps: list[tuple[float, StreamChunk]] = []
+        cut = self._cutter(sim)
         for index, block in enumerate(response.content):
             if isinstance(block, TextBlock):
-                steps.extend((per_token, TextDelta(index, p)) for p in _pieces(block.text))
+                pieces = cut(block.text) if cut else _pieces(block.text)
+                steps.extend((per_token, TextDelta(index, p)) for p in pieces)
                 continue
             steps.append((0.0, ToolCallStart(index, block.id, block.name)))
             args = block.arguments
-            for at in range(0, len(args), ARGS_CHUNK):
-                piece = args[at : at + ARGS_CHUNK]
-                steps.append((_arg_tokens(piece) * per_token, ToolCallDelta(index, piece)))
+            chunks = cut(args) if cut else _fixed(args)
+            steps.extend((_arg_tokens(p) * per_token, ToolCallDelta(index, p)) for p in chunks)
         end = StreamEnd(response.id, response.model, response.stop_reason, response.usage)
         steps.append((0.0, end))
         steps[0] = (steps[0][0] + ttft, steps[0][1])
         return tuple(steps)
+
+    def _cutter(self, sim: Simulation | None) -> Callable[[str], list[str]] | None:
+        """With ``cut_anywhere``: a function cutting a text into 1 to ``max_cut``-character
+        pieces at random positions (the ``llm/chunks`` stream, drawn only then)."""
+        if not self.shape.cut_anywhere:
+            return None
+        rng, most = self.rng(sim, "llm/chunks"), max(1, self.shape.max_cut)
+
+        def cut(text: str) -> list[str]:
+            pieces, at = [], 0
+            while at < len(text):
+                size = rng.randint(1, most)
+                pieces.append(text[at : at + size])
+                at += size
+            return pieces
+
+        return cut
+
+
+def _fixed(args: str) -> list[str]:
+    return [args[at : at + ARGS_CHUNK] for at in range(0, len(args), ARGS_CHUNK)]
 
 
 def _cost(block: AssistantBlock) -> int:

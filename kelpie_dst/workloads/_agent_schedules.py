@@ -341,15 +341,10 @@ async def _read_back(client: Client, log: Log, agent_ids: list[str]) -> None:
         log.pending += [(agent_id, r.id, r.next_at) for r in pending]
 
 
-@workload(
-    params={"agents": 3, "span": 120.0, "grace": 60.0, "tolerance": 5.0, "outage": True},
-    sizes=("agents",),
-    bounds={"agents": (1, 50), "span": (1, 3600), "grace": (1, 3600), "tolerance": (0, 60)},
-)
-async def agent_schedules(ctx: WorkloadContext) -> None:
-    """Create, fire and delete schedules under faults; see the module docstring."""
-    log = Log()
-    ctx.state["log"] = log
+def start_servers(ctx: WorkloadContext) -> tuple[dict[str, AgentService], list[kelpie_dst.Node]]:
+    """The database host and the server nodes of ``ctx.topology`` (each an agent service with
+    the helpful model), booted on every (re)start: the live services by node name, and the
+    nodes. Shared by the workloads that drive ``AgentService`` directly (schedules, admin)."""
     topology = ctx.topology
     db = ctx.sim.add_node(topology.database or "db")
     services: dict[str, AgentService] = {}
@@ -367,10 +362,20 @@ async def agent_schedules(ctx: WorkloadContext) -> None:
             services[node.name] = service
             await trio.sleep_forever()
 
-    nodes = [
-        ctx.sim.add_node(name, server)
-        for name in topology.nodes or ("server-1", "server-2", "server-3")
-    ]
+    names = topology.nodes or ("server-1", "server-2", "server-3")
+    return services, [ctx.sim.add_node(name, server) for name in names]
+
+
+@workload(
+    params={"agents": 3, "span": 120.0, "grace": 60.0, "tolerance": 5.0, "outage": True},
+    sizes=("agents",),
+    bounds={"agents": (1, 50), "span": (1, 3600), "grace": (1, 3600), "tolerance": (0, 60)},
+)
+async def agent_schedules(ctx: WorkloadContext) -> None:
+    """Create, fire and delete schedules under faults; see the module docstring."""
+    log = Log()
+    ctx.state["log"] = log
+    services, nodes = start_servers(ctx)
     client = Client(ctx, services)
     agent_ids = []
     for number in range(int(ctx.params["agents"])):

@@ -25,16 +25,13 @@ from typing import Any
 import attrs
 import trio
 
-import kelpie_dst
 from kelpie_agent.agent import BlockCreate, CreateAgent
-from kelpie_agent.service import AgentService, open_agent_node
 from kelpie_agent.service import _archives as archives
 from kelpie_agent.service import _portability as portability
 
 from ..scenario import WorkloadContext, invariant, workload
-from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
 from ._agent_admin_checks import BlockShape, Final, Rename, check_admin, check_searches
-from ._agent_schedules import _FAILURES, OPTIONS, SERVICE, Client
+from ._agent_schedules import _FAILURES, Client, start_servers
 
 __all__ = ["admin_consistent", "agent_admin"]
 
@@ -165,25 +162,7 @@ async def agent_admin(ctx: WorkloadContext) -> None:
     """Renames, shared archives and agent files under faults; see the module docstring."""
     log = AdminLog()
     ctx.state["log"] = log
-    topology = ctx.topology
-    db = ctx.sim.add_node(topology.database or "db")
-    services: dict[str, AgentService] = {}
-
-    async def server(node: kelpie_dst.Node) -> None:
-        async with open_agent_node(
-            open_kv(node, host=db),
-            sim_ports(node),
-            node_id=node.name,
-            llm=SimLlmClient(HelpfulPolicy(), timing=LlmTiming()),
-            dispatcher_options=OPTIONS,
-            options=SERVICE,
-            observer=kelpie_dst.log,
-        ) as service:
-            services[node.name] = service
-            await trio.sleep_forever()
-
-    for name in topology.nodes or ("server-1", "server-2", "server-3"):
-        ctx.sim.add_node(name, server)
+    services, _ = start_servers(ctx)
     client = Client(ctx, services, "admin")
     made = [await _make_agent(client, log, n) for n in range(int(ctx.params["agents"]))]
     span = float(ctx.params["span"])

@@ -201,9 +201,6 @@ def sse_event(name: str, data: Mapping[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-_event = sse_event
-
-
 class SseEncoder:
     """Server-sent events for one streamed answer, in the API's exact order."""
 
@@ -213,21 +210,21 @@ class SseEncoder:
     def start(self, response: LlmResponse) -> bytes:
         message = message_json(response)
         message.update(content=[], stop_reason=None, usage=_usage(response, 1))
-        return _event("message_start", {"type": "message_start", "message": message}) + _event(
-            "ping", {"type": "ping"}
-        )
+        return sse_event(
+            "message_start", {"type": "message_start", "message": message}
+        ) + sse_event("ping", {"type": "ping"})
 
     def _close(self) -> bytes:
         if self._open is None:
             return b""
         index, self._open = self._open, None
-        return _event("content_block_stop", {"type": "content_block_stop", "index": index})
+        return sse_event("content_block_stop", {"type": "content_block_stop", "index": index})
 
     def _start(self, index: int, block: Mapping[str, Any]) -> bytes:
         out = self._close()
         self._open = index
         data = {"type": "content_block_start", "index": index, "content_block": block}
-        return out + _event("content_block_start", data)
+        return out + sse_event("content_block_start", data)
 
     def chunk(self, chunk: StreamChunk) -> bytes:
         if isinstance(chunk, StreamEnd):
@@ -236,8 +233,8 @@ class SseEncoder:
             data = {"type": "message_delta", "delta": stop, "usage": usage}
             return (
                 self._close()
-                + _event("message_delta", data)
-                + _event("message_stop", {"type": "message_stop"})
+                + sse_event("message_delta", data)
+                + sse_event("message_stop", {"type": "message_stop"})
             )
         out = b""
         if isinstance(chunk, ToolCallStart):
@@ -251,4 +248,4 @@ class SseEncoder:
             assert isinstance(chunk, ToolCallDelta)
             delta = {"type": "input_json_delta", "partial_json": chunk.partial_json}
         body: dict[str, Any] = {"type": "content_block_delta", "index": chunk.index, "delta": delta}
-        return out + _event("content_block_delta", body)
+        return out + sse_event("content_block_delta", body)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import IO, Any
 
 import attrs
@@ -23,6 +23,7 @@ from .._faults import Fault
 from .._result import RunResult
 from .._run import run
 from .._sim import Simulation
+from ..shims._sqlite_disk import SqliteFiles, use_sqlite
 from ._model import Scenario
 from ._token import ReplayToken, current_hashseed
 from ._workload import WorkloadContext, check_invariant
@@ -93,16 +94,40 @@ def run_scenario(
     """Run ``seed`` of ``scenario``; failures are reported in the result, never raised."""
     explicit, swarm = scenario.resolve_faults(seed)
     contexts: list[WorkloadContext] = []
+    storage = scenario.topology.storage
+    files = SqliteFiles(fsync=storage.fsync) if storage.backend == "sqlite" else None
 
     async def main(sim: Simulation) -> None:
+        if files is not None:
+            use_sqlite(sim, files)
         ctx = WorkloadContext(sim, scenario)
         contexts.append(ctx)
         await _drive(ctx)
+        if files is not None:
+            for name, value in files.metrics().items():
+                ctx.metric(name, value)
 
-    options = scenario.simulation
     if scenario.topology.llm.transport == "anthropic_api":
         _import_anthropic_sdk()
-    result = run(
+    try:
+        result = _run(main, scenario, seed, record, trace_file)
+    finally:
+        if files is not None:
+            files.close()
+    result = _explain_time_limit(scenario, result)
+    metrics = dict(sorted(contexts[0].metrics.items())) if contexts else {}
+    return ScenarioRun(scenario, seed, result, explicit, swarm, metrics, current_hashseed())
+
+
+def _run(
+    main: Callable[[Simulation], Awaitable[None]],
+    scenario: Scenario,
+    seed: int,
+    record: bool,
+    trace_file: IO[bytes] | str | os.PathLike[str] | None,
+) -> RunResult:
+    options = scenario.simulation
+    return run(
         main,
         seed=seed,
         strategy=options.strategy,
@@ -118,9 +143,6 @@ def run_scenario(
         record=record,
         trace_file=trace_file,
     )
-    result = _explain_time_limit(scenario, result)
-    metrics = dict(sorted(contexts[0].metrics.items())) if contexts else {}
-    return ScenarioRun(scenario, seed, result, explicit, swarm, metrics, current_hashseed())
 
 
 def _import_anthropic_sdk() -> None:

@@ -98,12 +98,19 @@ class SqliteFaultyKV(FaultyKV):
                 return await call(await self.disk.open())
 
             result = await outcome.acapture(run)
-            answer.append(result)
+            if isinstance(result, outcome.Error) and not host.alive:
+                # the host was killed under the call: whatever its dying tasks made of it
+                # (SqliteKV turns a killed leader into StorageError for its batch), no answer
+                # leaves a killed process; the client learns only that the host went away
+                answer.append(lost_error)
+            else:
+                answer.append(result)
             done.set()
             if isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled):
-                raise result.error  # the host crashed under the call
+                raise result.error
 
         lost = StorageUnavailableError(f"database host {host.name!r} crashed during the operation")
+        lost_error: outcome.Outcome[T] = outcome.Error(lost)
         try:
             host.start_soon(serve, name="kelpie_dst.sqlite.serve")
         except NodeDownError:
@@ -114,10 +121,7 @@ class SqliteFaultyKV(FaultyKV):
                 await done.wait()
             if not done.is_set() and (not host.alive or host.incarnation != incarnation):
                 raise lost  # crashed before the call even started
-        result = answer[0]
-        if isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled):
-            raise lost
-        return result.unwrap()
+        return answer[0].unwrap()
 
     def _fails_in_engine(self, keys: Sequence[bytes]) -> bool:
         self.disk.poison.update(keys)

@@ -54,7 +54,7 @@ def topology(doc: Doc, path: Path) -> Topology:
     storage = doc.sub("storage")
     storage.only(("backend", "fsync"))
     backend = storage.text("backend", "sim", choices=("sim", "sqlite"))
-    fsync = storage.duration("fsync", 0.0)
+    fsync = storage.duration("fsync") if storage.has("fsync") else 0.0
     mcp_value = doc.raw("mcp", [])
     if not isinstance(mcp_value, list):
         doc.fail("mcp", f"expected an array of tables ([[topology.mcp]]), got {mcp_value!r}")

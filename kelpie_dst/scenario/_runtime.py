@@ -23,7 +23,6 @@ from .._faults import Fault
 from .._result import RunResult
 from .._run import run
 from .._sim import Simulation
-from ..shims._sqlite_disk import SqliteFiles, use_sqlite
 from ._model import Scenario
 from ._token import ReplayToken, current_hashseed
 from ._workload import WorkloadContext, check_invariant
@@ -95,11 +94,17 @@ def run_scenario(
     explicit, swarm = scenario.resolve_faults(seed)
     contexts: list[WorkloadContext] = []
     storage = scenario.topology.storage
-    files = SqliteFiles(fsync=storage.fsync) if storage.backend == "sqlite" else None
+    files = None
+    if storage.backend == "sqlite":
+        # imported here: a sweep's fresh-process recheck imports this module before it sets
+        # sys.path, and the shims import kelpie_agent (a mutant's overlay must win)
+        from ..shims._sqlite_disk import SqliteFiles
+
+        files = SqliteFiles(fsync=storage.fsync)
 
     async def main(sim: Simulation) -> None:
         if files is not None:
-            use_sqlite(sim, files)
+            files.attach(sim)
         ctx = WorkloadContext(sim, scenario)
         contexts.append(ctx)
         await _drive(ctx)

@@ -74,6 +74,10 @@ class SqliteFiles:
         self.directory = tempfile.mkdtemp(prefix="kelpie-dst-sqlite-")
         self.disks: list[SqliteDisk] = []
 
+    def attach(self, sim: Simulation) -> None:
+        """Make :func:`~kelpie_dst.open_kv` store into these files in ``sim``'s run."""
+        use_sqlite(sim, self)
+
     def metrics(self) -> dict[str, float]:
         """Group commit at work: acknowledged writes, the SQLite transactions that carried
         them, and the generations (one per incarnation of an owner that opened its file)."""

@@ -41,6 +41,7 @@ from sortedcontainers import SortedDict
 from kelpie_agent.storage import SqliteKV
 from kelpie_agent.storage._occ import ConflictTracker
 
+from .._faults import FaultSpec, register_fault
 from ._storage import SimKVStore
 
 if TYPE_CHECKING:
@@ -59,6 +60,18 @@ _FAIL_TRIGGERS = tuple(
     f" WHEN {_FAIL_FUNCTION}({row}.key)"
     " BEGIN SELECT RAISE(ABORT, 'injected storage.write_fail: I/O error'); END"
     for event, row in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("DELETE", "OLD"))
+)
+
+CRASH_IN_COMMIT = register_fault(
+    FaultSpec(
+        "storage.crash_in_commit",
+        "the process that owns a SQLite file is killed while a transaction is being written "
+        "(inside its fsync, before COMMIT); only with [topology.storage] backend = 'sqlite'",
+        params={"restart_after": 1.0},
+        swarm_range=(0.0, 0.0),  # never chosen by swarm: no SimKV scenario moves
+        observed="the owner crashes with the transaction open; after restart SQLite's recovery "
+        "drops it, and every commit of its batch is unanswered (StorageUnavailableError)",
+    )
 )
 
 _FILES: weakref.WeakKeyDictionary[Simulation, SqliteFiles] = weakref.WeakKeyDictionary()
@@ -205,12 +218,21 @@ class SqliteDisk:
         transaction = (kv.batches, self._failed)
         if transaction != self._writing_in:
             self._writing_in = transaction
+            owner, sim = self.owner, self.owner.sim
+            crash = sim.faults.fires(CRASH_IN_COMMIT.name, node=owner.name)
+            if crash is not None and owner.name != sim.main_node_name:
+                trio.from_thread.run_sync(self._kill, crash.param("restart_after"))
+                time.sleep(0)  # a scheduling point: the killed thread goes no further
             if self.files.fsync:
                 time.sleep(self.files.fsync)
         if self.poison[key] > 0:
             self._failed += 1
             return True
         return False
+
+    def _kill(self, restart_after: float) -> None:
+        self.owner.sim.crash(self.owner)
+        self.owner.sim.restart(self.owner, after=restart_after)
 
     def _crashed(self, node: Node) -> None:
         kv, self.kv = self.kv, None

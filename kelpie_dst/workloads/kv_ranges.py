@@ -16,7 +16,10 @@ The properties, checked as the clients go (``reads_match_model``):
   of them, with the model's values; the bounds are drawn from the keys themselves, so a
   scan often ends exactly at a stored key;
 * inside a transaction, after its own sets and deletes, a scan shows the model with those
-  writes applied (read-your-writes), and the commit applies all of them or none.
+  writes applied (read-your-writes), and the commit applies all of them or none;
+* an acknowledged write is durable when it is acknowledged: the database host's store holds
+  it at that instant (on SQLite, the crash image: what a process killed right then would
+  recover), not merely once some later commit has run.
 
 Keys are acknowledged durably, so the checks hold across crashes of the database host
 (``acknowledged writes survive``): the model is the workload's, not any node's.
@@ -28,7 +31,12 @@ from collections.abc import Sequence
 
 import trio
 
-from kelpie_agent.storage import ConflictError, StorageError, StorageUnavailableError
+from kelpie_agent.storage import (
+    ChecksumError,
+    ConflictError,
+    StorageError,
+    StorageUnavailableError,
+)
 from kelpie_agent.storage._keys import prefix_end
 
 from .._nodes import Node
@@ -56,7 +64,7 @@ async def kv_ranges(ctx: WorkloadContext) -> None:
     remaining = dict.fromkeys(range(clients), ops)
     models = {n: _Model(n) for n in range(clients)}
     violations: list[str] = []
-    ctx.state.update(remaining=remaining, violations=violations, models=models)
+    ctx.state.update(remaining=remaining, violations=violations, models=models, db=db)
     finished = trio.Event()
 
     async def client(node: Node, number: int) -> None:
@@ -158,6 +166,7 @@ async def _write(
     except StorageError:
         model.failed()
         raise
+    _durable(ctx, model)
     model.acknowledged()
     ctx.count("ranges.writes")
 
@@ -261,8 +270,25 @@ async def _transaction(
     except (ConflictError, StorageError):
         model.failed()
         raise
+    _durable(ctx, model)
     model.acknowledged()
     ctx.count("ranges.transactions")
+
+
+def _durable(ctx: WorkloadContext, model: _Model) -> None:
+    """The write just acknowledged is durable now: the database host's store (for SQLite, what
+    a process would recover from the files if the host were killed at this instant) holds it."""
+    store = open_kv(ctx.state["db"]).store
+    for name, value in model.pending.items():
+        try:
+            stored = store._get(model.key(name))
+        except ChecksumError:  # storage.corruption flipped a bit of it at rest
+            continue
+        if stored != value:
+            ctx.state["violations"].append(
+                f"t={trio.current_time():.3f} {model.key(name)!r} was acknowledged as "
+                f"{value!r}, but the durable store holds {stored!r}"
+            )
 
 
 @invariant

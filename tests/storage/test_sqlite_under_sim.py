@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import trio
@@ -14,10 +15,12 @@ import trio
 from kelpie_agent.storage import StorageError, StorageUnavailableError
 from kelpie_dst._run import run
 from kelpie_dst._sim import Simulation
-from kelpie_dst.scenario import load_scenario, run_scenario
+from kelpie_dst.scenario import ScenarioError, load_scenario, run_scenario
 from kelpie_dst.shims import open_kv
 from kelpie_dst.shims._sqlite_disk import SqliteFiles, use_sqlite
 from kelpie_dst.shims._sqlite_faults import SqliteFaultyKV
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _simulate(body, fsync: float = 0.05, seed: int = 1):  # type: ignore[no-untyped-def]
@@ -170,3 +173,36 @@ def test_agent_sqlite_repeats_its_trace() -> None:
     assert first.ok, first.result.failure and first.result.failure.describe()
     assert first.metrics["sqlite.commits"] > 0
     assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_kv_ranges_sqlite_repeats_its_trace() -> None:
+    scenario = load_scenario("kv_ranges_sqlite")
+    first, again = run_scenario(scenario, 1), run_scenario(scenario, 1)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["ranges.scans"] > 0 and first.metrics["ranges.transactions"] > 0
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_a_bad_storage_backend_is_a_one_line_error(tmp_path: Path) -> None:
+    source = (ROOT / "scenarios" / "kv_sqlite.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(source.replace('backend = "sqlite"', 'backend = "disk"'))
+    with pytest.raises(ScenarioError, match=r"topology\.storage\.backend"):
+        load_scenario(bad)
+    negative = tmp_path / "negative.toml"
+    negative.write_text(source.replace('fsync = "50ms"', 'fsync = "-1s"'))
+    with pytest.raises(ScenarioError, match=r"topology\.storage\.fsync"):
+        load_scenario(negative)
+
+
+def test_a_sweep_recheck_imports_no_engine_before_it_sets_its_path() -> None:
+    """A fresh-process recheck imports the sweep worker, then takes its parent's sys.path: the
+    engine must not be imported by then, or a mutant's overlay loses (DsqlD-8)."""
+    probe = (
+        "import sys, kelpie_dst.scenario._sweep_worker; "
+        "print(sorted(m for m in sys.modules if m.startswith('kelpie_agent')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

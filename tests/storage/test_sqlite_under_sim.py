@@ -167,6 +167,7 @@ def test_kv_sqlite_groups_commits_and_repeats_its_trace_in_a_fresh_process() -> 
     assert found is not None and found.group(1) == first.result.trace_hash
 
 
+@pytest.mark.slow  # about 20 s; CI's short sweep of agent_sqlite runs two seeds anyway
 def test_agent_sqlite_repeats_its_trace() -> None:
     scenario = load_scenario("agent_sqlite", ["workload.params.agents=2"])
     first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)

@@ -118,11 +118,13 @@ def test_the_seed_corpus_passes(capsys: pytest.CaptureFixture[str], tmp_path: Pa
 
 
 COSTLY = frozenset(
-<<<<<<< HEAD
-    {"agent_interrupted", "agent_anthropic_api", "agent_ambiguous_commits", "agent_sqlite"}
-=======
-    {"agent_interrupted", "agent_anthropic_api", "agent_ambiguous_commits", "agent_recovery_storms"}
->>>>>>> main
+    {
+        "agent_interrupted",
+        "agent_anthropic_api",
+        "agent_ambiguous_commits",
+        "agent_recovery_storms",
+        "agent_sqlite",
+    }
 )
 
 

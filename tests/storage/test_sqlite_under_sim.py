@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from kelpie_agent.storage import StorageError, StorageUnavailableError
+from kelpie_dst._nodes import Node
 from kelpie_dst._run import run
 from kelpie_dst._sim import Simulation
 from kelpie_dst.scenario import ScenarioError, load_scenario, run_scenario
@@ -207,3 +208,31 @@ def test_a_sweep_recheck_imports_no_engine_before_it_sets_its_path() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_a_node_local_file_survives_the_node_s_own_crash_mid_commit() -> None:
+    """No database host: the node runs the engine in its own tasks and threads; a crash in
+    the middle of a commit kills them, and the next incarnation recovers the committed state."""
+
+    async def body(sim: Simulation, out: dict[str, object]) -> None:
+        seen: list[object] = []
+
+        async def server(node: Node) -> None:
+            kv = open_kv(node)
+            if node.incarnation == 1:
+                await kv.set(b"before", b"1")
+                node.start_soon(kv.set, b"cut", b"2")  # killed inside its 50ms write
+                await trio.sleep(0.02)
+                sim.crash(node)
+                sim.restart(node, after=0.1)
+                await trio.sleep_forever()
+            seen.extend([await kv.get(b"before"), await kv.get(b"cut")])
+            assert isinstance(kv, SqliteFaultyKV)
+            seen.append(kv.disk.generation)
+
+        sim.add_node("server", server)
+        await trio.sleep(1.0)
+        out["seen"] = seen
+
+    out, _ = _simulate(body)
+    assert out["seen"] == [b"1", None, 2]

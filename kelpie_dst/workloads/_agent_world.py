@@ -308,6 +308,7 @@ class World:
         storage_attempts: int = 0,
         llm_transport: str = "direct",
         escapes: bool = False,
+        bare_sdk_nodes: int = 0,
     ) -> None:
         self.sim = sim
         self.via = via
@@ -327,7 +328,8 @@ class World:
         )
         # stream_escapes: replies with escapes, streams cut anywhere (_engine.StreamShape)
         shape = StreamShape(escapes=True, cut_anywhere=True) if escapes else None
-        self.model = ModelLink(sim, self.policy, self.auditor, llm_transport, shape)
+        bare = frozenset(nodes[:bare_sdk_nodes])
+        self.model = ModelLink(sim, self.policy, self.auditor, llm_transport, shape, bare)
         self.sandbox = sandbox
         self.wants = tuple(tools)
         self.mcp_tools = tuple(t for _, names in mcp for t in names)

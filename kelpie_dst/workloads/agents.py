@@ -161,6 +161,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     "storage_attempts": 0,  # tries of each storage operation in the agent runtime before it
     # gives up (0: LoopConfig's default, 8); few make the give-up paths common under storage
     # faults: resumes that fail, runtimes gone stale (scenarios/agent_recovery_storms.toml)
+    "bare_sdk_nodes": 0,  # with topology.llm.transport = "anthropic_api": the first N server
+    # nodes run the adapter with the SDK's own retries off (_agent_llm.SDK_RETRIES)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -184,6 +186,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "list_walks": (0, 1),
     "ambiguous_creates": (0, 50),
     "storage_attempts": (0, 100),
+    "bare_sdk_nodes": (0, 100),
 }
 
 
@@ -242,6 +245,7 @@ async def agents(ctx: WorkloadContext) -> None:
         storage_attempts=int(ctx.params["storage_attempts"]),
         llm_transport=topology.llm.transport,
         escapes=bool(ctx.params["stream_escapes"]),
+        bare_sdk_nodes=int(ctx.params["bare_sdk_nodes"]),
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)

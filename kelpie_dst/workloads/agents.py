@@ -202,7 +202,12 @@ def _names(ctx: WorkloadContext, param: str, allowed: tuple[str, ...]) -> list[s
     return names
 
 
-@workload(params=PARAMS, sizes=("agents", "messages", "clients"), bounds=BOUNDS)
+@workload(
+    params=PARAMS,
+    sizes=("agents", "messages", "clients"),
+    bounds=BOUNDS,
+    backends=("sim", "sqlite"),
+)
 async def agents(ctx: WorkloadContext) -> None:
     """Create the agents, send every message until acknowledged, read back the final state."""
     kinds = _names(ctx, "tools", KINDS)

@@ -55,6 +55,7 @@ _Bounds = tuple[bytes, bytes, int | None, bool]  # start, end, limit, reverse
     params={"clients": 8, "ops": 25, "think": 0.05, "txn_ratio": 0.3},
     sizes=("clients", "ops"),
     bounds={"clients": (1, 200), "ops": (1, 100_000), "think": (0, 60), "txn_ratio": (0, 1)},
+    backends=("sim", "sqlite"),
 )
 async def kv_ranges(ctx: WorkloadContext) -> None:
     sim = ctx.sim

@@ -197,6 +197,15 @@ def test_a_bad_storage_backend_is_a_one_line_error(tmp_path: Path) -> None:
         load_scenario(negative)
 
 
+def test_a_workload_that_cannot_run_on_sqlite_says_so(tmp_path: Path) -> None:
+    source = (ROOT / "scenarios" / "agent_uploads.toml").read_text()
+    assert "[topology]" in source
+    bad = tmp_path / "uploads_sqlite.toml"
+    bad.write_text(source.replace("[topology]", '[topology]\nstorage = { backend = "sqlite" }'))
+    with pytest.raises(ScenarioError, match=r"topology\.storage\.backend.* runs only on 'sim'"):
+        load_scenario(bad)
+
+
 def test_a_sweep_recheck_imports_no_engine_before_it_sets_its_path() -> None:
     """A fresh-process recheck imports the sweep worker, then takes its parent's sys.path: the
     engine must not be imported by then, or a mutant's overlay loses (DsqlD-8)."""

@@ -300,6 +300,7 @@ class World:
         history_window: int = 0,
         llm_transport: str = "direct",
         escapes: bool = False,
+        shapes: bool = False,
     ) -> None:
         self.sim = sim
         self.via = via
@@ -310,7 +311,11 @@ class World:
         self.boot_hooks: list[Callable[[Node], None]] = []  # called when a node boots again
         self.node_names = tuple(nodes)
         self.policy = workload_policy(
-            llm_policy, expect=self.auditor.expect, effect=self.ledger.register, escapes=escapes
+            llm_policy,
+            expect=self.auditor.expect,
+            effect=self.ledger.register,
+            escapes=escapes,
+            shapes=shapes,
         )
         # stream_escapes: replies with escapes, streams cut anywhere (_engine.StreamShape)
         shape = StreamShape(escapes=True, cut_anywhere=True) if escapes else None

@@ -10,8 +10,12 @@ Two rules a Letta user relies on, whatever the model does within a step:
   invalid step. Refusals are failed results, so each of those last steps must have results
   and every one of them failed.
 
-Both read only what the run stored (``Msg``: type, tool, status, step_id, run_id), so they
-add no request and move no seed.
+And a third, of what the client is told: **the stop reason an acknowledged send reports is the
+one its run ended with** (its last terminal run record in the journal), for a retried send
+answered from its earlier run too.
+
+All three read only what was recorded (``Msg``: type, tool, status, step_id, run_id; the
+journal's run records), so they add no request and move no seed.
 """
 
 from __future__ import annotations
@@ -19,8 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ._agent_checks import Ack, Msg
+from ._agent_recovery import TERMINAL, RunWrite
 
-__all__ = ["MODEL_TYPES", "check_invalid_stops", "check_reply_ends_run"]
+__all__ = [
+    "MODEL_TYPES",
+    "check_invalid_stops",
+    "check_reply_ends_run",
+    "check_told_stop_reasons",
+]
 
 MODEL_TYPES = frozenset(
     ("assistant_message", "reasoning_message", "tool_call_message", "approval_request_message")
@@ -34,7 +44,7 @@ def check_reply_ends_run(histories: Mapping[str, Sequence[Msg]]) -> list[str]:
     for agent, messages in sorted(histories.items()):
         replied: dict[str, str] = {}  # run -> the step whose reply succeeded
         flagged: set[str] = set()
-        for m in sorted(messages, key=lambda m: m.seq):
+        for m in messages:  # in history order (over HTTP, seq is a page position)
             if not m.run_id or not m.step_id:
                 continue
             if m.type == "tool_return_message" and m.tool == "send_message":
@@ -49,7 +59,7 @@ def check_reply_ends_run(histories: Mapping[str, Sequence[Msg]]) -> list[str]:
                 problems.append(
                     f"{agent} run {m.run_id}: step {m.step_id} called the model again after "
                     f"step {replied[m.run_id]}'s send_message had replied and ended the run "
-                    f"({m.type} #{m.seq})"
+                    f"({m.type} {m.id})"
                 )
     return problems
 
@@ -58,7 +68,7 @@ def _steps(messages: Iterable[Msg], run_id: str) -> list[tuple[str, list[Msg]]]:
     """The run's steps in order, each with the tool results it stored."""
     order: list[str] = []
     results: dict[str, list[Msg]] = {}
-    for m in sorted(messages, key=lambda m: m.seq):
+    for m in messages:  # in history order (over HTTP, seq is a page position)
         if m.run_id != run_id or not m.step_id:
             continue
         if m.step_id not in results:
@@ -96,4 +106,24 @@ def check_invalid_stops(
                     f"{max_invalid_steps} was not all refused ({what})"
                 )
                 break
+    return problems
+
+
+def check_told_stop_reasons(acks: Iterable[Ack], runs: Sequence[RunWrite]) -> list[str]:
+    """Every acknowledged send was told the stop reason its run ended with (the run's last
+    terminal record), a retried send answered from its earlier run too."""
+    final: dict[str, RunWrite] = {}
+    for w in runs:
+        if w.status in TERMINAL:
+            final[w.run] = w
+    problems = []
+    for ack in acks:
+        ended = final.get(ack.run_id) if ack.run_id else None
+        if ended is None or ended.stop_reason is None or ended.stop_reason == ack.stop_reason:
+            continue
+        problems.append(
+            f"{ack.agent} message #{ack.index} ({ack.otid}): the client was told stop reason "
+            f"{ack.stop_reason!r}, but run {ack.run_id} ended {ended.stop_reason!r} "
+            f"(t={ended.time:.3f} on {ended.node})"
+        )
     return problems

@@ -76,7 +76,7 @@ from ._agent_recovery import check_clean_ends, check_recovery
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
-from ._agent_stops import check_invalid_stops, check_reply_ends_run
+from ._agent_stops import check_invalid_stops, check_reply_ends_run, check_told_stop_reasons
 from ._agent_threads import Threads
 from ._agent_world import World
 
@@ -654,6 +654,7 @@ def turns_complete(ctx: WorkloadContext) -> None:
     problems += check_reply_ends_run(record.histories)
     limit = _world(ctx).loop.max_invalid_steps
     problems += check_invalid_stops(record.acks, record.histories, limit)
+    problems += check_told_stop_reasons(record.acks, _world(ctx).journal.runs)
     _holds(problems, "a turn did not complete properly")
 
 

@@ -11,6 +11,7 @@ from kelpie_agent.llm import LlmRequest, Message, TextBlock, Tool, ToolCall, Too
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._agent_checks import Ack, Msg
 from kelpie_dst.workloads._agent_moves import Expect, Moves
+from kelpie_dst.workloads._agent_recovery import RunWrite
 from kelpie_dst.workloads._agent_shapes import (
     MAX_IDENTICAL_CALLS,
     core_replace_model,
@@ -18,7 +19,11 @@ from kelpie_dst.workloads._agent_shapes import (
     repeated_search,
     shaped_calls,
 )
-from kelpie_dst.workloads._agent_stops import check_invalid_stops, check_reply_ends_run
+from kelpie_dst.workloads._agent_stops import (
+    check_invalid_stops,
+    check_reply_ends_run,
+    check_told_stop_reasons,
+)
 
 
 def _m(seq: int, kind: str, step: str, tool: str | None = None, status: str | None = None) -> Msg:
@@ -46,7 +51,7 @@ def test_a_reply_ends_its_run_whatever_else_its_step_did() -> None:
     went_on = [*good, _m(6, "tool_call_message", "step-2", "send_message")]
     assert check_reply_ends_run({"a1": went_on}) == [
         "a1 run run-1: step step-2 called the model again after step step-1's send_message "
-        "had replied and ended the run (tool_call_message #6)"
+        "had replied and ended the run (tool_call_message m6)"
     ]
     # another run of the same agent is another matter
     other = Msg("m6", 6, "run-2", "tool_call_message", "", tool="send_message", step_id="s2")
@@ -93,6 +98,20 @@ def test_core_memory_replace_replaces_every_occurrence_within_the_limit() -> Non
     at = core_replace_model(value, "reef", "r", len(value) - 6)
     assert at[0] and len(at[1]) == len(value) - 6
     assert not core_replace_model(value, "reef", "rr", len(value) - 5)[0]
+
+
+def test_a_client_is_told_the_stop_reason_its_run_ended_with() -> None:
+    def write(at: int, status: str, stop: str | None) -> RunWrite:
+        return RunWrite(at, float(at), "server-1", "run-1", "a1", None, status, stop)
+
+    runs = [write(1, "running", None), write(5, "running", None), write(9, "completed", "end_turn")]
+    assert check_told_stop_reasons([_ack("end_turn")], runs) == []
+    # planted: a retry answered from the run's record as it was before the run was resumed
+    assert check_told_stop_reasons([_ack("error")], runs) == [
+        "a1 message #1 (otid-a1-m1): the client was told stop reason 'error', but run run-1 "
+        "ended 'end_turn' (t=9.000 on server-1)"
+    ]
+    assert check_told_stop_reasons([_ack("error")], runs[:2]) == []  # never ended: not judged
 
 
 def _search(call_id: str, query: str, result: str) -> tuple[Message, Message]:

@@ -26,6 +26,7 @@ from ..shims.llm import Call, Policy, Reply
 from ._agent_checks import tag
 from ._agent_moves import CUSTOM_TOOL, CUSTOM_TOOL_SOURCE, Expect, Moves
 from ._agent_rules import prompt_max_counts, run_calls
+from ._agent_shapes import reply_with_edit, shaped_calls
 
 __all__ = [
     "CUSTOM_TOOL",
@@ -179,6 +180,7 @@ class ToolMixPolicy:
 
     fallback: Policy = attrs.field(factory=HelpfulPolicy)
     escapes: bool = False  # replies end with ESCAPES (stream_escapes)
+    shapes: bool = False  # a real model's step shapes (step_shapes; _agent_shapes)
     expect: Callable[[Expect], None] = attrs.field(default=_ignore_expect, eq=False)
     effect: Callable[[str, str, bool], None] = attrs.field(default=_ignore_effect, eq=False)
 
@@ -196,10 +198,19 @@ class ToolMixPolicy:
         )
         moves = Moves(request, rng, self.expect, self.effect)
         if steps < directive.steps:
-            calls = _calls(directive, steps + 1, moves)
+            calls = None
+            if self.shapes:
+                d = directive
+                calls = shaped_calls(
+                    d.kind, d.tag, d.agent, d.message, steps + 1, moves, later, d.words, d.tool
+                )
+            calls = _calls(directive, steps + 1, moves) if calls is None else calls
             if calls:
                 return tuple(calls)
-        return _reply(directive, steps, _last_result(later), moves, self.escapes)
+        reply = _reply(directive, steps, _last_result(later), moves, self.escapes)
+        if self.shapes and isinstance(reply[-1], Call) and moves.rng.random() < 0.5:
+            return tuple(reply_with_edit(moves, directive.tag, steps + 1, reply[-1]))
+        return reply
 
 
 def _calls(d: Directive, step: int, moves: Moves) -> list[Call]:
@@ -307,11 +318,12 @@ def workload_policy(
     expect: Callable[[Expect], None] = _ignore_expect,
     effect: Callable[[str, str, bool], None] = _ignore_effect,
     escapes: bool = False,
+    shapes: bool = False,
 ) -> Policy:
     """The model for a scenario's ``topology.llm``: ``helpful`` (also ``none``) is
     :class:`ToolMixPolicy` (reporting to the oracles through ``expect`` and ``effect``);
     ``scripted`` and ``adversarial`` are the scenario's policy."""
     mode = policy.get("mode", "none")
     if mode in ("none", "helpful"):
-        return ToolMixPolicy(expect=expect, effect=effect, escapes=escapes)
+        return ToolMixPolicy(expect=expect, effect=effect, escapes=escapes, shapes=shapes)
     return policy_from_dict(policy)

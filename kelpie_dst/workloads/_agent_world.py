@@ -309,6 +309,7 @@ class World:
         llm_transport: str = "direct",
         escapes: bool = False,
         bare_sdk_nodes: int = 0,
+        shapes: bool = False,
     ) -> None:
         self.sim = sim
         self.via = via
@@ -324,7 +325,11 @@ class World:
         self.boot_hooks: list[Callable[[Node], None]] = []  # called when a node boots again
         self.node_names = tuple(nodes)
         self.policy = workload_policy(
-            llm_policy, expect=self.auditor.expect, effect=self.ledger.register, escapes=escapes
+            llm_policy,
+            expect=self.auditor.expect,
+            effect=self.ledger.register,
+            escapes=escapes,
+            shapes=shapes,
         )
         # stream_escapes: replies with escapes, streams cut anywhere (_engine.StreamShape)
         shape = StreamShape(escapes=True, cut_anywhere=True) if escapes else None

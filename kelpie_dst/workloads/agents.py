@@ -76,6 +76,7 @@ from ._agent_recovery import check_clean_ends, check_recovery
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
+from ._agent_stops import check_invalid_stops, check_reply_ends_run, check_told_stop_reasons
 from ._agent_threads import Threads
 from ._agent_world import World
 
@@ -156,6 +157,10 @@ PARAMS: dict[str, int | float | str | bool] = {
     # (looked up by name before a retry) while the run goes on (via http; _agent_creates)
     "list_filters": False,  # agents get tags, and filtered agent lists are read at the end
     # against the model (via http; _agent_filters)
+    "step_shapes": False,  # the model also makes a real model's step shapes: the same tool
+    # twice in a step, a reply with an edit, junk mixed with good calls, repeated identical
+    # calls, core_memory_replace at the boundaries (_agent_shapes; off: nothing changes;
+    # scenarios/agent_step_shapes.toml)
     "fresh_prompts": False,  # every step's prompt shows the memory the database holds
     # (_agent_fresh: a pure check, moves no seed)
     "storage_attempts": 0,  # tries of each storage operation in the agent runtime before it
@@ -251,6 +256,7 @@ async def agents(ctx: WorkloadContext) -> None:
         llm_transport=topology.llm.transport,
         escapes=bool(ctx.params["stream_escapes"]),
         bare_sdk_nodes=int(ctx.params["bare_sdk_nodes"]),
+        shapes=bool(ctx.params["step_shapes"]),
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)
@@ -658,6 +664,11 @@ def turns_complete(ctx: WorkloadContext) -> None:
     markers = {p.agent_id: p.marker for p in record.plans}
     problems = check_turns(record.acks, markers) + check_step_budgets(record.acks, record.histories)
     problems += check_model_said(record.histories, auditor.texts, auditor.calls)
+    # where runs stop (_agent_stops): a reply ends its run; invalid_tool_call is earned
+    problems += check_reply_ends_run(record.histories)
+    limit = _world(ctx).loop.max_invalid_steps
+    problems += check_invalid_stops(record.acks, record.histories, limit)
+    problems += check_told_stop_reasons(record.acks, _world(ctx).journal.runs)
     _holds(problems, "a turn did not complete properly")
 
 

@@ -1,0 +1,129 @@
+"""Where a run stops, judged from its stored steps (pure checks of the final read-back).
+
+Two rules a Letta user relies on, whatever the model does within a step:
+
+* **A reply ends the run.** Once a step's ``send_message`` succeeded, the run is over: the
+  model is not called again in that run, whatever other calls the step made, before or after
+  the reply (the workload gives no agent a ``required_before_exit`` rule, the one exception).
+* **``invalid_tool_call`` is earned.** A run stops with it only after ``max_invalid_steps``
+  consecutive steps whose calls were *all* refused: a step with one call that ran is not an
+  invalid step. Refusals are failed results, so each of those last steps must have results
+  and every one of them failed.
+
+And a third, of what the client is told: **the stop reason an acknowledged send reports is the
+one its run ended with** (its last terminal run record in the journal), for a retried send
+answered from its earlier run too.
+
+All three read only what was recorded (``Msg``: type, tool, status, step_id, run_id; the
+journal's run records), so they add no request and move no seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from ._agent_checks import Ack, Msg
+from ._agent_recovery import TERMINAL, RunWrite
+
+__all__ = [
+    "MODEL_TYPES",
+    "check_invalid_stops",
+    "check_reply_ends_run",
+    "check_told_stop_reasons",
+]
+
+MODEL_TYPES = frozenset(
+    ("assistant_message", "reasoning_message", "tool_call_message", "approval_request_message")
+)
+"""Stored messages the model wrote (each names the step, one LLM call, it came from)."""
+
+
+def check_reply_ends_run(histories: Mapping[str, Sequence[Msg]]) -> list[str]:
+    """No run has a model step after the step whose ``send_message`` succeeded."""
+    problems = []
+    for agent, messages in sorted(histories.items()):
+        replied: dict[str, str] = {}  # run -> the step whose reply succeeded
+        flagged: set[str] = set()
+        for m in messages:  # in history order (over HTTP, seq is a page position)
+            if not m.run_id or not m.step_id:
+                continue
+            if m.type == "tool_return_message" and m.tool == "send_message":
+                if m.status == "success":
+                    replied.setdefault(m.run_id, m.step_id)
+            elif (
+                m.type in MODEL_TYPES
+                and replied.get(m.run_id, m.step_id) != m.step_id
+                and m.run_id not in flagged
+            ):
+                flagged.add(m.run_id)
+                problems.append(
+                    f"{agent} run {m.run_id}: step {m.step_id} called the model again after "
+                    f"step {replied[m.run_id]}'s send_message had replied and ended the run "
+                    f"({m.type} {m.id})"
+                )
+    return problems
+
+
+def _steps(messages: Iterable[Msg], run_id: str) -> list[tuple[str, list[Msg]]]:
+    """The run's steps in order, each with the tool results it stored."""
+    order: list[str] = []
+    results: dict[str, list[Msg]] = {}
+    for m in messages:  # in history order (over HTTP, seq is a page position)
+        if m.run_id != run_id or not m.step_id:
+            continue
+        if m.step_id not in results:
+            order.append(m.step_id)
+            results[m.step_id] = []
+        if m.type == "tool_return_message":
+            results[m.step_id].append(m)
+    return [(step, results[step]) for step in order]
+
+
+def check_invalid_stops(
+    acks: Iterable[Ack], histories: Mapping[str, Sequence[Msg]], max_invalid_steps: int
+) -> list[str]:
+    """Every acknowledged run that stopped with ``invalid_tool_call`` ends with
+    ``max_invalid_steps`` steps whose every call failed (was refused)."""
+    problems = []
+    for ack in acks:
+        if ack.stop_reason != "invalid_tool_call" or not ack.run_id:
+            continue
+        where = f"{ack.agent} message #{ack.index} ({ack.otid}) run {ack.run_id}"
+        steps = _steps(histories.get(ack.agent, ()), ack.run_id)
+        last = steps[-max_invalid_steps:]
+        if len(last) < max_invalid_steps:
+            problems.append(
+                f"{where}: stopped with invalid_tool_call after {len(steps)} step(s), fewer "
+                f"than max_invalid_steps={max_invalid_steps}"
+            )
+            continue
+        for step, results in last:
+            ran = [r.tool or "?" for r in results if r.status != "error"]
+            if not results or ran:
+                what = f"{', '.join(ran)} ran" if ran else "it stored no tool result"
+                problems.append(
+                    f"{where}: stopped with invalid_tool_call, but step {step} among its last "
+                    f"{max_invalid_steps} was not all refused ({what})"
+                )
+                break
+    return problems
+
+
+def check_told_stop_reasons(acks: Iterable[Ack], runs: Sequence[RunWrite]) -> list[str]:
+    """Every acknowledged send was told the stop reason its run ended with (the run's last
+    terminal record), a retried send answered from its earlier run too."""
+    final: dict[str, RunWrite] = {}
+    for w in runs:
+        if w.status in TERMINAL:
+            final[w.run] = w
+    problems = []
+    for ack in acks:
+        ended = final.get(ack.run_id) if ack.run_id else None
+        if ended is None or ended.stop_reason is None or ended.stop_reason == ack.stop_reason:
+            continue
+        problems.append(
+            f"{ack.agent} message #{ack.index} ({ack.otid}): the client was told stop reason "
+            f"{ack.stop_reason!r}, but run {ack.run_id} ended {ended.stop_reason!r} "
+            f"(t={ended.time:.3f} on {ended.node})"
+        )
+    return problems

@@ -117,7 +117,9 @@ def test_the_seed_corpus_passes(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     assert {r["scenario"] for r in data["results"]} >= {"kv_linearizability", "bank", "http_echo"}
 
 
-COSTLY = frozenset({"agent_interrupted", "agent_anthropic_api", "agent_ambiguous_commits"})
+COSTLY = frozenset(
+    {"agent_interrupted", "agent_anthropic_api", "agent_ambiguous_commits", "agent_directory"}
+)
 
 
 @pytest.mark.parametrize(

@@ -245,6 +245,9 @@ class DirectoryWalker:
                 size = int(self.rng.choice((1, 2) if area != "messages" else (3, 5)))
                 got = await self._walk(area, params, order, size)
                 log.walks.append(Walk(area, pairs, order, size, tuple(got)))
+            if got:  # and backwards, by before cursors, from the last one (newest first)
+                back = await self._walk_back(area, params, "desc", size, got[-1])
+                log.walks.append(Walk(area, pairs, "desc", size, tuple(back), got[-1]))
 
     async def _walk(self, area: str, params: dict[str, Any], order: str, size: int) -> list[str]:
         """The filtered list in pages of ``size``, following ``after`` cursors to the end."""
@@ -256,6 +259,21 @@ class DirectoryWalker:
             page = await self._sdk(f"{area}.list", **kwargs)
             items = page if isinstance(page, list) else page.items
             got += [str(x) if area == "tags" else str(x.id) for x in items]
+            if len(items) < size:
+                break
+        return got
+
+    async def _walk_back(
+        self, area: str, params: dict[str, Any], order: str, size: int, cursor: str
+    ) -> list[str]:
+        """The filtered list before ``cursor`` in pages of ``size``, each page asked
+        ``before`` the first item of the page read last (nearest the cursor first)."""
+        got: list[str] = []
+        for _ in range(200):
+            kwargs = dict(params, order=order, limit=size, before=got[0] if got else cursor)
+            page = await self._sdk(f"{area}.list", **kwargs)
+            items = page if isinstance(page, list) else page.items
+            got = [str(x) if area == "tags" else str(x.id) for x in items] + got
             if len(items) < size:
                 break
         return got

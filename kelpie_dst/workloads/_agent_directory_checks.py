@@ -86,17 +86,21 @@ class MadeTool:
 class Walk:
     """One filtered list read in pages: its area (``blocks``, ``tags``, ``tools``,
     ``messages``, ``agents``), the filter (sorted ``(name, value)`` pairs), the order, the
-    page size, and the ids (tags for ``tags``) it returned, in order."""
+    page size, and the ids (tags for ``tags``) it returned, in order. ``before``: a walk
+    backwards, each page asked ``before`` the first item of the page after it, starting
+    from this cursor; its pages are put back in listing order."""
 
     area: str
     params: tuple[tuple[str, Any], ...]
     order: str
     size: int
     got: tuple[str, ...]
+    before: str | None = None
 
     def label(self) -> str:
         shown = ", ".join(f"{k}={v}" for k, v in self.params) or "no filter"
-        return f"{self.area} ({shown}; {self.order}, pages of {self.size})"
+        way = "" if self.before is None else f", backwards from {self.before}"
+        return f"{self.area} ({shown}; {self.order}, pages of {self.size}{way})"
 
 
 @attrs.frozen
@@ -190,7 +194,11 @@ def want_walk(log: DirectoryLog, walk: Walk) -> list[str]:
         want = [a.id for a in log.agents if _keep_agent(a, p, log.identities)]
     else:
         raise ValueError(f"unknown area {walk.area!r}")
-    return want[::-1] if walk.order == "desc" else want
+    if walk.order == "desc":
+        want.reverse()
+    if walk.before is not None and walk.before in want:  # (a cursor not in it: no match)
+        want = want[: want.index(walk.before)]
+    return want
 
 
 def _check_walks(log: DirectoryLog) -> list[str]:

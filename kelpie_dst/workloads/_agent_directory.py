@@ -36,6 +36,7 @@ from ._agent_directory_checks import (
     DirectoryLog,
     Hit,
     MadeTool,
+    RunSeen,
     ToolSeen,
     Walk,
 )
@@ -62,6 +63,9 @@ WALKS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("tools", {"tool_types": ["custom"]}),
     ("messages", {"include_return_message_types": ["assistant_message"]}),
     ("messages", {"include_return_message_types": ["user_message", "reasoning_message"]}),
+    ("runs", {"statuses": ["completed", "failed"]}),
+    ("runs", {"stop_reason": "end_turn"}),
+    ("runs", {"background": False}),
 )
 
 
@@ -91,11 +95,18 @@ def _agent(a: Any) -> AgentSeen:
         tuple(str(b.id) for b in a.blocks or ()),
         tuple(getattr(a, "identity_ids", None) or ()),
         getattr(a, "last_stop_reason", None),
+        getattr(a, "model", None),
     )
 
 
 def _block(b: Any) -> BlockSeen:
     return BlockSeen(str(b.id), str(b.label or ""), str(b.value or ""), str(b.description or ""))
+
+
+def _run(r: Any) -> RunSeen:
+    return RunSeen(
+        str(r.id), str(r.agent_id), r.status, r.stop_reason, r.conversation_id, r.background
+    )
 
 
 def _tool(t: Any) -> ToolSeen:
@@ -221,6 +232,8 @@ class DirectoryWalker:
         log.tools = [_tool(t) for t in got.items]
         got = await self._sdk("messages.list", limit=1000, order="asc")
         log.messages = [(str(m.id), str(m.message_type)) for m in got]
+        got = await self._sdk("runs.list", limit=1000, order="asc")
+        log.runs = [_run(r) for r in got.items]
         await self._walks()
         for made in log.made_blocks.values():
             got = await self._sdk("blocks.agents.list", made.id, limit=1000)
@@ -230,10 +243,16 @@ class DirectoryWalker:
             log.tool_searches.append((tags, query is not None, tuple(str(h.tool.id) for h in got)))
         await self._histories()
         await self._searches()
+        log.agent_models = {a.id: a.model for a in log.agents if a.model}
+        log.models = [str(m.handle) for m in await self._sdk("models.list")]
 
     async def _walks(self) -> None:
         log = self.log
         walks = list(WALKS)
+        agents = [a.id for a in log.agents]
+        walks.append(("runs", {"agent_ids": agents[:2]}))
+        threads = sorted({r.conversation_id for r in log.runs if r.conversation_id})
+        walks += [("runs", {"conversation_id": c}) for c in threads[:1]]
         reasons = sorted({a.last_stop_reason for a in log.agents if a.last_stop_reason})
         for identity in log.identities:
             walks.append(("agents", {"identity_id": identity}))

@@ -37,6 +37,7 @@ __all__ = [
     "DirectoryLog",
     "Hit",
     "MadeTool",
+    "RunSeen",
     "ToolSeen",
     "Walk",
     "check_directory",
@@ -52,6 +53,7 @@ class AgentSeen:
     block_ids: tuple[str, ...] = ()
     identity_ids: tuple[str, ...] = ()
     last_stop_reason: str | None = None
+    model: str | None = None
 
 
 @attrs.frozen
@@ -60,6 +62,16 @@ class BlockSeen:
     label: str
     value: str
     description: str = ""
+
+
+@attrs.frozen
+class RunSeen:
+    id: str
+    agent_id: str
+    status: str | None = None
+    stop_reason: str | None = None
+    conversation_id: str | None = None
+    background: bool | None = None
 
 
 @attrs.frozen
@@ -122,6 +134,9 @@ class DirectoryLog:
     blocks: list[BlockSeen] = attrs.Factory(list)  # the blocks reference
     tools: list[ToolSeen] = attrs.Factory(list)  # the tools reference
     messages: list[tuple[str, str]] = attrs.Factory(list)  # reference: (id, message_type)
+    runs: list[RunSeen] = attrs.Factory(list)  # the runs reference
+    models: list[str] = attrs.Factory(list)  # the models list's handles, as listed
+    agent_models: dict[str, str] = attrs.Factory(dict)  # agent -> its model's handle
     made_blocks: dict[str, BlockSeen] = attrs.Factory(dict)  # label -> acknowledged block
     block_agents: dict[str, tuple[str, ...]] = attrs.Factory(dict)  # block -> listed agents
     made_tools: dict[str, MadeTool] = attrs.Factory(dict)  # name -> model
@@ -169,6 +184,16 @@ def _keep_tool(t: ToolSeen, p: Mapping[str, Any]) -> bool:
     )
 
 
+def _keep_run(r: RunSeen, p: Mapping[str, Any]) -> bool:
+    return (
+        ("agent_ids" not in p or r.agent_id in p["agent_ids"])
+        and ("statuses" not in p or r.status in p["statuses"])
+        and ("stop_reason" not in p or r.stop_reason == p["stop_reason"])
+        and ("conversation_id" not in p or r.conversation_id == p["conversation_id"])
+        and ("background" not in p or bool(r.background) == p["background"])
+    )
+
+
 def _keep_agent(a: AgentSeen, p: Mapping[str, Any], identities: Mapping[str, set[str]]) -> bool:
     return ("identity_id" not in p or a.id in identities.get(p["identity_id"], set())) and (
         "last_stop_reason" not in p or a.last_stop_reason == p["last_stop_reason"]
@@ -190,6 +215,8 @@ def want_walk(log: DirectoryLog, walk: Walk) -> list[str]:
     elif walk.area == "messages":
         types = p.get("include_return_message_types")
         want = [m for m, kind in log.messages if types is None or kind in types]
+    elif walk.area == "runs":
+        want = [r.id for r in log.runs if _keep_run(r, p)]
     elif walk.area == "agents":
         want = [a.id for a in log.agents if _keep_agent(a, p, log.identities)]
     else:
@@ -287,6 +314,17 @@ def _check_hits(log: DirectoryLog) -> list[str]:
     return problems
 
 
+def _check_models(log: DirectoryLog) -> list[str]:
+    """The models list: each handle once, in order, and every agent's model among them."""
+    problems = []
+    if log.models != sorted(set(log.models)):
+        problems.append(f"models list: {log.models} is not each handle once, sorted")
+    for agent_id, model in sorted(log.agent_models.items()):
+        if log.models and model not in log.models:
+            problems.append(f"models list {log.models} lacks {model}, the model of {agent_id}")
+    return problems
+
+
 def check_directory(log: DirectoryLog) -> list[str]:
     """Every property of the module docstring, against ``log``."""
     return [
@@ -295,4 +333,5 @@ def check_directory(log: DirectoryLog) -> list[str]:
         *_check_blocks(log),
         *_check_tools(log),
         *_check_hits(log),
+        *_check_models(log),
     ]

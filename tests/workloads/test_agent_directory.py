@@ -14,6 +14,7 @@ from kelpie_dst.workloads._agent_directory_checks import (
     DirectoryLog,
     Hit,
     MadeTool,
+    RunSeen,
     ToolSeen,
     Walk,
     check_directory,
@@ -60,6 +61,13 @@ def _log() -> DirectoryLog:
     ]
     log = DirectoryLog(agents=[a1, a2, a3], blocks=blocks, tools=tools)
     log.messages = [("m1", "user_message"), ("m2", "assistant_message"), ("m3", "user_message")]
+    log.runs = [
+        RunSeen("run-1", "agent-1", "completed", "end_turn", None, False),
+        RunSeen("run-2", "agent-2", "failed", "max_steps", "conv-1", False),
+        RunSeen("run-3", "agent-1", "completed", "end_turn", "conv-1", True),
+    ]
+    log.agent_models = {"agent-1": "anthropic/a", "agent-2": "anthropic/b"}
+    log.models = ["anthropic/a", "anthropic/b", "anthropic/c"]
     log.made_blocks = {b.label: b for b in blocks[3:]}
     log.block_agents = {
         "block-d0": (),
@@ -83,6 +91,8 @@ def _log() -> DirectoryLog:
         ("tools", (("search", "kelp_PROBE"),)),
         ("messages", (("include_return_message_types", ("user_message",)),)),
         ("agents", (("identity_id", "identity-b"), ("last_stop_reason", "end_turn"))),
+        ("runs", (("agent_ids", ("agent-1",)), ("stop_reason", "end_turn"))),
+        ("runs", (("background", False), ("conversation_id", "conv-1"))),
     ]
     for area, params in walks:
         for order in ("asc", "desc"):
@@ -133,6 +143,20 @@ def test_lost_blocks_wrong_block_agents_and_stale_tools_are_named() -> None:
     assert any("tool Kelp_Probe_0: tags []" in p for p in problems)
     assert any("after a source-only update" in p for p in problems)
     assert any("an acknowledged update ((v2)) is not stored" in p for p in problems)
+
+
+def test_runs_filters_and_the_models_list_against_the_model() -> None:
+    log = _log()
+    assert _walk(log, "runs").got == ("run-1", "run-3")
+    assert next(w.got for w in log.walks if ("background", False) in w.params) == ("run-2",)
+    runs = _walk(log, "runs", "desc")
+    log.walks[log.walks.index(runs)] = attrs.evolve(runs, got=("run-3", "run-2", "run-1"))
+    log.models = ["anthropic/b", "anthropic/b", "anthropic/c"]
+    problems = check_directory(log)
+    assert len(problems) == 3, problems
+    assert "runs (agent_ids=('agent-1',), stop_reason=end_turn; desc" in problems[0]
+    assert "is not each handle once, sorted" in problems[1]
+    assert "lacks anthropic/a, the model of agent-1" in problems[2]
 
 
 def test_a_tool_upserted_twice_under_two_ids_is_named() -> None:

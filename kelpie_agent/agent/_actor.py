@@ -23,7 +23,7 @@ from . import _links as links
 from . import _schedules as schedules
 from ._compaction import compact_now
 from ._config import ActorContextLike, AgentEnv
-from ._errors import AgentStorageError, InvalidRequestError, ToolNotFoundError
+from ._errors import InvalidRequestError, ToolNotFoundError
 from ._executor import ToolOutcome, run_tool
 from ._loop import compiled_system, load_toolset
 from ._requests import (
@@ -150,12 +150,13 @@ class AgentActor:
         session = self._rt.session
         if not self.env.config.resume_on_activate:
             return
-        try:
-            if session is not None and session.running:
-                self.resumed = await resume(self._rt)
-            await convs.resume_conversations(self._rt, resume)
-        except AgentStorageError:
-            pass  # stale now: the next request reloads and resumes again
+        # A storage error here propagates: the activation fails like a failed load, its waiting
+        # requests get the error, and the next request activates again and resumes. Serving with
+        # the interrupted run still ``running`` would leave it so until someone wrote to that
+        # thread again (``ensure_fresh`` reloads, it does not resume).
+        if session is not None and session.running:
+            self.resumed = await resume(self._rt)
+        await convs.resume_conversations(self._rt, resume)
 
     async def handle(self, message: object) -> object:
         handler = self._handlers.get(type(message))

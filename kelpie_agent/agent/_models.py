@@ -35,6 +35,9 @@ AgentType: TypeAlias = Literal["memgpt_agent", "letta_v1_agent", "react_agent"]
 AGENT_TYPES: tuple[str, ...] = ("memgpt_agent", "letta_v1_agent", "react_agent")
 DEFAULT_BLOCK_LIMIT = 20_000  # Letta's CORE_MEMORY_BLOCK_CHAR_LIMIT
 DEFAULT_CONTEXT_WINDOW = 32_000  # tokens, Letta's DEFAULT_CONTEXT_WINDOW
+# The model of an agent created without one: the newest Sonnet the pinned anthropic SDK lists
+# and does not deprecate (tests/agent/test_default_model.py checks that; docs/decisions.md).
+DEFAULT_MODEL = "anthropic/claude-sonnet-5-5"
 DEFAULT_RETURN_CHAR_LIMIT = 50_000  # Letta's FUNCTION_RETURN_CHAR_LIMIT
 # Whole-string patterns (fullmatch: "$" alone would let a trailing newline through); the API
 # states the same strings in its OpenAPI schema.
@@ -145,7 +148,7 @@ class AgentRecord:
     name: str
     agent_type: str = "letta_v1_agent"
     system: str = ""
-    model: str = "anthropic/claude-sonnet-4-5"
+    model: str = DEFAULT_MODEL
     embedding: str | None = None
     context_window: int = DEFAULT_CONTEXT_WINDOW
     max_tokens: int = 4096

@@ -18,6 +18,7 @@ from ._messages import AgentMessage, ApprovalDecision, LettaUsage, StreamEvent
 from ._models import (
     DEFAULT_FILE_WINDOW,
     DEFAULT_MAX_FILES_OPEN,
+    DEFAULT_MODEL,
     AgentRecord,
     Block,
     PassageRecord,
@@ -114,7 +115,7 @@ class CreateAgent:
     name: str
     agent_type: str = "letta_v1_agent"
     system: str = ""
-    model: str = "anthropic/claude-sonnet-4-5"
+    model: str = DEFAULT_MODEL
     embedding: str | None = None
     context_window: int = 32_000
     max_tokens: int = 4096

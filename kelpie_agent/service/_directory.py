@@ -13,7 +13,7 @@ import attrs
 
 from kelpie_agent.agent import AgentRecord, Keys, ToolSpec
 from kelpie_agent.agent._codec import unpack
-from kelpie_agent.agent._models import DEFAULT_CONTEXT_WINDOW
+from kelpie_agent.agent._models import DEFAULT_CONTEXT_WINDOW, DEFAULT_MODEL
 
 from . import _validate as v
 from ._catalog import Catalog
@@ -169,7 +169,7 @@ class Directory(Catalog):
                 return []
         if provider_categories and "base" not in provider_categories:
             return []
-        default = str(attrs.fields(AgentRecord).model.default)
+        default = DEFAULT_MODEL
         by_handle = {default: ModelInfo(default)}
         for agent in await self._agents():
             seen = by_handle.get(agent.model, ModelInfo(agent.model, 0, 0))

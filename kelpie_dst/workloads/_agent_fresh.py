@@ -32,6 +32,9 @@ from ._agent_prompt import prompt_blocks
 __all__ = ["FreshPrompts", "check_fresh", "stored_blocks"]
 
 _MAX_PROBLEMS = 20
+EPHEMERAL = frozenset({"tool_usage_rules"})
+"""Blocks a prompt shows that are not memory: Letta compiles ``tool_usage_rules`` from the
+agent's tool rules for each prompt and never stores it (``_agent_rules`` checks what it says)."""
 
 
 def check_fresh(shown: Mapping[str, str], stored: Mapping[str, str], who: str) -> list[str]:
@@ -39,7 +42,7 @@ def check_fresh(shown: Mapping[str, str], stored: Mapping[str, str], who: str) -
     problems = []
     for label in sorted(set(shown) | set(stored)):
         got, want = shown.get(label), stored.get(label)
-        if got == want:
+        if got == want or (want is None and label in EPHEMERAL):
             continue
         if got is None:
             problems.append(f"{who}: the prompt lacks block {label} ({want!r:.60} is stored)")

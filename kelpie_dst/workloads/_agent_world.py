@@ -298,12 +298,18 @@ class World:
         tools: Sequence[str],
         via: str = "direct",
         history_window: int = 0,
+        storage_attempts: int = 0,
         llm_transport: str = "direct",
         escapes: bool = False,
     ) -> None:
         self.sim = sim
         self.via = via
-        self.loop = attrs.evolve(LOOP, history_window=history_window) if history_window else LOOP
+        loop = attrs.evolve(LOOP, history_window=history_window) if history_window else LOOP
+        self.service = SERVICE
+        if storage_attempts:  # the runtime's and the service's own storage reads alike
+            loop = attrs.evolve(loop, storage_attempts=storage_attempts)
+            self.service = attrs.evolve(SERVICE, storage_attempts=storage_attempts)
+        self.loop = loop
         # The oracles at the model's and the external service's boundaries (_agent_oracles).
         self.auditor = PromptAuditor()
         self.ledger = Ledger(lambda: len(self.journal.entries))
@@ -416,7 +422,7 @@ class World:
                         mcp=mcp,
                         loop_config=self.loop,
                         dispatcher_options=OPTIONS,
-                        options=SERVICE,
+                        options=self.service,
                         observer=observer,
                     )
                 )

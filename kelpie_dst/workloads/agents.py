@@ -164,6 +164,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     # are driven and read back against the model (via http; _agent_directory)
     "fresh_prompts": False,  # every step's prompt shows the memory the database holds
     # (_agent_fresh: a pure check, moves no seed)
+    "storage_attempts": 0,  # tries of each storage operation in the agent runtime before it
+    # gives up (0: LoopConfig's default, 8); few make the give-up paths common under storage
+    # faults: resumes that fail, runtimes gone stale (scenarios/agent_recovery_storms.toml)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -186,6 +189,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "poll_interval": (0, 3600),
     "list_walks": (0, 1),
     "ambiguous_creates": (0, 50),
+    "storage_attempts": (0, 100),
 }
 
 
@@ -241,6 +245,7 @@ async def agents(ctx: WorkloadContext) -> None:
         tools=kinds,
         via=via,
         history_window=int(ctx.params["history_window"]),
+        storage_attempts=int(ctx.params["storage_attempts"]),
         llm_transport=topology.llm.transport,
         escapes=bool(ctx.params["stream_escapes"]),
     )

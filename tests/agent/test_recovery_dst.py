@@ -8,6 +8,8 @@ side effect outside the agent that a crash cannot erase.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ import trio
 import kelpie_dst
 from kelpie_agent.agent import (
     AgentEnv,
+    AgentStorageError,
     ExportSession,
     GetSession,
     ImportSession,
@@ -26,6 +29,7 @@ from kelpie_agent.agent import (
     TurnResult,
 )
 from kelpie_agent.mcp import McpClient, McpServerConfig
+from kelpie_agent.storage import KV, StorageUnavailableError, Transaction
 from kelpie_dst.shims import LlmTiming, SimLlmClient, open_kv, sim_ports
 from kelpie_dst.shims._mcp import SimMcpServer, sim_mcp_transport
 
@@ -211,6 +215,67 @@ async def test_an_interrupted_session_moves_to_another_agent_and_finishes_there(
     b_session = await stored_session(kv, b_view.agent.id)
     assert b_session is not None and b_session.transferred_from == a_id
     kelpie_dst.log("transfer", before=before, executions=sorted(executions.items()))
+
+
+class _NoCommits:
+    """A store whose reads work and whose writes all fail: a database that went read-only."""
+
+    def __init__(self, kv: KV) -> None:
+        self._kv = kv
+        self.refused = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kv, name)
+
+    def _refuse(self) -> None:
+        self.refused += 1
+        raise StorageUnavailableError("the database is read-only")
+
+    async def set(self, key: bytes, value: bytes) -> None:
+        self._refuse()
+
+    async def delete(self, key: bytes) -> None:
+        self._refuse()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        async with self._kv.transaction() as txn:
+            yield txn
+            self._refuse()  # before the commit: rolled back
+
+
+@pytest.mark.dst(seeds=3, guards="strict", max_time=900)
+async def test_an_activation_whose_resume_cannot_write_fails_and_the_next_one_resumes(
+    dst: kelpie_dst.Simulation,
+) -> None:
+    """A run is interrupted mid-loop; the next activation loads the agent but every write of
+    its resume fails. The activation must fail (like a failed load), not serve with the run
+    left ``running``; the activation after it resumes the run to its end, and no call whose
+    result was recorded runs again."""
+    _, kv, agent_id, policy = await _setup(dst)
+    executions: Counter[int] = Counter()
+    async with McpClient([CONFIG], transport=sim_mcp_transport(counter_server(executions))) as mcp:
+        llm = SimLlmClient(policy, timing=LlmTiming(0.2, 0.5, 50.0))
+        quiet = AgentEnv(llm=llm, mcp=mcp, config=LoopConfig(resume_on_activate=False))
+        first = await activate(quiet, kv, agent_id)
+        with trio.move_on_after(dst.rng("test/interrupt").uniform(0.3, 3.0)):
+            await say(first, "count to five")
+        interrupted = await stored_session(kv, agent_id)
+        assert interrupted is not None and interrupted.running
+        before = _successes(await stored_messages(kv, agent_id))
+        env = AgentEnv(llm=llm, mcp=mcp)
+        read_only = _NoCommits(kv)
+        with pytest.raises(AgentStorageError):
+            await activate(env, read_only, agent_id)  # type: ignore[arg-type]
+        assert read_only.refused > 0
+        again = await activate(env, kv, agent_id)
+        assert again.resumed is not None and again.resumed.stop_reason == "end_turn"
+    session = await stored_session(kv, agent_id)
+    assert session is not None and not session.running and session.stop_reason == "end_turn"
+    stored = await check_history(kv, agent_id)
+    assert sorted(_successes(stored)) == list(range(1, CALLS + 1))
+    for n in before:
+        assert executions[n] == 1, (n, executions)
 
 
 def test_crash_recovery_is_deterministic_across_processes() -> None:

@@ -157,7 +157,7 @@ async def scenario() -> list[str]:
         models = await client.models.list()
         assert [m.handle for m in models] == [
             "anthropic/claude-haiku-4-5",
-            "anthropic/claude-sonnet-4-5",
+            "anthropic/claude-sonnet-5-5",
         ]
         assert all(m.provider_type == "anthropic" for m in models)
         assert await client.models.list(provider_type="openai") == []

@@ -118,7 +118,13 @@ def test_the_seed_corpus_passes(capsys: pytest.CaptureFixture[str], tmp_path: Pa
 
 
 COSTLY = frozenset(
-    {"agent_interrupted", "agent_anthropic_api", "agent_ambiguous_commits", "agent_directory"}
+    {
+        "agent_interrupted",
+        "agent_anthropic_api",
+        "agent_ambiguous_commits",
+        "agent_recovery_storms",
+        "agent_directory",
+    }
 )
 
 

@@ -35,6 +35,16 @@ def test_a_landed_edit_missing_from_the_prompt_is_caught() -> None:
     ]
 
 
+def test_the_rules_block_letta_compiles_for_each_prompt_is_not_memory() -> None:
+    rules = {"tool_usage_rules": "call send_message at most twice"}
+    assert check_fresh({"human": "x", **rules}, {"human": "x"}, "a1") == []
+    stored = {"human": "x", "tool_usage_rules": "stored"}  # a block a user made with that label
+    assert check_fresh({"human": "x", **rules}, stored, "a1") == [
+        "a1: the prompt shows block tool_usage_rules as 'call send_message at most twice', the "
+        "database holds 'stored'"
+    ]
+
+
 def test_the_hook_reads_the_agents_blocks_from_the_store() -> None:
     store = SimKVStore()
     human = Block(id="block-1", label="human", value="likes tea. note 7", limit=400)

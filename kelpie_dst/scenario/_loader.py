@@ -263,6 +263,14 @@ def build_scenario(
     if liveness is not None and liveness.heal_at is not None and liveness.heal_at > duration:
         doc.fail("liveness.heal_at", "must not be after the scenario's duration")
     world = topology(doc.sub("topology"), path)
+    info = workload.info
+    backend = world.storage.backend
+    if info is not None and backend not in info.backends:
+        doc.fail(
+            "topology.storage.backend",
+            f"{backend!r}: workload {workload.entry} runs only on "
+            + ", ".join(repr(b) for b in info.backends),
+        )
     fault_entries = faults(doc.sub("faults"))
     check_targets(doc.sub("faults"), fault_entries, world)
     return Scenario(

@@ -104,6 +104,17 @@ class McpServer:
 
 
 @attrs.frozen
+class StorageTopology:
+    """``[topology.storage]``: where :func:`~kelpie_dst.open_kv` stores."""
+
+    backend: str = "sim"
+    """``sim`` (SimKV, in memory) or ``sqlite`` (a real SqliteKV file per owning node,
+    kelpie_dst/shims/_sqlite_disk.py)."""
+    fsync: float = 0.0
+    """sqlite: virtual seconds each SQLite transaction spends writing before it commits."""
+
+
+@attrs.frozen
 class Topology:
     """The simulated world a workload builds; workloads read what they use."""
 
@@ -112,6 +123,7 @@ class Topology:
     llm: LlmTopology = LlmTopology()
     sandbox: bool = False
     mcp: tuple[McpServer, ...] = ()
+    storage: StorageTopology = StorageTopology()
 
 
 @attrs.frozen

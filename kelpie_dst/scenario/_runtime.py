@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import IO, Any
 
 import attrs
@@ -93,16 +93,46 @@ def run_scenario(
     """Run ``seed`` of ``scenario``; failures are reported in the result, never raised."""
     explicit, swarm = scenario.resolve_faults(seed)
     contexts: list[WorkloadContext] = []
+    storage = scenario.topology.storage
+    files = None
+    if storage.backend == "sqlite":
+        # imported here: a sweep's fresh-process recheck imports this module before it sets
+        # sys.path, and the shims import kelpie_agent (a mutant's overlay must win)
+        from ..shims._sqlite_disk import SqliteFiles
+
+        files = SqliteFiles(fsync=storage.fsync)
 
     async def main(sim: Simulation) -> None:
+        if files is not None:
+            files.attach(sim)
         ctx = WorkloadContext(sim, scenario)
         contexts.append(ctx)
         await _drive(ctx)
+        if files is not None:
+            for name, value in files.metrics().items():
+                ctx.metric(name, value)
 
-    options = scenario.simulation
     if scenario.topology.llm.transport == "anthropic_api":
         _import_anthropic_sdk()
-    result = run(
+    try:
+        result = _run(main, scenario, seed, record, trace_file)
+    finally:
+        if files is not None:
+            files.close()
+    result = _explain_time_limit(scenario, result)
+    metrics = dict(sorted(contexts[0].metrics.items())) if contexts else {}
+    return ScenarioRun(scenario, seed, result, explicit, swarm, metrics, current_hashseed())
+
+
+def _run(
+    main: Callable[[Simulation], Awaitable[None]],
+    scenario: Scenario,
+    seed: int,
+    record: bool,
+    trace_file: IO[bytes] | str | os.PathLike[str] | None,
+) -> RunResult:
+    options = scenario.simulation
+    return run(
         main,
         seed=seed,
         strategy=options.strategy,
@@ -118,9 +148,6 @@ def run_scenario(
         record=record,
         trace_file=trace_file,
     )
-    result = _explain_time_limit(scenario, result)
-    metrics = dict(sorted(contexts[0].metrics.items())) if contexts else {}
-    return ScenarioRun(scenario, seed, result, explicit, swarm, metrics, current_hashseed())
 
 
 def _import_anthropic_sdk() -> None:

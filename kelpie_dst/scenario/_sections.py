@@ -12,7 +12,15 @@ from typing import Any
 
 from .._faults import fault_types
 from ..threads._watchdog import DEFAULT_WATCHDOG
-from ._model import FaultEntry, LlmTopology, McpServer, SimOptions, Swarm, Topology
+from ._model import (
+    FaultEntry,
+    LlmTopology,
+    McpServer,
+    SimOptions,
+    StorageTopology,
+    Swarm,
+    Topology,
+)
 from ._schema import Doc, describe_value
 
 __all__ = ["check_targets", "faults", "simulation", "swarm", "topology"]
@@ -22,7 +30,7 @@ MAX_NODES = 1000
 
 
 def topology(doc: Doc, path: Path) -> Topology:
-    doc.only(("nodes", "database", "llm", "sandbox", "mcp"))
+    doc.only(("nodes", "database", "llm", "sandbox", "mcp", "storage"))
     nodes_value = doc.raw("nodes", [])
     if isinstance(nodes_value, int) and not isinstance(nodes_value, bool):
         count = doc.integer("nodes", minimum=1, maximum=MAX_NODES)
@@ -43,6 +51,10 @@ def topology(doc: Doc, path: Path) -> Topology:
         doc.fail("database", f"{database!r} must be a new node name, not one of the nodes")
     sandbox = doc.sub("sandbox")
     sandbox.only(("enabled",))
+    storage = doc.sub("storage")
+    storage.only(("backend", "fsync"))
+    backend = storage.text("backend", "sim", choices=("sim", "sqlite"))
+    fsync = storage.duration("fsync") if storage.has("fsync") else 0.0
     mcp_value = doc.raw("mcp", [])
     if not isinstance(mcp_value, list):
         doc.fail("mcp", f"expected an array of tables ([[topology.mcp]]), got {mcp_value!r}")
@@ -59,6 +71,7 @@ def topology(doc: Doc, path: Path) -> Topology:
         llm=_llm(doc.sub("llm"), path),
         sandbox=sandbox.flag("enabled", False),
         mcp=tuple(servers),
+        storage=StorageTopology(backend, fsync),
     )
 
 

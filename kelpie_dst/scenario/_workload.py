@@ -52,6 +52,7 @@ class WorkloadInfo:
     params: Mapping[str, ParamValue] = attrs.field(factory=dict, hash=False)
     sizes: Mapping[str, int] = attrs.field(factory=dict, hash=False)
     bounds: Mapping[str, tuple[float, float]] = attrs.field(factory=dict, hash=False)
+    backends: tuple[str, ...] = ("sim",)  # the topology.storage.backend values it runs on
 
     def bounds_of(self, name: str) -> tuple[float, float] | None:
         """``(low, high)`` of a numeric parameter (inclusive): as declared, else a size's
@@ -70,6 +71,7 @@ def workload(
     params: Mapping[str, ParamValue] | None = None,
     sizes: Iterable[str] | Mapping[str, int] = (),
     bounds: Mapping[str, tuple[float, float]] | None = None,
+    backends: Iterable[str] = ("sim",),
 ) -> Callable[[F], F]:
     """Declare an ``async def fn(ctx)`` as a scenario workload.
 
@@ -78,7 +80,9 @@ def workload(
     shrinking lowers, down to 1 or to the minimum given in a mapping; ``bounds`` gives numeric
     parameters their ``(low, high)`` range (inclusive), which the scenario loader enforces, so
     ``clients = 1000000000`` is a usage error instead of a run that eats all memory (without
-    it: plus or minus DEFAULT_LIMIT).
+    it: plus or minus DEFAULT_LIMIT); ``backends`` names the ``topology.storage.backend``
+    values it runs on (a workload that builds SimKV over a store itself runs only on ``sim``),
+    which the scenario loader enforces too.
     """
     defaults = dict(params or {})
     mins = dict(sizes) if isinstance(sizes, Mapping) else dict.fromkeys(sizes, 1)
@@ -99,7 +103,7 @@ def workload(
             raise TypeError(f"bounds of {name!r}: below the size's minimum {mins[name]}")
 
     def mark(fn: F) -> F:
-        info = WorkloadInfo(defaults, mins, ranges)
+        info = WorkloadInfo(defaults, mins, ranges, tuple(backends))
         fn.__kelpie_workload__ = info  # type: ignore[attr-defined]
         return fn
 

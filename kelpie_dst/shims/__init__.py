@@ -17,6 +17,7 @@ from ._sandbox_faults import open_sandbox as open_sandbox
 from ._storage import SimKV as SimKV
 from ._storage import SimKVStore as SimKVStore
 from ._storage_faults import FaultyKV as FaultyKV
+from ._storage_faults import open_direct_kv as open_direct_kv
 from ._storage_faults import open_kv as open_kv
 from .llm import FAULTS as _LLM_FAULTS  # noqa: F401  (registers llm.* faults)
 from .llm import AdversarialPolicy as AdversarialPolicy
@@ -61,6 +62,7 @@ __all__ = [
     "SimTimings",
     "SimTool",
     "StreamShape",
+    "open_direct_kv",
     "open_kv",
     "open_sandbox",
     "policy_from_dict",

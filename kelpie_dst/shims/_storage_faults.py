@@ -40,13 +40,14 @@ from kelpie_agent.storage._txn import Write
 from .._faults import FaultSpec, register_fault
 from .._rng import derive_seed
 from .._storms import StormSpec, register_storm
+from ._sqlite_disk import sqlite_files
 from ._storage import SimKV, SimKVStore
 
 if TYPE_CHECKING:
     from .._nodes import Node
     from .._sim import Simulation
 
-__all__ = ["FaultyKV", "open_kv"]
+__all__ = ["FaultyKV", "open_direct_kv", "open_kv"]
 
 _R = register_fault
 WRITE_FAIL = _R(
@@ -173,7 +174,9 @@ class FaultyKV(SimKV):
                 )
         is_write = op in ("set", "delete")
         kind = WRITE_FAIL if is_write else READ_FAIL
-        if self._faults.fires(kind.name, node=self.node.name, op=op):
+        if self._faults.fires(kind.name, node=self.node.name, op=op) and not (
+            is_write and key is not None and self._fails_in_engine([key])
+        ):
             raise StorageError(f"injected {kind.name} on {op}")
         if is_write:
             await self._maybe_crash(CRASH_BEFORE.name, op)
@@ -183,15 +186,20 @@ class FaultyKV(SimKV):
         if not writes:
             return
         if self._faults.fires(WRITE_FAIL.name, node=self.node.name, op="commit"):
-            raise StorageError("injected storage.write_fail on commit")
-        if self._faults.fires(CONFLICT.name, node=self.node.name):
+            if not self._fails_in_engine([key for key, _ in writes]):
+                raise StorageError("injected storage.write_fail on commit")
+        elif self._faults.fires(CONFLICT.name, node=self.node.name):
             raise ConflictError("injected storage.conflict")
         await self._maybe_crash(CRASH_BEFORE.name, "commit")
 
+    def _fails_in_engine(self, keys: Sequence[bytes]) -> bool:
+        """storage.write_fail fired for a write of ``keys``. False: fail it here, at the port
+        (SimKV). A backend whose engine can fail the write itself arranges that and returns
+        True (the real SQLite engine: kelpie_dst/shims/_sqlite_faults.py)."""
+        return False
+
     async def _after_write(self, op: str, keys: Sequence[bytes]) -> None:
-        for key in keys:
-            if key in self.store._data and self._faults.fires(CORRUPTION.name, node=self.node.name):
-                self.store.corrupt(key)
+        await self._corrupt_written(keys)
         await self._maybe_crash(CRASH_AFTER.name, op)
         await trio.lowlevel.checkpoint()
         if op == "commit":
@@ -204,6 +212,12 @@ class FaultyKV(SimKV):
                     for key in keys:
                         lagging[key] = until
                 raise StorageUnavailableError("injected storage.commit_unknown: the commit applied")
+
+    async def _corrupt_written(self, keys: Sequence[bytes]) -> None:
+        """storage.corruption: flip a bit of what was just written (no scheduling point)."""
+        for key in keys:
+            if key in self.store._data and self._faults.fires(CORRUPTION.name, node=self.node.name):
+                self.store.corrupt(key)
 
     async def _reach(self, op: str) -> None:
         """Node alive, database host reachable, injected unavailability and latency."""
@@ -253,9 +267,25 @@ def _prune_knob(sim: Simulation) -> int:
 
 def open_kv(node: Node, *, host: Node | None = None, name: str = "kv") -> FaultyKV:
     """A KV handle for ``node``: on its own disk, or on database host ``host``."""
+    files = sqlite_files(node.sim)
+    if files is not None:  # [topology.storage] backend = "sqlite": the real engine
+        from ._sqlite_faults import open_sqlite_kv
+
+        return open_sqlite_kv(files, node, host=host, name=name)
     owner = host if host is not None else node
     store = owner.durable.get(f"kelpie_dst.kv/{name}")
     if store is None:
         store = owner.durable[f"kelpie_dst.kv/{name}"] = SimKVStore(_prune_knob(node.sim))
     assert isinstance(store, SimKVStore)
     return FaultyKV(node.sim, node, store, host)
+
+
+def open_direct_kv(node: Node, *, host: Node | None = None, name: str = "kv") -> SimKV:
+    """A handle on the same store as :func:`open_kv`, without faults: an operator's
+    provisioning before the run's faults matter, on either backend."""
+    files = sqlite_files(node.sim)
+    if files is not None:
+        from ._sqlite_faults import open_sqlite_kv
+
+        return open_sqlite_kv(files, node, host=host, name=name, faults=False)
+    return SimKV(open_kv(node, host=host, name=name).store)

@@ -33,7 +33,10 @@ __all__ = ["TRANSPORTS", "ModelLink"]
 
 TRANSPORTS = ("direct", "anthropic_api")
 SDK_RETRIES = 2
-"""The SDK's own retries (its default): 429, 5xx, connection errors and timeouts."""
+"""The SDK's own retries (its default): 429, 5xx, connection errors and timeouts. A node in
+``bare_nodes`` (workload parameter ``bare_sdk_nodes``) runs with none, as a deployment that
+leaves retrying to the agent loop does: every transient failure then reaches the adapter's
+error mapping and the loop's own backoff, which the SDK's retries otherwise mostly absorb."""
 SDK_TIMEOUT = 25.0
 """Seconds per SDK attempt: under the agent loop's own ``llm_timeout`` (30 s)."""
 
@@ -60,11 +63,13 @@ class ModelLink:
         observer: LlmObserver,
         transport: str = "direct",
         shape: StreamShape | None = None,
+        bare_nodes: frozenset[str] = frozenset(),
     ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"unknown transport {transport!r} (allowed: {', '.join(TRANSPORTS)})")
         self.sim, self.policy, self.observer, self.transport = sim, policy, observer, transport
         self.shape = shape  # how the model cuts its streams (stream_escapes)
+        self.bare_nodes = bare_nodes  # their adapters run with the SDK's own retries off
         self.host: AnthropicApiHost | None = None
         self.answers = ModelAnswers(observer)
         self.calls: list[PortCall] = []
@@ -93,7 +98,7 @@ class ModelLink:
         llm = AnthropicLlm(
             base_url=self.host.base_url,
             api_key="sim",
-            max_retries=SDK_RETRIES,
+            max_retries=0 if node in self.bare_nodes else SDK_RETRIES,
             timeout=SDK_TIMEOUT,
             http_client=http,
         )

@@ -18,7 +18,10 @@ Two observers, kept apart from the simulator and from kelpie_agent:
   a finished response, and a stream that finished ended with exactly one ``StreamEnd``;
 * **the agent gives up only when the model refused**: no more non-retryable errors reach the
   agent than the model refused requests (overloads, rate limits, 5xx, timeouts and cut
-  connections must stay retryable).
+  connections must stay retryable);
+* **a rate limit says how long the API asked to wait**: a 429 that reaches the agent carries a
+  ``retry_after`` the API sent (``retry-after`` is in seconds, ``retry-after-ms`` in
+  milliseconds), since the agent sleeps at least that long before it asks again.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from kelpie_agent.llm import (
     ChunkStream,
     LlmClient,
     LlmError,
+    LlmRateLimitedError,
     LlmRequest,
     LlmResponse,
     StreamChunk,
@@ -56,6 +60,7 @@ class PortCall:
     error: str | None = None  # the LlmError's class name
     retryable: bool = True
     ends: int = 0  # StreamEnd chunks seen (streams)
+    retry_after: float | None = None  # a rate limit's wait, as the port reported it
 
 
 class ModelAnswers:
@@ -66,13 +71,20 @@ class ModelAnswers:
         self.answers: dict[str, LlmResponse] = {}
         self.cut: set[str] = set()
         self.refused = 0
+        self.waits: set[float] = set()  # the retry-after of every 429 the model sent
+        self.bare_limits = 0  # 429s sent without a retry-after
 
     def observe(self, request: LlmRequest, outcome: Plan | Failure, node: str | None) -> None:
         if isinstance(outcome, Plan):
             self.answers[outcome.response.id] = outcome.response
             if outcome.cut_after is not None:
                 self.cut.add(outcome.response.id)
-        elif 400 <= outcome.status < 500 and outcome.status != 429:
+        elif outcome.status == 429:
+            if outcome.retry_after is None:
+                self.bare_limits += 1
+            else:
+                self.waits.add(outcome.retry_after)
+        elif 400 <= outcome.status < 500:
             self.refused += 1
         self.inner.observe(request, outcome, node)
 
@@ -85,7 +97,8 @@ class RecordingLlm:
 
     def _error(self, error: LlmError, streamed: bool, ends: int = 0) -> None:
         name = type(error).__name__
-        self.calls.append(PortCall(self.node, streamed, None, name, error.retryable, ends))
+        wait = error.retry_after if isinstance(error, LlmRateLimitedError) else None
+        self.calls.append(PortCall(self.node, streamed, None, name, error.retryable, ends, wait))
 
     async def complete(self, request: LlmRequest) -> LlmResponse:
         try:
@@ -146,6 +159,18 @@ def _same(got: LlmResponse, sent: LlmResponse) -> str | None:
     return None
 
 
+def _wrong_wait(wait: float | None, model: ModelAnswers) -> str | None:
+    """Why a 429's ``retry_after`` at the port is not one the model asked for (or None)."""
+    if wait is None:
+        if model.waits and not model.bare_limits:
+            return "lost the retry-after the API sent"
+        return None
+    if any(abs(wait - sent) <= 1e-6 * max(1.0, sent) for sent in model.waits):
+        return None
+    asked = ", ".join(f"{w:g}" for w in sorted(model.waits)) or "none"
+    return f"asks the agent to wait {wait:g} s; the API asked for {asked} s"
+
+
 def check_port(calls: list[PortCall], model: ModelAnswers) -> list[str]:
     """The port's contract over a run (see the module's docstring)."""
     problems: list[str] = []
@@ -154,6 +179,10 @@ def check_port(calls: list[PortCall], model: ModelAnswers) -> list[str]:
         if call.error is not None:
             if call.ends:
                 problems.append(f"{call.node}: a {kind} failed ({call.error}) after its end")
+            if call.error == LlmRateLimitedError.__name__:
+                wrong = _wrong_wait(call.retry_after, model)
+                if wrong:
+                    problems.append(f"{call.node}: a rate-limited {kind} {wrong}")
             continue
         if call.streamed and call.ends != 1:
             problems.append(

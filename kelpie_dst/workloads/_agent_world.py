@@ -35,7 +35,14 @@ from kelpie_agent.storage._txn import Write
 
 from .._nodes import Node
 from .._sim import Simulation
-from ..shims import FaultyKV, SimKV, StreamShape, open_kv, open_sandbox, sim_ports
+from ..shims import (
+    FaultyKV,
+    StreamShape,
+    open_direct_kv,
+    open_kv,
+    open_sandbox,
+    sim_ports,
+)
 from ..shims._mcp import SimMcpServer, sim_mcp_transport
 from ..shims._storage import SimKVStore, SimTransaction
 from ._agent_checks import Commit, Execution, Fence, Observed, Owner, agent_of_key
@@ -301,6 +308,7 @@ class World:
         storage_attempts: int = 0,
         llm_transport: str = "direct",
         escapes: bool = False,
+        bare_sdk_nodes: int = 0,
     ) -> None:
         self.sim = sim
         self.via = via
@@ -320,7 +328,8 @@ class World:
         )
         # stream_escapes: replies with escapes, streams cut anywhere (_engine.StreamShape)
         shape = StreamShape(escapes=True, cut_anywhere=True) if escapes else None
-        self.model = ModelLink(sim, self.policy, self.auditor, llm_transport, shape)
+        bare = frozenset(nodes[:bare_sdk_nodes])
+        self.model = ModelLink(sim, self.policy, self.auditor, llm_transport, shape, bare)
         self.sandbox = sandbox
         self.wants = tuple(tools)
         self.mcp_tools = tuple(t for _, names in mcp for t in names)
@@ -354,7 +363,7 @@ class World:
         await self.model.setup()
         main = self.sim.current_node()
         assert main is not None
-        store = ToolStore(SimKV(open_kv(main, host=self.db).store), sim_ports(main))
+        store = ToolStore(open_direct_kv(main, host=self.db), sim_ports(main))
         if "custom" in self.wants:
             spec = await store.upsert(CUSTOM_TOOL_SOURCE)
             self.tool_ids[spec.name] = spec.id
@@ -389,7 +398,11 @@ class World:
         if node.incarnation > 1:
             for hook in self.boot_hooks:
                 hook(node)
-        kv = RecordingKV(self.sim, node, self.db, self.journal)
+        from ._agent_sqlite import recording_sqlite_kv  # imports this module
+
+        kv = recording_sqlite_kv(self.sim, node, self.db, self.journal) or RecordingKV(
+            self.sim, node, self.db, self.journal
+        )
         async with contextlib.AsyncExitStack() as stack:
             mcp = None
             if self.mcp_servers and "mcp" in self.wants:

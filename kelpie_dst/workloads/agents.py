@@ -167,6 +167,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     "storage_attempts": 0,  # tries of each storage operation in the agent runtime before it
     # gives up (0: LoopConfig's default, 8); few make the give-up paths common under storage
     # faults: resumes that fail, runtimes gone stale (scenarios/agent_recovery_storms.toml)
+    "bare_sdk_nodes": 0,  # with topology.llm.transport = "anthropic_api": the first N server
+    # nodes run the adapter with the SDK's own retries off (_agent_llm.SDK_RETRIES)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -190,6 +192,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "list_walks": (0, 1),
     "ambiguous_creates": (0, 50),
     "storage_attempts": (0, 100),
+    "bare_sdk_nodes": (0, 100),
 }
 
 
@@ -205,7 +208,12 @@ def _names(ctx: WorkloadContext, param: str, allowed: tuple[str, ...]) -> list[s
     return names
 
 
-@workload(params=PARAMS, sizes=("agents", "messages", "clients"), bounds=BOUNDS)
+@workload(
+    params=PARAMS,
+    sizes=("agents", "messages", "clients"),
+    bounds=BOUNDS,
+    backends=("sim", "sqlite"),
+)
 async def agents(ctx: WorkloadContext) -> None:
     """Create the agents, send every message until acknowledged, read back the final state."""
     kinds = _names(ctx, "tools", KINDS)
@@ -248,6 +256,7 @@ async def agents(ctx: WorkloadContext) -> None:
         storage_attempts=int(ctx.params["storage_attempts"]),
         llm_transport=topology.llm.transport,
         escapes=bool(ctx.params["stream_escapes"]),
+        bare_sdk_nodes=int(ctx.params["bare_sdk_nodes"]),
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)

@@ -33,6 +33,7 @@ __all__ = ["all_operations_issued", "kv_linearizability"]
         "cas_ratio": (0, 1),
         "hold": (0, 60),
     },
+    backends=("sim", "sqlite"),
 )
 async def kv_linearizability(ctx: WorkloadContext) -> None:
     sim = ctx.sim

@@ -123,6 +123,7 @@ COSTLY = frozenset(
         "agent_anthropic_api",
         "agent_ambiguous_commits",
         "agent_recovery_storms",
+        "agent_sqlite",
         "agent_directory",
     }
 )

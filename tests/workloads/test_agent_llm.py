@@ -95,6 +95,23 @@ def test_the_agent_gives_up_only_on_requests_the_model_refused() -> None:
     assert "refused only 0" in problem
 
 
+def test_a_rate_limit_reaches_the_agent_with_the_wait_the_api_asked_for() -> None:
+    limited = Failure("rate_limited", "slow down", 429, "rate_limit_error", 4.0)
+
+    def port(wait: float | None) -> PortCall:
+        return PortCall("server-1", False, None, "LlmRateLimitedError", True, 0, wait)
+
+    assert check_port([port(4.0)], _model(limited)) == []
+    [problem] = check_port([port(4000.0)], _model(limited))  # seconds read as milliseconds
+    assert problem == (
+        "server-1: a rate-limited call asks the agent to wait 4000 s; the API asked for 4 s"
+    )
+    [problem] = check_port([port(None)], _model(limited))
+    assert problem == "server-1: a rate-limited call lost the retry-after the API sent"
+    bare = Failure("rate_limited", "slow down", 429, "rate_limit_error", None)
+    assert check_port([port(None)], _model(limited, bare)) == []  # this one may be the bare one
+
+
 def test_agent_anthropic_api_runs_the_real_adapter_and_repeats_itself() -> None:
     """Every answer the model sent reached an agent through AnthropicLlm and was checked; the
     same seed is the same run."""

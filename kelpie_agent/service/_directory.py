@@ -150,6 +150,8 @@ class Directory(Catalog):
             and (after is None or beyond(tag, after))
             and (before is None or beyond(before, tag))
         ]
+        if before is not None and after is None:  # the tags nearest the cursor (_index.window)
+            return chosen[-limit:] if limit else []
         return chosen[:limit]
 
     async def list_models(

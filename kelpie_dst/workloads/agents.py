@@ -65,6 +65,8 @@ from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_compaction import check_summaries
 from ._agent_creates import Creates
 from ._agent_direct import DirectLink
+from ._agent_directory import DirectoryWalker
+from ._agent_directory_checks import check_directory
 from ._agent_filters import FilterWalker, plan_tags
 from ._agent_fresh import FreshPrompts
 from ._agent_http import open_http_link
@@ -105,6 +107,7 @@ __all__ = [
     "created_once",
     "every_request_completed",
     "interrupted_runs_finished",
+    "lists_directory_exactly",
     "lists_filter_exactly",
     "lists_page_exactly",
     "llm_port_faithful",
@@ -161,6 +164,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     # twice in a step, a reply with an edit, junk mixed with good calls, repeated identical
     # calls, core_memory_replace at the boundaries (_agent_shapes; off: nothing changes;
     # scenarios/agent_step_shapes.toml)
+    "directory": False,  # after the clients, the cross-agent API areas (standalone blocks,
+    # tags, tool catalog and search, messages across agents and their search, identities)
+    # are driven and read back against the model (via http; _agent_directory)
     "fresh_prompts": False,  # every step's prompt shows the memory the database holds
     # (_agent_fresh: a pure check, moves no seed)
     "storage_attempts": 0,  # tries of each storage operation in the agent runtime before it
@@ -224,7 +230,7 @@ async def agents(ctx: WorkloadContext) -> None:
         raise UsageError("workload.params.conversations: needs via = 'http'")
     if float(ctx.params["poll_interval"]) and via != "http":
         raise UsageError("workload.params.poll_interval: needs via = 'http'")
-    for name in ("list_walks", "ambiguous_creates", "list_filters"):
+    for name in ("list_walks", "ambiguous_creates", "list_filters", "directory"):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
     topology = ctx.topology
@@ -330,6 +336,14 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.state["filters"] = filtered
         await filtered.run(plans, ctx.rng("filters"))
         ctx.metric("filters.reads", filtered.reads)
+    if bool(ctx.params["directory"]):
+        directory = DirectoryWalker(clients, ctx.rng("directory"))
+        ctx.state["directory"] = directory
+        await directory.run()
+        ctx.metric("directory.requests", directory.requests)
+        ctx.metric("directory.listed", sum(len(w.got) for w in directory.log.walks))
+        ctx.metric("directory.hits", len(directory.log.hits))
+        ctx.metric("directory.problems", len(directory.log.problems))
     by_number = {p.agent_id: p for p in plans}
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
@@ -539,6 +553,19 @@ def lists_filter_exactly(ctx: WorkloadContext) -> None:
     walker = ctx.state.get("filters")
     if isinstance(walker, FilterWalker):
         _holds(walker.problems, "a filtered list is wrong")
+
+
+@invariant
+def lists_directory_exactly(ctx: WorkloadContext) -> None:
+    """(With ``directory``.) The cross-agent lists and searches against the model: each
+    filter of blocks, tags, tools, messages and agents (by identity), paged in small pages
+    both ways, is the unfiltered reference filtered by the documented predicate; made blocks
+    and tools are listed as made (an update keeps what it omits); a block's agents are those
+    holding it; tool searches by tags and message searches answer only matches, each hit
+    attributed to its agent (_agent_directory_checks)."""
+    directory = ctx.state.get("directory")
+    if isinstance(directory, DirectoryWalker):
+        _holds(check_directory(directory.log), "a cross-agent list or search is wrong")
 
 
 @invariant

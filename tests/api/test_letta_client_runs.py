@@ -149,6 +149,9 @@ async def scenario() -> list[str]:
         assert await client.tags.list(name="team") == ["Team-A", "team-b"]
         assert await client.tags.list(order="desc", after="red", limit=1) == ["blue"]
         assert await client.tags.list(after="blue", before="team-b") == ["red"]
+        # a page asked only `before` a tag holds the tags nearest it (paging backwards)
+        assert await client.tags.list(before="team-b", limit=2) == ["blue", "red"]
+        assert await client.tags.list(order="desc", before="Team-A", limit=1) == ["blue"]
 
         # models: the default and every model an agent has
         models = await client.models.list()

@@ -124,6 +124,7 @@ COSTLY = frozenset(
         "agent_ambiguous_commits",
         "agent_recovery_storms",
         "agent_sqlite",
+        "agent_directory",
     }
 )
 

@@ -18,6 +18,7 @@ from kelpie_agent.storage import StorageError, StorageUnavailableError
 from .._nodes import Node
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import FaultyKV, open_kv
+from ._kv_clients import run_clients
 
 __all__ = ["all_operations_issued", "kv_linearizability"]
 
@@ -43,7 +44,6 @@ async def kv_linearizability(ctx: WorkloadContext) -> None:
     db = sim.add_node(ctx.topology.database or "db")
     remaining = dict.fromkeys(range(clients), ops)
     ctx.state["remaining"] = remaining
-    finished = trio.Event()
     names = [f"k{i}" for i in range(keys)]
 
     async def client(node: Node, number: int) -> None:
@@ -66,21 +66,7 @@ async def kv_linearizability(ctx: WorkloadContext) -> None:
                 await _write(ctx, kv, process, key, f"c{number}.{index}")
             await trio.sleep(think * rng.random())
 
-    async def node_main(node: Node) -> None:
-        async with trio.open_nursery() as nursery:
-            for number in range(clients):
-                if nodes[number % len(nodes)] == node.name and remaining[number] > 0:
-                    nursery.start_soon(client, node, number)
-        # Checked here, not in the clients: a client whose node crashed during its last
-        # operation never gets there, and the restarted node starts no client for it.
-        if all(left == 0 for left in remaining.values()):
-            finished.set()
-
-    for name in nodes:
-        sim.add_node(name, node_main)
-    if clients == 0 or ops == 0:
-        return
-    await finished.wait()
+    await run_clients(sim, nodes, remaining, client)
 
 
 async def _read(

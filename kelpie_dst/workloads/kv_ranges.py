@@ -43,6 +43,7 @@ from .._nodes import Node
 from .._rng import RngStream
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import FaultyKV, open_kv
+from ._kv_clients import run_clients
 
 __all__ = ["kv_ranges", "ranges_ops_issued", "reads_match_model"]
 
@@ -66,7 +67,6 @@ async def kv_ranges(ctx: WorkloadContext) -> None:
     models = {n: _Model(n) for n in range(clients)}
     violations: list[str] = []
     ctx.state.update(remaining=remaining, violations=violations, models=models, db=db)
-    finished = trio.Event()
 
     async def client(node: Node, number: int) -> None:
         kv = open_kv(node, host=db)
@@ -89,18 +89,7 @@ async def kv_ranges(ctx: WorkloadContext) -> None:
                 ctx.count("ranges.failed")
             await trio.sleep(ctx.params["think"] * rng.random())
 
-    async def node_main(node: Node) -> None:
-        async with trio.open_nursery() as nursery:
-            for number in range(clients):
-                if nodes[number % len(nodes)] == node.name and remaining[number] > 0:
-                    nursery.start_soon(client, node, number)
-        if all(left == 0 for left in remaining.values()):
-            finished.set()
-
-    for name in nodes:
-        sim.add_node(name, node_main)
-    if clients and ops:
-        await finished.wait()
+    await run_clients(sim, nodes, remaining, client)
 
 
 class _Model:

@@ -27,6 +27,7 @@ from kelpie_agent.storage import StorageError, StorageUnavailableError
 from .._nodes import Node
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import FaultyKV, open_kv
+from ._kv_clients import run_clients
 from ._kv_scans import OwnWrite, check_own_writes, read_pair, toggle_flag
 from ._kv_serial import Txn, check_serializable, parse_value
 
@@ -73,7 +74,6 @@ async def kv_write_skew(ctx: WorkloadContext) -> None:
     own: list[OwnWrite] = []
     ctx.state.update(remaining=remaining, txns=txns, db=db, own_writes=own)
     scans = bool(ctx.params["scans"])
-    finished = trio.Event()
 
     async def client(node: Node, number: int) -> None:
         kv = open_kv(node, host=db)
@@ -98,17 +98,7 @@ async def kv_write_skew(ctx: WorkloadContext) -> None:
             ctx.count(f"txn.{txn.kind}.{txn.status}")
             await trio.sleep(think * rng.random())
 
-    async def node_main(node: Node) -> None:
-        async with trio.open_nursery() as nursery:
-            for number in range(clients):
-                if nodes[number % len(nodes)] == node.name and remaining[number] > 0:
-                    nursery.start_soon(client, node, number)
-        if all(left == 0 for left in remaining.values()):
-            finished.set()
-
-    for name in nodes:
-        sim.add_node(name, node_main)
-    await finished.wait()
+    await run_clients(sim, nodes, remaining, client)
     ctx.metric("txns", len(txns))
     ctx.metric("txns.written", sum(1 for t in txns if t.status == "ok" and t.writes))
 

@@ -157,7 +157,7 @@ def _part(text: object, needle: str) -> bool:
 def _block_counts(agents: Iterable[AgentSeen]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for agent in agents:
-        for block_id in set(agent.block_ids):
+        for block_id in dict.fromkeys(agent.block_ids):  # each block once, in order
             counts[block_id] = counts.get(block_id, 0) + 1
     return counts
 

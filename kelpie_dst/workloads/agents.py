@@ -60,6 +60,7 @@ from ._agent_checks import (
     check_step_budgets,
     check_streams,
     check_turns,
+    made_twice,
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_compaction import check_summaries
@@ -78,7 +79,12 @@ from ._agent_recovery import check_clean_ends, check_recovery
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
-from ._agent_stops import check_invalid_stops, check_reply_ends_run, check_told_stop_reasons
+from ._agent_stops import (
+    check_invalid_stops,
+    check_reply_ends_run,
+    check_results_once,
+    check_told_stop_reasons,
+)
 from ._agent_threads import Threads
 from ._agent_world import World
 
@@ -693,6 +699,7 @@ def turns_complete(ctx: WorkloadContext) -> None:
     problems += check_model_said(record.histories, auditor.texts, auditor.calls)
     # where runs stop (_agent_stops): a reply ends its run; invalid_tool_call is earned
     problems += check_reply_ends_run(record.histories)
+    problems += check_results_once(record.histories, auditor.siblings)
     limit = _world(ctx).loop.max_invalid_steps
     problems += check_invalid_stops(record.acks, record.histories, limit)
     problems += check_told_stop_reasons(record.acks, _world(ctx).journal.runs)
@@ -734,8 +741,9 @@ def tool_effects_exactly_once(ctx: WorkloadContext) -> None:
     never took effect; an MCP call that timed out is not sent again by the same activation
     (its effect may have happened)."""
     record, world = _record(ctx), _world(ctx)
+    twice = made_twice(record.histories)
     problems = check_exactly_once(
-        record.blocks, record.passages, world.journal.entries, world.journal.executions
+        record.blocks, record.passages, world.journal.entries, world.journal.executions, twice
     )
     ledger, made = world.ledger, world.auditor.call_ids
     calls = {key: call for key, call in ledger.calls.items() if key in made}

@@ -198,7 +198,9 @@ def _whole_answers(
             per_step.setdefault(call.step_id, []).append(call)
     problems = []
     for step, stored in per_step.items():
-        answer = next((siblings[c.call_id] for c in stored if c.call_id in siblings), ())
+        answer = next(
+            (siblings[c.call_id] for c in stored if c.call_id and c.call_id in siblings), ()
+        )
         if len(answer) > len(stored):
             problems.append(
                 f"{agent} run {stored[0].run_id}: step {step} stored {len(stored)} of the "

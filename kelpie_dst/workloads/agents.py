@@ -124,6 +124,7 @@ __all__ = [
     "polls_consistent",
     "prompts_show_stored_memory",
     "runs_end_cleanly",
+    "server_raised_nothing",
     "single_activation",
     "steps_recorded",
     "streams_match_results",
@@ -668,6 +669,14 @@ def llm_port_faithful(ctx: WorkloadContext) -> None:
     stream the model cut off never became an answer, and the agent got a non-retryable
     error only for a request the model refused (_agent_llm_checks)."""
     _holds(_world(ctx).model.problems(), "the LLM adapter changed what the model said")
+
+
+@invariant
+def server_raised_nothing(ctx: WorkloadContext) -> None:
+    """No request made a node's HTTP server report a problem: no exception escaped the API app
+    (a 500 the API never means to send), and the app finished every response it started
+    (_agent_server_log). Over ``via = "direct"`` there is no HTTP server and nothing to see."""
+    _holds(_world(ctx).server_log.problems, "the HTTP server reported a problem")
 
 
 @invariant

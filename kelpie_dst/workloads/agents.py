@@ -163,6 +163,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # random stream, llm/chunks); off: nothing changes (scenarios/agent_interrupted.toml)
     "list_walks": 0.0,  # the fraction of agents one of whose lists is paged every way at the
     # end (via http; _agent_lists), and then the agents list; 0: none
+    "create_burst": 0,  # with list_walks: agents created at one instant through one node
+    # before the agents list is walked (_agent_burst); 0: none
     "ambiguous_creates": 0,  # per agent: conversations, passages, blocks and tools created
     # (looked up by name before a retry) while the run goes on (via http; _agent_creates)
     "list_filters": False,  # agents get tags, and filtered agent lists are read at the end
@@ -203,6 +205,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "poll_interval": (0, 3600),
     "list_walks": (0, 1),
     "ambiguous_creates": (0, 50),
+    "create_burst": (0, 50),
     "storage_attempts": (0, 100),
     "bare_sdk_nodes": (0, 100),
 }
@@ -240,6 +243,8 @@ async def agents(ctx: WorkloadContext) -> None:
     for name in ("list_walks", "ambiguous_creates", "list_filters", "directory"):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
+    if int(ctx.params["create_burst"]) and not float(ctx.params["list_walks"]):
+        raise UsageError("workload.params.create_burst: needs list_walks (the walk checks it)")
     topology = ctx.topology
     sandbox = topology.sandbox
     mcp_names = [t for s in topology.mcp for t in s.tools]
@@ -328,11 +333,15 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("conversations.acked", len(threads.acks))
     walks = float(ctx.params["list_walks"])
     if walks:
-        walker = ListWalker(clients, walks, threads if threads.count else None)
+        burst = int(ctx.params["create_burst"])
+        walker = ListWalker(clients, walks, threads if threads.count else None, burst)
         ctx.state["lists"] = walker
         await walker.run(plans, ctx.rng("lists"))
         ctx.metric("lists.walks", walker.walks)
         ctx.metric("lists.pages", walker.pages)
+        if burst:
+            ctx.metric("burst.acked", walker.burst_acked)
+            ctx.metric("agents.listed", walker.agents_listed)
     if creates.per_agent:
         ctx.state["creates"] = creates
         await creates.check(ctx.rng("creates/count"))

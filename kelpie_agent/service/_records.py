@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
@@ -39,8 +40,20 @@ __all__ = [
 INDEX = b"svc/agents/"
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def shown_micros(epoch: float) -> int:
+    """``epoch`` as the whole microseconds the API shows it with (``datetime.fromtimestamp``,
+    as ``epoch_datetime`` renders ``created_at``). ``round(epoch * 1_000_000)`` disagrees with
+    it by one for some times (the float product rounds differently), and then two agents
+    created within a microsecond listed in an order their shown ``created_at`` contradicts."""
+    return (datetime.fromtimestamp(max(0.0, epoch), tz=UTC) - _EPOCH) // _MICROSECOND
+
+
 def index_key(created_at: float, agent_id: str) -> bytes:
-    micros = max(0, round(created_at * 1_000_000))
+    micros = shown_micros(created_at)
     return INDEX + f"{micros:016x}/{agent_id}".encode()
 
 

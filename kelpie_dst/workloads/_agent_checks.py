@@ -55,6 +55,7 @@ __all__ = [
     "check_step_budgets",
     "check_streams",
     "check_turns",
+    "made_twice",
     "tag",
 ]
 
@@ -85,6 +86,7 @@ class Msg:
     tool: str | None = None  # tool calls and returns: the tool's name
     status: str | None = None  # tool returns: success or error
     step_id: str | None = None  # what the model wrote: the step (one LLM call) it belongs to
+    call_id: str | None = None  # tool calls and returns: the tool call's id
 
 
 @attrs.frozen
@@ -432,21 +434,46 @@ def check_streams(streams: Iterable[StreamRecord]) -> list[str]:
     return problems
 
 
+def made_twice(histories: Mapping[str, Sequence[Msg]]) -> dict[str, Counter[str]]:
+    """Per agent, how many stored calls that succeeded carry each note, where more than one
+    does: a model that repeats a call with the very same arguments in one step gets both run
+    (each with its own stored result), so the note is there twice by right."""
+    found: dict[str, Counter[str]] = {}
+    for agent, messages in histories.items():
+        ok = {
+            m.call_id for m in messages if m.type == "tool_return_message" and m.status == "success"
+        }
+        notes = Counter(
+            note
+            for m in messages
+            if m.type == "tool_call_message" and m.call_id in ok
+            for note in set(NOTE.findall(m.text))
+        )
+        found[agent] = Counter({note: n for note, n in notes.items() if n > 1})
+    return found
+
+
 def check_exactly_once(
     blocks: Iterable[BlockState],
     passages: Mapping[str, Sequence[str]],
     entries: Sequence[Commit | Observed],
     executions: Iterable[Execution],
+    twice: Mapping[str, Counter[str]] | None = None,
 ) -> list[str]:
-    """``passages[agent]``: the texts of its archival passages; ``entries``: the journal."""
+    """``passages[agent]``: the texts of its archival passages; ``entries``: the journal;
+    ``twice``: :func:`made_twice` of the stored histories (a note the model's own repeated
+    calls put there several times may be there that many times)."""
     problems: list[str] = []
+    twice = twice or {}
     for block in blocks:
+        made = twice.get(block.agent, Counter())
         for note, n in Counter(NOTE.findall(block.value)).items():
-            if n > 1:
+            if n > max(1, made[note]):
                 problems.append(f"{block.agent}: block {block.label} holds {note!r} {n} times")
     for agent, texts in passages.items():
+        made = twice.get(agent, Counter())
         for note, n in Counter(note for t in texts for note in NOTE.findall(t)).items():
-            if n > 1:
+            if n > max(1, made[note]):
                 problems.append(f"{agent}: archival memory holds {note!r} {n} times")
     committed: dict[str, int] = {}
     for position, entry in enumerate(entries):

@@ -56,11 +56,11 @@ def message_text(m: AgentMessage) -> str:
 
 
 def to_msg(m: AgentMessage) -> Msg:
-    tool = None
-    if isinstance(m, ToolCallMessage):
-        tool = m.tool_call.name
+    tool = call_id = None
+    if isinstance(m, ToolCallMessage):  # approval requests too
+        tool, call_id = m.tool_call.name, m.tool_call.tool_call_id
     elif isinstance(m, ToolReturnMessage):
-        tool = m.name
+        tool, call_id = m.name, m.tool_call_id
     return Msg(
         id=m.id,
         seq=m.seq,
@@ -72,6 +72,7 @@ def to_msg(m: AgentMessage) -> Msg:
         tool=tool,
         status=m.status if isinstance(m, ToolReturnMessage) else None,
         step_id=m.step_id,
+        call_id=call_id,
     )
 
 

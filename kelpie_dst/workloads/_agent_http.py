@@ -78,13 +78,16 @@ def _text(m: Any) -> str:
     return str(content or "")
 
 
+CALL_TYPES = ("tool_call_message", "approval_request_message")
+
+
 def to_msg(m: Any, seq: int) -> Msg:
     kind = m.message_type
-    tool = None
-    if kind == "tool_call_message" and m.tool_call is not None:
-        tool = m.tool_call.name
+    tool = call_id = None
+    if kind in CALL_TYPES and getattr(m, "tool_call", None) is not None:
+        tool, call_id = m.tool_call.name, m.tool_call.tool_call_id
     elif kind == "tool_return_message":
-        tool = m.name
+        tool, call_id = m.name, m.tool_call_id
     text = _text(m)
     return Msg(
         id=m.id,
@@ -97,6 +100,7 @@ def to_msg(m: Any, seq: int) -> Msg:
         tool=tool,
         status=m.status if kind == "tool_return_message" else None,
         step_id=getattr(m, "step_id", None),
+        call_id=call_id,
     )
 
 

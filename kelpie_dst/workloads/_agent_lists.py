@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from ._agent_burst import create_burst
 from ._list_order import BY_CREATED_AT, check_sorted
 
 __all__ = ["KINDS", "ListWalker", "Walk", "check_model", "check_walks", "walk"]
@@ -153,10 +154,13 @@ def check_model(
 class ListWalker:
     """Walks the lists of a finished agent workload run (see the module docstring)."""
 
-    def __init__(self, clients: Any, fraction: float, threads: Any) -> None:
+    def __init__(self, clients: Any, fraction: float, threads: Any, burst: int = 0) -> None:
         self.clients = clients
         self.fraction = fraction
         self.threads = threads
+        self.burst = burst  # agents created at one instant before the walks (_agent_burst)
+        self.burst_acked = 0  # ... of which acknowledged
+        self.agents_listed = 0  # agents in the one-page reference read of the agents list
         self.problems: list[str] = []
         self.walks = 0
         self.pages = 0
@@ -173,7 +177,11 @@ class ListWalker:
         if not created:
             return
         state = {"node": rng.choice(self.clients.world.node_names)}
-        await self._agents(plans, created, rng, state)
+        burst: tuple[list[str], list[str]] = ([], [])
+        if self.burst:
+            burst = await create_burst(self.clients, self.burst, rng)
+            self.burst_acked = len(burst[0])
+        await self._agents(plans, created, rng, state, burst)
         for plan in created:
             if rng.random() >= self.fraction:
                 continue
@@ -211,11 +219,16 @@ class ListWalker:
         return {"must": self._conversations(plan), "may_what": None}
 
     async def _agents(
-        self, plans: Sequence[Any], created: Sequence[Any], rng: Any, state: dict[str, str]
+        self,
+        plans: Sequence[Any],
+        created: Sequence[Any],
+        rng: Any,
+        state: dict[str, str],
+        burst: tuple[list[str], list[str]] = ([], []),
     ) -> None:
         link = self.clients.link
-        planned = [s for p in plans if (s := link.server_id(p)) is not None]
-        must = [link.server_id(p) for p in created]
+        planned = [s for p in plans if (s := link.server_id(p)) is not None] + burst[1]
+        must = [link.server_id(p) for p in created] + burst[0]
         fetch = self._fetch("agents", None, "agents", rng, state)
         try:
             await self._check("agents", "agents", fetch, rng, must=must, may=planned)
@@ -241,6 +254,8 @@ class ListWalker:
             self.problems += check_sorted(what, "asc", [(i, t) for i, _, t in stamped])
             self.problems += check_sorted(what, "desc", [(i, t) for i, _, t in newest])
         reference = [(i, w) for i, w, _ in stamped]
+        if kind == "agents":
+            self.agents_listed = len(reference)
         if may_what is not None:  # runs: each must be the agent's
             strays = [i for i, w in reference if w != may_what]
             if strays:

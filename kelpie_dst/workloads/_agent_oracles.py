@@ -65,6 +65,8 @@ class PromptAuditor:
         self.texts: set[str] = set()  # text blocks of complete answers
         self.calls: set[tuple[str, str]] = set()  # (name, arguments) of complete answers
         self.call_ids: set[str] = set()
+        # each call id of a complete answer -> every call id of that answer, in order
+        self.siblings: dict[str, tuple[str, ...]] = {}
         self.markers: dict[int, str] = {}  # agent -> its persona marker
         self.read_only: dict[int, dict[str, str]] = {}  # agent -> label -> value
         self.max_counts: dict[int, dict[str, int]] = {}  # agent -> tool -> its rule's limit
@@ -218,12 +220,14 @@ class PromptAuditor:
                     del self.expected[block.id]  # a fault changed the call: no expectation
         if plan.cut_after is not None:
             return  # a stream that breaks never delivers a complete answer
+        ids = tuple(b.id for b in plan.response.content if isinstance(b, ToolCall))
         for block in plan.response.content:
             if isinstance(block, TextBlock):
                 self.texts.add(block.text)
             else:
                 self.calls.add((block.name, block.arguments))
                 self.call_ids.add(block.id)
+                self.siblings[block.id] = ids
 
 
 MEMORY_SECTION = "<memory_blocks>"

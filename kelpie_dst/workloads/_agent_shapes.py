@@ -4,7 +4,8 @@ The workload's model (``_agent_policy.ToolMixPolicy``) makes one or a few *diffe
 step and answers with ``send_message`` alone. Real models also:
 
 * call **the same tool twice in one step** (two notes appended to ``human``, two archival
-  inserts): every call of the step must run once and get its own result;
+  inserts), sometimes with **the very same arguments**: every call of the step must run once
+  and get its own result;
 * **reply and act in one step**: ``send_message`` together with a memory edit, in either
   order; the edit runs, and the reply ends the run (no LLM step after it);
 * **mix a broken call with good ones** in one step (``junk`` directives): the good calls run,
@@ -166,7 +167,10 @@ def shaped_calls(
     if kind == "parallel":
         calls = moves.parallel(tag, step, words, (tool,) if tool else ())
         if calls and rng.random() < 0.6:
-            twin = _again(moves, rng.choice(calls), f"{tag} step {step}.{len(calls) + 1}")
+            exact = rng.random() < 0.3
+            pick = rng.choice(calls)
+            note = f"{tag} step {step}.{len(calls) + 1}"
+            twin = _same(moves, pick) if exact else _again(moves, pick, note)
             if twin is not None:
                 calls.insert(rng.randint(0, len(calls)), twin)
         return calls
@@ -197,6 +201,15 @@ def _again(moves: Moves, call: Call, note: str) -> Call | None:
         args = {"text": note, "times": 2} if "times" in call.input else {"text": note}
         return moves.call(name, args, key=True)
     return None
+
+
+def _same(moves: Moves, call: Call) -> Call | None:
+    """The very same memory call again in the same step (real models repeat themselves): it
+    runs twice, and each of the two gets its own result."""
+    if call.name not in ("core_memory_append", "memory_insert"):
+        return None
+    args = {k: v for k, v in call.input.items() if k != "request_heartbeat"}
+    return moves.call(call.name, args)
 
 
 def _tagged(text: str) -> set[int]:

@@ -29,6 +29,7 @@ __all__ = [
     "MODEL_TYPES",
     "check_invalid_stops",
     "check_reply_ends_run",
+    "check_results_once",
     "check_told_stop_reasons",
 ]
 
@@ -126,4 +127,83 @@ def check_told_stop_reasons(acks: Iterable[Ack], runs: Sequence[RunWrite]) -> li
             f"{ack.stop_reason!r}, but run {ack.run_id} ended {ended.stop_reason!r} "
             f"(t={ended.time:.3f} on {ended.node})"
         )
+    return problems
+
+
+def check_results_once(
+    histories: Mapping[str, Sequence[Msg]], siblings: Mapping[str, Sequence[str]]
+) -> list[str]:
+    """Every tool call the model made gets exactly one stored result.
+
+    * no call is answered twice (a recovered step that ran a call again stores a second
+      result under the same call id);
+    * every result answers a call stored before it, in the same agent's history;
+    * every call of a step that the run went past (a later step of the same run exists) was
+      answered: the loop only calls the model again once every call of the step has a result.
+      Approval requests are waits, not calls, and are left out of this last rule;
+    * a step keeps the model's whole answer: when one call of a complete answer was stored,
+      every call of that answer was (``siblings``: the model's answers, call id -> the ids of
+      all the calls it made in that answer, as the prompt auditor saw them).
+    """
+    problems = []
+    for agent, messages in sorted(histories.items()):
+        calls: dict[str, Msg] = {}
+        answered: dict[str, Msg] = {}
+        step_runs: dict[str, str] = {}  # step -> its run
+        later: set[str] = set()  # steps of a run that another step of that run follows
+        last: dict[str, str] = {}  # run -> its latest step so far
+        for m in messages:  # in history order
+            if m.run_id and m.step_id and m.step_id not in step_runs:
+                step_runs[m.step_id] = m.run_id
+                if m.run_id in last:
+                    later.add(last[m.run_id])
+                last[m.run_id] = m.step_id
+            if m.call_id is None:
+                continue
+            if m.type in ("tool_call_message", "approval_request_message"):
+                calls.setdefault(m.call_id, m)
+            elif m.type == "tool_return_message":
+                first = answered.get(m.call_id)
+                if first is not None:
+                    problems.append(
+                        f"{agent}: tool call {m.call_id} ({m.tool}) has two stored results, "
+                        f"{first.id} and {m.id}"
+                    )
+                elif m.call_id not in calls:
+                    problems.append(
+                        f"{agent}: result {m.id} answers tool call {m.call_id} ({m.tool}), "
+                        "which no stored message before it made"
+                    )
+                answered.setdefault(m.call_id, m)
+        problems += _whole_answers(agent, calls, siblings)
+        for call_id, call in calls.items():
+            if call.type != "tool_call_message" or call_id in answered:
+                continue
+            if call.step_id in later:
+                problems.append(
+                    f"{agent} run {call.run_id}: step {call.step_id}'s call {call_id} "
+                    f"({call.tool}) has no stored result, but the run went on to another step"
+                )
+    return problems
+
+
+def _whole_answers(
+    agent: str, calls: Mapping[str, Msg], siblings: Mapping[str, Sequence[str]]
+) -> list[str]:
+    """Each step stored as many calls as the model's answer made (counted per step: the loop
+    renames a call id the model repeated within one answer)."""
+    per_step: dict[str, list[Msg]] = {}
+    for call in calls.values():
+        if call.step_id:
+            per_step.setdefault(call.step_id, []).append(call)
+    problems = []
+    for step, stored in per_step.items():
+        answer = next(
+            (siblings[c.call_id] for c in stored if c.call_id and c.call_id in siblings), ()
+        )
+        if len(answer) > len(stored):
+            problems.append(
+                f"{agent} run {stored[0].run_id}: step {step} stored {len(stored)} of the "
+                f"{len(answer)} calls of the model's answer ({', '.join(answer)})"
+            )
     return problems

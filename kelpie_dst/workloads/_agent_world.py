@@ -51,6 +51,7 @@ from ._agent_moves import EFFECT_SERVICE
 from ._agent_oracles import Ledger, PromptAuditor, Sent
 from ._agent_policy import CUSTOM_TOOL_SOURCE, MCP_SCHEMA, workload_policy
 from ._agent_recovery import RunWrite, run_write
+from ._agent_server_log import ServerLog
 from ._agent_steps import StepCommits
 
 __all__ = ["LOOP", "OPTIONS", "PORT", "Journal", "RecordingKV", "World"]
@@ -321,6 +322,7 @@ class World:
         self.loop = loop
         # The oracles at the model's and the external service's boundaries (_agent_oracles).
         self.auditor = PromptAuditor()
+        self.server_log = ServerLog()  # what the HTTP servers reported as a problem
         self.ledger = Ledger(lambda: len(self.journal.entries))
         self.boot_hooks: list[Callable[[Node], None]] = []  # called when a node boots again
         self.node_names = tuple(nodes)
@@ -446,7 +448,14 @@ class World:
                 )
                 self.services[node.name] = service
                 app = create_app(service, observer=observer)
-                await serve(app, "0.0.0.0", PORT, SERVER, access_log=self._access)
+                await serve(
+                    app,
+                    "0.0.0.0",
+                    PORT,
+                    SERVER,
+                    access_log=self._access,
+                    logger=self.server_log.node(node.name),
+                )
                 return
             env = AgentEnv(llm=llm, sandbox_factory=factory, mcp=mcp, config=self.loop)
             dispatcher = Dispatcher(

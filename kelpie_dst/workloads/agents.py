@@ -60,6 +60,7 @@ from ._agent_checks import (
     check_step_budgets,
     check_streams,
     check_turns,
+    made_twice,
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_compaction import check_summaries
@@ -78,7 +79,12 @@ from ._agent_recovery import check_clean_ends, check_recovery
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
-from ._agent_stops import check_invalid_stops, check_reply_ends_run, check_told_stop_reasons
+from ._agent_stops import (
+    check_invalid_stops,
+    check_reply_ends_run,
+    check_results_once,
+    check_told_stop_reasons,
+)
 from ._agent_threads import Threads
 from ._agent_world import World
 
@@ -118,6 +124,7 @@ __all__ = [
     "polls_consistent",
     "prompts_show_stored_memory",
     "runs_end_cleanly",
+    "server_raised_nothing",
     "single_activation",
     "steps_recorded",
     "streams_match_results",
@@ -156,6 +163,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # random stream, llm/chunks); off: nothing changes (scenarios/agent_interrupted.toml)
     "list_walks": 0.0,  # the fraction of agents one of whose lists is paged every way at the
     # end (via http; _agent_lists), and then the agents list; 0: none
+    "create_burst": 0,  # with list_walks: agents created at one instant through one node
+    # before the agents list is walked (_agent_burst); 0: none
     "ambiguous_creates": 0,  # per agent: conversations, passages, blocks and tools created
     # (looked up by name before a retry) while the run goes on (via http; _agent_creates)
     "list_filters": False,  # agents get tags, and filtered agent lists are read at the end
@@ -196,6 +205,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "poll_interval": (0, 3600),
     "list_walks": (0, 1),
     "ambiguous_creates": (0, 50),
+    "create_burst": (0, 50),
     "storage_attempts": (0, 100),
     "bare_sdk_nodes": (0, 100),
 }
@@ -233,6 +243,8 @@ async def agents(ctx: WorkloadContext) -> None:
     for name in ("list_walks", "ambiguous_creates", "list_filters", "directory"):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
+    if int(ctx.params["create_burst"]) and not float(ctx.params["list_walks"]):
+        raise UsageError("workload.params.create_burst: needs list_walks (the walk checks it)")
     topology = ctx.topology
     sandbox = topology.sandbox
     mcp_names = [t for s in topology.mcp for t in s.tools]
@@ -321,11 +333,15 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("conversations.acked", len(threads.acks))
     walks = float(ctx.params["list_walks"])
     if walks:
-        walker = ListWalker(clients, walks, threads if threads.count else None)
+        burst = int(ctx.params["create_burst"])
+        walker = ListWalker(clients, walks, threads if threads.count else None, burst)
         ctx.state["lists"] = walker
         await walker.run(plans, ctx.rng("lists"))
         ctx.metric("lists.walks", walker.walks)
         ctx.metric("lists.pages", walker.pages)
+        if burst:
+            ctx.metric("burst.acked", walker.burst_acked)
+            ctx.metric("agents.listed", walker.agents_listed)
     if creates.per_agent:
         ctx.state["creates"] = creates
         await creates.check(ctx.rng("creates/count"))
@@ -665,6 +681,14 @@ def llm_port_faithful(ctx: WorkloadContext) -> None:
 
 
 @invariant
+def server_raised_nothing(ctx: WorkloadContext) -> None:
+    """No request made a node's HTTP server report a problem: no exception escaped the API app
+    (a 500 the API never means to send), and the app finished every response it started
+    (_agent_server_log). Over ``via = "direct"`` there is no HTTP server and nothing to see."""
+    _holds(_world(ctx).server_log.problems, "the HTTP server reported a problem")
+
+
+@invariant
 def context_complete(ctx: WorkloadContext) -> None:
     """Once the model has been shown an input, every later prompt of that agent shows it, in
     context or quoted in the summary of the messages compaction took out, and no compaction is
@@ -693,6 +717,7 @@ def turns_complete(ctx: WorkloadContext) -> None:
     problems += check_model_said(record.histories, auditor.texts, auditor.calls)
     # where runs stop (_agent_stops): a reply ends its run; invalid_tool_call is earned
     problems += check_reply_ends_run(record.histories)
+    problems += check_results_once(record.histories, auditor.siblings)
     limit = _world(ctx).loop.max_invalid_steps
     problems += check_invalid_stops(record.acks, record.histories, limit)
     problems += check_told_stop_reasons(record.acks, _world(ctx).journal.runs)
@@ -734,8 +759,9 @@ def tool_effects_exactly_once(ctx: WorkloadContext) -> None:
     never took effect; an MCP call that timed out is not sent again by the same activation
     (its effect may have happened)."""
     record, world = _record(ctx), _world(ctx)
+    twice = made_twice(record.histories)
     problems = check_exactly_once(
-        record.blocks, record.passages, world.journal.entries, world.journal.executions
+        record.blocks, record.passages, world.journal.entries, world.journal.executions, twice
     )
     ledger, made = world.ledger, world.auditor.call_ids
     calls = {key: call for key, call in ledger.calls.items() if key in made}

@@ -151,4 +151,13 @@ def test_agent_conversations_walks_its_lists_and_repeats_itself() -> None:
     failure = first.result.failure
     assert first.ok, f"{failure and failure.describe()}\n{first.replay_line()}"
     assert first.metrics["lists.walks"] >= 4 and first.metrics["lists.pages"] > 10
+    assert first.metrics["burst.acked"] == 6  # create_burst = 6: each made exactly one agent
+    assert first.metrics["agents.listed"] == first.metrics["agents.created"] + 6
     assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_create_burst_needs_list_walks() -> None:
+    scenario = load_scenario("agent_conversations", ["workload.params.list_walks=0"])
+    got = run_scenario(scenario, 0)
+    assert not got.ok and got.result.failure is not None
+    assert "workload.params.create_burst: needs list_walks" in got.result.failure.describe()

@@ -22,6 +22,7 @@ from kelpie_dst.workloads._agent_shapes import (
 from kelpie_dst.workloads._agent_stops import (
     check_invalid_stops,
     check_reply_ends_run,
+    check_results_once,
     check_told_stop_reasons,
 )
 
@@ -152,6 +153,57 @@ def test_a_parallel_step_may_call_one_tool_twice() -> None:
         assert calls is not None and len({c.id for c in calls}) == len(calls)
         names.append(sorted(c.name for c in calls))
     assert any(len(set(n)) < len(n) for n in names)  # the same tool twice in one step
+
+
+def _call(seq: int, step: str, call: str, kind: str = "tool_call_message", run: str = "r1") -> Msg:
+    return Msg(f"m{seq}", seq, run, kind, "", tool="x", step_id=step, call_id=call)
+
+
+def _result(seq: int, step: str, call: str, run: str = "r1") -> Msg:
+    return Msg(
+        f"m{seq}", seq, run, "tool_return_message", "", tool="x", status="success",
+        step_id=step, call_id=call,
+    )  # fmt: skip
+
+
+def test_every_call_of_a_step_gets_exactly_one_result() -> None:
+    two = [
+        _call(1, "s1", "c1"),
+        _call(2, "s1", "c2"),
+        _result(3, "s1", "c1"),
+        _result(4, "s1", "c2"),
+    ]
+    after = [*two, _call(5, "s2", "c3"), _result(6, "s2", "c3")]
+    answers = {"c1": ("c1", "c2"), "c2": ("c1", "c2"), "c3": ("c3",)}
+    assert check_results_once({"a1": after}, answers) == []
+    # the last step of a run may be cut short (a crash, a cancel): no later step, no claim
+    assert check_results_once({"a1": [*two, _call(5, "s2", "c3")]}, answers) == []
+    # an approval request waits for the client; it is not an unanswered call
+    waiting = [_call(1, "s1", "c1", "approval_request_message"), _call(2, "s2", "c2")]
+    assert check_results_once({"a1": waiting}, {}) == []
+    # planted: a call of step s1 never ran, and the run went on to step s2
+    skipped = [two[0], two[1], two[2], *after[4:]]
+    assert check_results_once({"a1": skipped}, answers) == [
+        "a1 run r1: step s1's call c2 (x) has no stored result, but the run went on to another step"
+    ]
+    # planted: a recovered step ran c1 again and stored a second result
+    again = [*after, _result(7, "s1", "c1")]
+    assert check_results_once({"a1": again}, answers) == [
+        "a1: tool call c1 (x) has two stored results, m3 and m7"
+    ]
+    # planted: a result that answers no stored call (the call's message was not stored)
+    orphan = [_call(1, "s1", "c1"), _result(2, "s1", "c1"), _result(3, "s1", "c2")]
+    problems = check_results_once({"a1": orphan}, answers)
+    assert (
+        problems[0]
+        == "a1: result m3 answers tool call c2 (x), which no stored message before it made"
+    )
+    assert (
+        problems[1] == "a1 run r1: step s1 stored 1 of the 2 calls of the model's answer (c1, c2)"
+    )
+    # another run's later step says nothing of this run's calls
+    other = [_call(1, "s1", "c1"), _call(2, "s2", "c3", run="r2"), _result(3, "s2", "c3", "r2")]
+    assert check_results_once({"a1": other}, {}) == []
 
 
 def test_agent_step_shapes_is_deterministic_and_meets_every_shape() -> None:

@@ -1,0 +1,330 @@
+"""Tool rules of every kind, and sandbox tools whose files must follow the commits
+(``agent_tool_rules``).
+
+The agent workload gives agents only ``max_count_per_step`` rules, and its model calls the
+tools the rules leave it, so a solver that offers the wrong tools after a child, parent or
+conditional rule, or a prefill that loses to the model's arguments, ran nowhere (the session-10
+blind test, rtE, planted four such bugs and none was caught). Here server nodes
+(``topology.nodes``) share a database host; a client makes ``agents`` ``letta_v1_agent`` agents
+with six custom tools (``rt_a`` ... ``rt_d``, ``rt_route``, ``rt_stop``, run in each node's
+simulated sandbox) and, per agent, rules drawn from the seed: ``run_first`` with prefilled
+``args``, ``constrain_child_tools`` with ``child_arg_nodes``, ``parent_last_tool``,
+``conditional`` (a ``child_output_mapping`` on ``rt_route``'s output, and a ``default_child``),
+``max_count_per_step`` and ``exit_loop``. Then ``messages`` directives per agent, each sent
+(with an otid, retried on failures) to a random live node.
+
+The model (:class:`RulePolicy`) calls one of the offered tools, and now and then one the
+rules keep back (a real model does), sometimes two in one step, with a ``mode`` argument of
+its own that a prefill must override; it answers in text after a few steps. Every request it
+gets is kept, and :func:`._tool_rule_model.judge_request` judges each against a model of the
+rules written from their documented contract (invariant ``tool_rules_obeyed``). At the end the
+client reads each agent's history back: each tool appends a line to a file in the sandbox and
+reports the line count, so the k-th stored result must report ``k``
+(invariant ``sandbox_follows_commits``): the storage faults (two tries per transaction, as in
+``agent_recovery_storms``) make commits give up after the tool ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from typing import Any
+
+import attrs
+import trio
+
+import kelpie_dst
+from kelpie_agent.agent import CreateAgent, InputMessage, LoopConfig, ToolReturnMessage, ToolRule
+from kelpie_agent.llm import LlmRequest
+from kelpie_agent.service import open_agent_node
+
+from ..scenario import WorkloadContext, invariant, workload
+from ..shims import LlmTiming, SimLlmClient, open_kv, open_sandbox, sim_ports
+from ..shims.llm._turns import Call, Reply
+from ._agent_schedules import OPTIONS, SERVICE, Client
+from ._tool_rule_model import (
+    DIRECTIVE,
+    RuleSet,
+    judge_request,
+    judge_sandbox_counts,
+    result_message,
+)
+
+__all__ = ["RulePolicy", "agent_tool_rules", "sandbox_follows_commits", "tool_rules_obeyed"]
+
+TOOLS = ("rt_a", "rt_b", "rt_c", "rt_d", "rt_route", "rt_stop")
+ROUTES = ("left", "right", "elsewhere")
+MODES = ("free", "fast")
+_NOTE = """
+def _note(tool, text, mode):
+    try:
+        with open("calls.log") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    lines.append(tool + " " + text)
+    with open("calls.log", "w") as f:
+        f.write("\\n".join(lines) + "\\n")
+    return tool + " mode=" + mode + " n=" + str(len(lines)) + " text=" + text
+"""
+
+
+def tool_source(name: str) -> str:
+    """A workload tool: it notes its call in the sandbox's ``calls.log`` and says how many
+    lines the file has now (``rt_route`` answers its ``choice``, for a conditional rule)."""
+    if name == "rt_route":
+        return (
+            _NOTE
+            + '''
+def rt_route(choice: str, text: str, mode: str = "free") -> str:
+    """Pick the way on.
+
+    Args:
+        choice: Where to go next.
+        text: A note.
+        mode: How.
+    """
+    _note("rt_route", text, mode)
+    return choice
+'''
+        )
+    return (
+        _NOTE
+        + f'''
+def {name}(text: str, mode: str = "free") -> str:
+    """Tool {name}: note a text.
+
+    Args:
+        text: The note.
+        mode: How.
+    """
+    return _note("{name}", text, mode)
+'''
+    )
+
+
+def draw_rules(rng: random.Random) -> RuleSet:
+    """One agent's rules: each kind with some probability (``exit_loop`` on ``rt_stop``
+    always)."""
+    run_first: tuple[tuple[str, dict[str, str]], ...] = ()
+    if rng.random() < 0.5:
+        run_first = (("rt_a", {"mode": "init"}),)
+    children: tuple[Any, ...] = ()
+    if rng.random() < 0.7:
+        children = (("rt_a", ("rt_b", "rt_route"), {"rt_b": {"mode": "child"}}),)
+    parents: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    if rng.random() < 0.6:
+        parents = (("rt_c", ("rt_d",)),)
+    conditionals: tuple[Any, ...] = ()
+    if rng.random() < 0.8:
+        default = "rt_d" if rng.random() < 0.7 else None
+        conditionals = (("rt_route", {"left": "rt_b", "right": "rt_c"}, default),)
+    max_counts: tuple[tuple[str, int], ...] = ()
+    if rng.random() < 0.5:
+        max_counts = ((rng.choice(("rt_b", "rt_c", "rt_d")), rng.randint(1, 2)),)
+    return RuleSet(
+        tools=TOOLS,
+        run_first=run_first,
+        children=children,
+        parents=parents,
+        conditionals=conditionals,
+        max_counts=max_counts,
+        exits=("rt_stop",),
+    )
+
+
+def tool_rules(rules: RuleSet) -> tuple[ToolRule, ...]:
+    out: list[ToolRule] = []
+    for tool, args in rules.run_first:
+        out.append(ToolRule(tool, "run_first", args=dict(args)))
+    for tool, kids, nodes in rules.children:
+        out.append(
+            ToolRule(
+                tool,
+                "constrain_child_tools",
+                children=kids,
+                child_arg_nodes=[{"name": k, "args": dict(a)} for k, a in nodes.items()],
+            )
+        )
+    for tool, kids in rules.parents:
+        out.append(ToolRule(tool, "parent_last_tool", children=kids))
+    for tool, mapping, default in rules.conditionals:
+        out.append(
+            ToolRule(tool, "conditional", child_output_mapping=dict(mapping), default_child=default)
+        )
+    for tool, limit in rules.max_counts:
+        out.append(ToolRule(tool, "max_count_per_step", max_count_limit=limit))
+    for tool in rules.exits:
+        out.append(ToolRule(tool, "exit_loop"))
+    return tuple(out)
+
+
+@attrs.define
+class RulePolicy:
+    """The simulated model: calls offered tools (sometimes one the rules keep back, sometimes
+    two at once) and answers in text after a few steps. Keeps every request it gets."""
+
+    requests: list[LlmRequest] = attrs.Factory(list)
+    p_forbidden: float = 0.2
+    p_two: float = 0.15
+
+    def respond(self, request: LlmRequest, rng: random.Random) -> Reply:
+        self.requests.append(request)
+        tag, steps = None, 0
+        for message in reversed(request.messages):
+            if message.role == "assistant":
+                steps += 1
+            elif message.role == "user":
+                m = DIRECTIVE.match(message.text.strip())
+                if m is not None:
+                    tag = m.group(1)
+                    break
+        offered = [t.name for t in request.tools]
+        if tag is None or not offered or steps >= 6 or rng.random() < 0.12:
+            return (f"Done after {steps} step(s).",)
+        reply: list[str | Call] = []
+        for k in range(2 if rng.random() < self.p_two else 1):
+            held_back = [t for t in TOOLS if t not in offered]
+            if held_back and rng.random() < self.p_forbidden:
+                name = rng.choice(held_back)
+            else:
+                name = rng.choice(offered)
+                if name == "rt_stop" and rng.random() < 0.6:
+                    name = rng.choice(offered)
+            args: dict[str, Any] = {"text": f"{tag} s{steps} c{k}", "mode": rng.choice(MODES)}
+            if name == "rt_route":
+                args["choice"] = rng.choice(ROUTES)
+            reply.append(Call(name, args))
+        return tuple(reply)
+
+
+@attrs.define
+class RulesLog:
+    policy: RulePolicy = attrs.Factory(RulePolicy)
+    rules: dict[int, RuleSet] = attrs.Factory(dict)
+    agents: dict[int, str] = attrs.Factory(dict)
+    stored: dict[int, list[tuple[str, str]]] = attrs.Factory(dict)  # successful tool results
+    stops: dict[str, int] = attrs.Factory(dict)
+
+
+def _start_servers(ctx: WorkloadContext, log: RulesLog) -> dict[str, Any]:
+    topology = ctx.topology
+    db = ctx.sim.add_node(topology.database or "db")
+    services: dict[str, Any] = {}
+    attempts = int(ctx.params["storage_attempts"])
+
+    async def server(node: kelpie_dst.Node) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            service = await stack.enter_async_context(
+                open_agent_node(
+                    open_kv(node, host=db),
+                    sim_ports(node),
+                    node_id=node.name,
+                    llm=SimLlmClient(log.policy, timing=LlmTiming()),
+                    sandbox_factory=lambda r: open_sandbox(
+                        node, name="rule-tools", network=r.network
+                    ),
+                    loop_config=LoopConfig(storage_attempts=attempts),
+                    dispatcher_options=OPTIONS,
+                    options=SERVICE,
+                    observer=kelpie_dst.log,
+                )
+            )
+            services[node.name] = service
+            await trio.sleep_forever()
+
+    for name in topology.nodes or ("server-1", "server-2", "server-3"):
+        ctx.sim.add_node(name, server)
+    return services
+
+
+async def _converse(client: Client, log: RulesLog, number: int, messages: int) -> None:
+    agent_id = log.agents[number]
+    for k in range(messages):
+        text = f"rr-a{number}-m{k} follow your tool rules"
+        inputs = (InputMessage("user", text, otid=f"rr-{number}-{k}"),)
+        result = await client.until_done(
+            lambda s, i=inputs: s.send_message(agent_id, i, max_steps=8)  # type: ignore[misc]
+        )
+        log.stops[result.stop_reason] = log.stops.get(result.stop_reason, 0) + 1
+        await trio.sleep(client.rng.uniform(0.5, 3))
+
+
+async def _read_back(client: Client, log: RulesLog) -> None:
+    for number, agent_id in log.agents.items():
+        history = await client.until_done(
+            lambda s, a=agent_id: s.list_messages(a, limit=1000, order="asc")  # type: ignore[misc]
+        )
+        log.stored[number] = [
+            (m.name or "", result_message(m.tool_return))
+            for m in history
+            if isinstance(m, ToolReturnMessage) and m.status == "success" and m.name in TOOLS
+        ]
+
+
+@workload(
+    params={"agents": 4, "messages": 4, "storage_attempts": 2},
+    sizes=("agents", "messages"),
+    bounds={"agents": (1, 50), "messages": (1, 100), "storage_attempts": (1, 8)},
+)
+async def agent_tool_rules(ctx: WorkloadContext) -> None:
+    """Tool rules of every kind and sandbox tools under faults; see the module docstring."""
+    log = RulesLog()
+    ctx.state["log"] = log
+    services = _start_servers(ctx, log)
+    client = Client(ctx, services, "tool-rules")
+    draw = ctx.rng("tool-rules-draw")
+    await trio.sleep(0.5)
+    specs = {}
+    for name in TOOLS:
+        source = tool_source(name)
+        spec = await client.until_done(lambda s, src=source: s.upsert_tool(src))  # type: ignore[misc]
+        specs[name] = spec.id
+    for number in range(int(ctx.params["agents"])):
+        rules = draw_rules(draw)
+        log.rules[number] = rules
+        request = CreateAgent(
+            name=f"rules-{number}",
+            agent_type="letta_v1_agent",
+            tool_ids=tuple(specs[name] for name in TOOLS),
+            tool_rules=tool_rules(rules),
+        )
+        view = await client.until_done(
+            lambda s, r=request: s.create_agent(r, include_base_tools=False)  # type: ignore[misc]
+        )
+        log.agents[number] = view.agent.id
+    messages = int(ctx.params["messages"])
+    async with trio.open_nursery() as nursery:
+        for number in log.agents:
+            nursery.start_soon(_converse, client, log, number, messages)
+    await _read_back(client, log)
+    ctx.metric("tool_rules.requests", len(log.policy.requests))
+    for reason, count in sorted(log.stops.items()):
+        ctx.metric(f"tool_rules.stop.{reason}", count)
+
+
+def _shown(problems: list[str]) -> str:
+    return "; ".join(problems[:3]) + (f"; ... ({len(problems)} in all)" if problems[3:] else "")
+
+
+@invariant
+def tool_rules_obeyed(ctx: WorkloadContext) -> None:
+    """Every request to the model offers exactly the tools the agent's rules allow after the
+    run's calls so far; every call was refused exactly when the rules forbade it and ran with
+    the arguments they prefill; no request follows an ``exit_loop`` tool in its run."""
+    log: RulesLog = ctx.state["log"]
+    problems: list[str] = []
+    for index, request in enumerate(log.policy.requests):
+        problems += judge_request(request, log.rules, f"request {index}")
+    assert not problems, _shown(problems)
+
+
+@invariant
+def sandbox_follows_commits(ctx: WorkloadContext) -> None:
+    """The k-th stored result of an agent's sandbox tools found k lines in the file each call
+    appends to: the sandbox holds exactly the committed calls' files."""
+    log: RulesLog = ctx.state["log"]
+    problems: list[str] = []
+    for number, returns in sorted(log.stored.items()):
+        problems += judge_sandbox_counts(f"a{number}", returns)
+    assert not problems, _shown(problems)

@@ -45,6 +45,7 @@ __all__ = [
     "allowed_now",
     "judge_request",
     "judge_sandbox_counts",
+    "judge_timeouts",
     "prefilled_now",
     "result_message",
 ]
@@ -261,4 +262,45 @@ def judge_sandbox_counts(agent: str, returns: Iterable[tuple[str, str]]) -> list
                 f"files are not those of the committed calls ({message[:120]!r})"
             )
             expected = int(m.group(1))
+    return problems
+
+
+_SLEEP = re.compile(r"^sleep (\d+);")
+
+
+def judge_timeouts(requests: Iterable[LlmRequest], timeout: float) -> list[str]:
+    """``run_code`` calls (``sleep N; ...``) against the tool timeout: one that sleeps past
+    ``timeout`` must not succeed; one that sleeps under half of it must not time out."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for request in requests:
+        calls = {
+            b.id: b
+            for m in request.messages
+            for b in m.content
+            if isinstance(b, ToolCall) and b.name == "run_code"
+        }
+        for message in request.messages:
+            for block in message.content:
+                if not isinstance(block, ToolResult) or block.tool_call_id not in calls:
+                    continue
+                if block.tool_call_id in seen:
+                    continue
+                seen.add(block.tool_call_id)
+                code = str(_args(calls[block.tool_call_id]).get("code", ""))
+                m = _SLEEP.match(code)
+                if m is None:
+                    continue
+                seconds = int(m.group(1))
+                text = result_message(block.content)
+                if seconds > timeout and not failed(block.content):
+                    problems.append(
+                        f"run_code {code!r} slept {seconds}s, past the {timeout:g}s tool "
+                        f"timeout, and succeeded: {text[:120]!r}"
+                    )
+                if seconds < timeout / 2 and "TimeoutError" in text:
+                    problems.append(
+                        f"run_code {code!r} slept {seconds}s, within the {timeout:g}s tool "
+                        f"timeout, and was reported timed out: {text[:120]!r}"
+                    )
     return problems

@@ -34,7 +34,14 @@ import attrs
 import trio
 
 import kelpie_dst
-from kelpie_agent.agent import CreateAgent, InputMessage, LoopConfig, ToolReturnMessage, ToolRule
+from kelpie_agent.agent import (
+    CreateAgent,
+    InputMessage,
+    LoopConfig,
+    ToolReturnMessage,
+    ToolRule,
+    builtin_id,
+)
 from kelpie_agent.llm import LlmRequest
 from kelpie_agent.service import open_agent_node
 
@@ -47,12 +54,24 @@ from ._tool_rule_model import (
     RuleSet,
     judge_request,
     judge_sandbox_counts,
+    judge_timeouts,
     result_message,
 )
 
-__all__ = ["RulePolicy", "agent_tool_rules", "sandbox_follows_commits", "tool_rules_obeyed"]
+__all__ = [
+    "RulePolicy",
+    "agent_tool_rules",
+    "sandbox_follows_commits",
+    "tool_rules_obeyed",
+    "tool_timeouts_kept",
+]
 
-TOOLS = ("rt_a", "rt_b", "rt_c", "rt_d", "rt_route", "rt_stop")
+NOTED = ("rt_a", "rt_b", "rt_c", "rt_d", "rt_route", "rt_stop")
+"""The custom tools: each notes its call in the sandbox's ``calls.log``."""
+TOOLS = (*NOTED, "run_code")
+"""Every tool the agents have (``run_code`` runs ``sleep N`` past the timeout or not)."""
+TOOL_TIMEOUT = 5.0
+SLEEPS = (1, 2, 9, 12)  # seconds a run_code command sleeps: well within or past TOOL_TIMEOUT
 ROUTES = ("left", "right", "elsewhere")
 MODES = ("free", "fast")
 _NOTE = """
@@ -194,6 +213,9 @@ class RulePolicy:
             args: dict[str, Any] = {"text": f"{tag} s{steps} c{k}", "mode": rng.choice(MODES)}
             if name == "rt_route":
                 args["choice"] = rng.choice(ROUTES)
+            elif name == "run_code":
+                sleep = rng.choice(SLEEPS)
+                args = {"code": f"sleep {sleep}; echo {args['text']}", "language": "shell"}
             reply.append(Call(name, args))
         return tuple(reply)
 
@@ -224,7 +246,7 @@ def _start_servers(ctx: WorkloadContext, log: RulesLog) -> dict[str, Any]:
                     sandbox_factory=lambda r: open_sandbox(
                         node, name="rule-tools", network=r.network
                     ),
-                    loop_config=LoopConfig(storage_attempts=attempts),
+                    loop_config=LoopConfig(storage_attempts=attempts, tool_timeout=TOOL_TIMEOUT),
                     dispatcher_options=OPTIONS,
                     options=SERVICE,
                     observer=kelpie_dst.log,
@@ -258,7 +280,7 @@ async def _read_back(client: Client, log: RulesLog) -> None:
         log.stored[number] = [
             (m.name or "", result_message(m.tool_return))
             for m in history
-            if isinstance(m, ToolReturnMessage) and m.status == "success" and m.name in TOOLS
+            if isinstance(m, ToolReturnMessage) and m.status == "success" and m.name in NOTED
         ]
 
 
@@ -275,8 +297,8 @@ async def agent_tool_rules(ctx: WorkloadContext) -> None:
     client = Client(ctx, services, "tool-rules")
     draw = ctx.rng("tool-rules-draw")
     await trio.sleep(0.5)
-    specs = {}
-    for name in TOOLS:
+    specs = {"run_code": builtin_id("run_code")}
+    for name in NOTED:
         source = tool_source(name)
         spec = await client.until_done(lambda s, src=source: s.upsert_tool(src))  # type: ignore[misc]
         specs[name] = spec.id
@@ -316,6 +338,15 @@ def tool_rules_obeyed(ctx: WorkloadContext) -> None:
     problems: list[str] = []
     for index, request in enumerate(log.policy.requests):
         problems += judge_request(request, log.rules, f"request {index}")
+    assert not problems, _shown(problems)
+
+
+@invariant
+def tool_timeouts_kept(ctx: WorkloadContext) -> None:
+    """A ``run_code`` command that sleeps past the agent's ``tool_timeout`` never succeeds,
+    and one that sleeps well within it is never reported as timed out."""
+    log: RulesLog = ctx.state["log"]
+    problems = judge_timeouts(log.policy.requests, TOOL_TIMEOUT)
     assert not problems, _shown(problems)
 
 

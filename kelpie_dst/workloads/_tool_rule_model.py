@@ -43,6 +43,7 @@ __all__ = [
     "DIRECTIVE",
     "RuleSet",
     "allowed_now",
+    "judge_archival_searches",
     "judge_request",
     "judge_sandbox_counts",
     "judge_timeouts",
@@ -303,4 +304,54 @@ def judge_timeouts(requests: Iterable[LlmRequest], timeout: float) -> list[str]:
                         f"run_code {code!r} slept {seconds}s, within the {timeout:g}s tool "
                         f"timeout, and was reported timed out: {text[:120]!r}"
                     )
+    return problems
+
+
+def _calls_and_results(requests: Iterable[LlmRequest], tool: str) -> list[tuple[ToolCall, str]]:
+    """Each call of ``tool`` the requests show with its result, once (by call id)."""
+    out: list[tuple[ToolCall, str]] = []
+    seen: set[str] = set()
+    for request in requests:
+        calls = {
+            b.id: b
+            for m in request.messages
+            for b in m.content
+            if isinstance(b, ToolCall) and b.name == tool
+        }
+        for message in request.messages:
+            for block in message.content:
+                if not isinstance(block, ToolResult):
+                    continue
+                key = block.tool_call_id
+                if key in calls and key not in seen:
+                    seen.add(key)
+                    out.append((calls[key], block.content))
+    return out
+
+
+def judge_archival_searches(requests: Iterable[LlmRequest]) -> list[str]:
+    """``archival_memory_search`` calls with ``tags``: every hit has all the tags (mode
+    ``all``) or at least one of them (``any``, the default), as Letta documents the filter."""
+    problems: list[str] = []
+    for call, content in _calls_and_results(requests, "archival_memory_search"):
+        if failed(content):
+            continue
+        args = _args(call)
+        asked = args.get("tags")
+        if not isinstance(asked, list) or not asked:
+            continue
+        mode = args.get("tag_match_mode") or "any"
+        try:
+            hits = json.loads(result_message(content))
+        except ValueError:
+            problems.append(f"archival_memory_search answered no JSON: {content[:120]!r}")
+            continue
+        for hit in hits if isinstance(hits, list) else []:
+            tags = set(hit.get("tags", ())) if isinstance(hit, dict) else set()
+            ok = set(asked) <= tags if mode == "all" else bool(set(asked) & tags)
+            if not ok:
+                problems.append(
+                    f"archival_memory_search(tags={asked}, tag_match_mode={mode!r}) returned "
+                    f"a passage tagged {sorted(tags)}: {str(hit.get('content'))[:60]!r}"
+                )
     return problems

@@ -52,6 +52,7 @@ from ._agent_schedules import OPTIONS, SERVICE, Client
 from ._tool_rule_model import (
     DIRECTIVE,
     RuleSet,
+    judge_archival_searches,
     judge_request,
     judge_sandbox_counts,
     judge_timeouts,
@@ -61,6 +62,7 @@ from ._tool_rule_model import (
 __all__ = [
     "RulePolicy",
     "agent_tool_rules",
+    "archival_searches_filter",
     "sandbox_follows_commits",
     "tool_rules_obeyed",
     "tool_timeouts_kept",
@@ -68,8 +70,11 @@ __all__ = [
 
 NOTED = ("rt_a", "rt_b", "rt_c", "rt_d", "rt_route", "rt_stop")
 """The custom tools: each notes its call in the sandbox's ``calls.log``."""
-TOOLS = (*NOTED, "run_code")
-"""Every tool the agents have (``run_code`` runs ``sleep N`` past the timeout or not)."""
+BUILTIN = ("run_code", "archival_memory_insert", "archival_memory_search")
+TOOLS = (*NOTED, *BUILTIN)
+"""Every tool the agents have (``run_code`` runs ``sleep N`` past the timeout or not; the
+archival tools insert tagged passages and search them by tags, ``any`` or ``all``)."""
+TAGS = ("kelp", "reef", "tide")
 TOOL_TIMEOUT = 5.0
 SLEEPS = (1, 2, 9, 12)  # seconds a run_code command sleeps: well within or past TOOL_TIMEOUT
 ROUTES = ("left", "right", "elsewhere")
@@ -216,6 +221,13 @@ class RulePolicy:
             elif name == "run_code":
                 sleep = rng.choice(SLEEPS)
                 args = {"code": f"sleep {sleep}; echo {args['text']}", "language": "shell"}
+            elif name == "archival_memory_insert":
+                tags = rng.sample(TAGS, rng.randint(1, 2))
+                args = {"content": f"{args['text']} note", "tags": tags}
+            elif name == "archival_memory_search":
+                tags = rng.sample(TAGS, rng.randint(1, 2))
+                mode = rng.choice(("any", "all"))
+                args = {"query": "note", "tags": tags, "tag_match_mode": mode, "top_k": 50}
             reply.append(Call(name, args))
         return tuple(reply)
 
@@ -297,7 +309,7 @@ async def agent_tool_rules(ctx: WorkloadContext) -> None:
     client = Client(ctx, services, "tool-rules")
     draw = ctx.rng("tool-rules-draw")
     await trio.sleep(0.5)
-    specs = {"run_code": builtin_id("run_code")}
+    specs = {name: builtin_id(name) for name in BUILTIN}
     for name in NOTED:
         source = tool_source(name)
         spec = await client.until_done(lambda s, src=source: s.upsert_tool(src))  # type: ignore[misc]
@@ -347,6 +359,15 @@ def tool_timeouts_kept(ctx: WorkloadContext) -> None:
     and one that sleeps well within it is never reported as timed out."""
     log: RulesLog = ctx.state["log"]
     problems = judge_timeouts(log.policy.requests, TOOL_TIMEOUT)
+    assert not problems, _shown(problems)
+
+
+@invariant
+def archival_searches_filter(ctx: WorkloadContext) -> None:
+    """Every passage an ``archival_memory_search`` with tags returns has the tags its
+    ``tag_match_mode`` asks for: all of them, or at least one."""
+    log: RulesLog = ctx.state["log"]
+    problems = judge_archival_searches(log.policy.requests)
     assert not problems, _shown(problems)
 
 

@@ -31,6 +31,7 @@ those of the committed calls, whatever crashed or failed to commit in between.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,6 +45,7 @@ __all__ = [
     "RuleSet",
     "allowed_now",
     "judge_archival_searches",
+    "judge_pauses",
     "judge_request",
     "judge_sandbox_counts",
     "judge_timeouts",
@@ -354,4 +356,76 @@ def judge_archival_searches(requests: Iterable[LlmRequest]) -> list[str]:
                     f"archival_memory_search(tags={asked}, tag_match_mode={mode!r}) returned "
                     f"a passage tagged {sorted(tags)}: {str(hit.get('content'))[:60]!r}"
                 )
+    return problems
+
+
+_PAUSED = re.compile(r"^Pausing timed heartbeats for (\d+) min")
+PAUSE_MARGIN = 2.0  # seconds: results are stamped to the second
+
+
+def _when(content: str) -> float | None:
+    """The ``time`` of a packaged tool result, as epoch seconds."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    text = data.get("time") if isinstance(data, dict) else None
+    if not isinstance(text, str):
+        return None
+    try:
+        # Letta's time format, as kelpie_agent writes it (the agents' timezone is UTC)
+        return _dt.datetime.strptime(text, "%Y-%m-%d %I:%M:%S %p UTC%z").timestamp()
+    except ValueError:
+        return None
+
+
+def forced_tools(rules: RuleSet) -> frozenset[str]:
+    """The tools after which the loop always goes on: a child, conditional or count rule on
+    them (kelpie_agent's ``_tool_rules``: "a child rule or a continue_loop rule"), unless
+    they end the run."""
+    names = {tool for tool, _, _ in rules.children}
+    names |= {tool for tool, _, _ in rules.conditionals}
+    names |= {tool for tool, _ in rules.max_counts}
+    return frozenset(names - set(rules.exits))
+
+
+def judge_pauses(request: LlmRequest, rules: Mapping[int, RuleSet], where: str) -> list[str]:
+    """A memgpt agent that called ``pause_heartbeats(minutes=m)`` at ``t`` ignores heartbeats
+    until ``t + 60 m``: a step that ends within the pause ends its run (unless one of its
+    tools forces the loop on), whatever heartbeats it asked for. So no request may follow such
+    a step in its run."""
+    region = _run_region(request)
+    if region is None:
+        return []
+    tag, agent, steps = region
+    ruleset = rules.get(agent)
+    if ruleset is None or "pause_heartbeats" not in ruleset.tools:
+        return []
+    pauses: dict[str, tuple[float, int]] = {}  # call id -> (when, minutes)
+    for call, content in _calls_and_results([request], "pause_heartbeats"):
+        m, when = _PAUSED.match(result_message(content)), _when(content)
+        if m is not None and when is not None and not failed(content):
+            pauses[call.id] = (when, int(m.group(1)))
+    if not pauses:
+        return []
+    # a pause of this run counts from its own step on; one of an earlier run, by its time
+    in_run = {call.id: n for n, step in enumerate(steps, 1) for call, _ in step.calls}
+    forced = forced_tools(ruleset)
+    problems = []
+    for number, step in enumerate(steps, 1):
+        times = [t for _, r in step.calls if r is not None for t in [_when(r)] if t is not None]
+        if not times or any(call.name in forced for call, _ in step.calls):
+            continue
+        end = max(times)
+        latest = sorted(
+            (t, m) for key, (t, m) in pauses.items() if in_run.get(key, 0) <= number and t <= end
+        )
+        if not latest:
+            continue
+        since, minutes = latest[-1]
+        if minutes and end < since + 60 * minutes - PAUSE_MARGIN:
+            problems.append(
+                f"{where}: {tag} step {number} ended {end - since:.0f}s into a "
+                f"{minutes}-minute heartbeat pause, yet its run went on"
+            )
     return problems

@@ -53,6 +53,7 @@ from ._tool_rule_model import (
     DIRECTIVE,
     RuleSet,
     judge_archival_searches,
+    judge_pauses,
     judge_request,
     judge_sandbox_counts,
     judge_timeouts,
@@ -63,6 +64,7 @@ __all__ = [
     "RulePolicy",
     "agent_tool_rules",
     "archival_searches_filter",
+    "heartbeat_pauses_kept",
     "sandbox_follows_commits",
     "tool_rules_obeyed",
     "tool_timeouts_kept",
@@ -75,6 +77,10 @@ TOOLS = (*NOTED, *BUILTIN)
 """Every tool the agents have (``run_code`` runs ``sleep N`` past the timeout or not; the
 archival tools insert tagged passages and search them by tags, ``any`` or ``all``)."""
 TAGS = ("kelp", "reef", "tide")
+MEMGPT_TOOLS = ("pause_heartbeats",)
+"""What memgpt agents have besides (they are every other agent with ``memgpt``)."""
+PAUSES = (1, 2)  # minutes a pause_heartbeats call asks for
+EXITS = ("rt_stop",)
 TOOL_TIMEOUT = 5.0
 SLEEPS = (1, 2, 9, 12)  # seconds a run_code command sleeps: well within or past TOOL_TIMEOUT
 ROUTES = ("left", "right", "elsewhere")
@@ -127,7 +133,7 @@ def {name}(text: str, mode: str = "free") -> str:
     )
 
 
-def draw_rules(rng: random.Random) -> RuleSet:
+def draw_rules(rng: random.Random, tools: tuple[str, ...] = TOOLS) -> RuleSet:
     """One agent's rules: each kind with some probability (``exit_loop`` on ``rt_stop``
     always)."""
     run_first: tuple[tuple[str, dict[str, str]], ...] = ()
@@ -147,13 +153,13 @@ def draw_rules(rng: random.Random) -> RuleSet:
     if rng.random() < 0.5:
         max_counts = ((rng.choice(("rt_b", "rt_c", "rt_d")), rng.randint(1, 2)),)
     return RuleSet(
-        tools=TOOLS,
+        tools=tools,
         run_first=run_first,
         children=children,
         parents=parents,
         conditionals=conditionals,
         max_counts=max_counts,
-        exits=("rt_stop",),
+        exits=EXITS,
     )
 
 
@@ -206,9 +212,13 @@ class RulePolicy:
         offered = [t.name for t in request.tools]
         if tag is None or not offered or steps >= 6 or rng.random() < 0.12:
             return (f"Done after {steps} step(s).",)
+        memgpt = any(
+            "request_heartbeat" in t.input_schema.get("properties", {}) for t in request.tools
+        )
+        attached = TOOLS + (MEMGPT_TOOLS if memgpt else ())
         reply: list[str | Call] = []
         for k in range(2 if rng.random() < self.p_two else 1):
-            held_back = [t for t in TOOLS if t not in offered]
+            held_back = [t for t in attached if t not in offered]
             if held_back and rng.random() < self.p_forbidden:
                 name = rng.choice(held_back)
             else:
@@ -216,7 +226,9 @@ class RulePolicy:
                 if name == "rt_stop" and rng.random() < 0.6:
                     name = rng.choice(offered)
             args: dict[str, Any] = {"text": f"{tag} s{steps} c{k}", "mode": rng.choice(MODES)}
-            if name == "rt_route":
+            if name == "pause_heartbeats":
+                args = {"minutes": rng.choice(PAUSES)}
+            elif name == "rt_route":
                 args["choice"] = rng.choice(ROUTES)
             elif name == "run_code":
                 sleep = rng.choice(SLEEPS)
@@ -228,6 +240,8 @@ class RulePolicy:
                 tags = rng.sample(TAGS, rng.randint(1, 2))
                 mode = rng.choice(("any", "all"))
                 args = {"query": "note", "tags": tags, "tag_match_mode": mode, "top_k": 50}
+            if memgpt and name not in EXITS:  # memgpt tools take request_heartbeat
+                args["request_heartbeat"] = rng.random() < 0.85
             reply.append(Call(name, args))
         return tuple(reply)
 
@@ -297,7 +311,7 @@ async def _read_back(client: Client, log: RulesLog) -> None:
 
 
 @workload(
-    params={"agents": 4, "messages": 4, "storage_attempts": 2},
+    params={"agents": 4, "messages": 4, "storage_attempts": 2, "memgpt": False},
     sizes=("agents", "messages"),
     bounds={"agents": (1, 50), "messages": (1, 100), "storage_attempts": (1, 8)},
 )
@@ -309,18 +323,20 @@ async def agent_tool_rules(ctx: WorkloadContext) -> None:
     client = Client(ctx, services, "tool-rules")
     draw = ctx.rng("tool-rules-draw")
     await trio.sleep(0.5)
-    specs = {name: builtin_id(name) for name in BUILTIN}
+    specs = {name: builtin_id(name) for name in (*BUILTIN, *MEMGPT_TOOLS)}
     for name in NOTED:
         source = tool_source(name)
         spec = await client.until_done(lambda s, src=source: s.upsert_tool(src))  # type: ignore[misc]
         specs[name] = spec.id
     for number in range(int(ctx.params["agents"])):
-        rules = draw_rules(draw)
+        memgpt = bool(ctx.params["memgpt"]) and number % 2 == 1
+        tools = TOOLS + (MEMGPT_TOOLS if memgpt else ())
+        rules = draw_rules(draw, tools)
         log.rules[number] = rules
         request = CreateAgent(
             name=f"rules-{number}",
-            agent_type="letta_v1_agent",
-            tool_ids=tuple(specs[name] for name in TOOLS),
+            agent_type="memgpt_agent" if memgpt else "letta_v1_agent",
+            tool_ids=tuple(specs[name] for name in tools),
             tool_rules=tool_rules(rules),
         )
         view = await client.until_done(
@@ -350,6 +366,17 @@ def tool_rules_obeyed(ctx: WorkloadContext) -> None:
     problems: list[str] = []
     for index, request in enumerate(log.policy.requests):
         problems += judge_request(request, log.rules, f"request {index}")
+    assert not problems, _shown(problems)
+
+
+@invariant
+def heartbeat_pauses_kept(ctx: WorkloadContext) -> None:
+    """A memgpt run whose step ends within a ``pause_heartbeats`` pause ends there (unless a
+    rule forces the loop on), whatever heartbeats it asked for."""
+    log: RulesLog = ctx.state["log"]
+    problems: list[str] = []
+    for index, request in enumerate(log.policy.requests):
+        problems += judge_pauses(request, log.rules, f"request {index}")
     assert not problems, _shown(problems)
 
 

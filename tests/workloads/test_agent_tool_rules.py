@@ -14,6 +14,8 @@ from kelpie_dst.workloads._mcp_checks import check_mcp_recovers
 from kelpie_dst.workloads._tool_rule_model import (
     RuleSet,
     allowed_now,
+    judge_archival_searches,
+    judge_pauses,
     judge_request,
     judge_sandbox_counts,
     judge_timeouts,
@@ -49,8 +51,9 @@ def test_the_scenario_passes_and_repeats_its_trace(scenario: str, metric: str) -
     assert first.result.trace_hash == again.result.trace_hash
 
 
-def _packaged(text: str, ok: bool = True) -> str:
-    return json.dumps({"status": "OK" if ok else "Failed", "message": text, "time": "t"})
+def _packaged(text: str, ok: bool = True, at: int = 0) -> str:
+    time = f"2026-01-01 12:{at // 60:02d}:{at % 60:02d} AM UTC+0000"
+    return json.dumps({"status": "OK" if ok else "Failed", "message": text, "time": time})
 
 
 def _request(
@@ -139,3 +142,44 @@ def test_mcp_recovers_names_a_node_whose_tools_stay_broken() -> None:
     ]
     problems = check_mcp_recovers(calls, healed_at=20.0)
     assert len(problems) == 1 and problems[0].startswith("n2: all 2 MCP call(s)")
+
+
+def test_the_archival_oracle() -> None:
+    hits = json.dumps(
+        [{"content": "n1", "tags": ["kelp"]}, {"content": "n2", "tags": ["kelp", "reef"]}]
+    )
+    all_of = [
+        [
+            (
+                "archival_memory_search",
+                {"tags": ["kelp", "reef"], "tag_match_mode": "all"},
+                _packaged(hits),
+            )
+        ]
+    ]
+    any_of = [[("archival_memory_search", {"tags": ["reef", "tide"]}, _packaged(hits))]]
+    problems = judge_archival_searches([_request(all_of, frozenset())])
+    assert len(problems) == 1 and "tagged ['kelp']" in problems[0]
+    problems = judge_archival_searches([_request(any_of, frozenset())])
+    assert len(problems) == 1 and "tagged ['kelp']" in problems[0]
+
+
+def test_the_pause_oracle() -> None:
+    rules = attrs.evolve(RULES, tools=(*TOOLS, "pause_heartbeats"), run_first=())
+    pause = (
+        "pause_heartbeats",
+        {"minutes": 1},
+        _packaged("Pausing timed heartbeats for 1 min", at=10),
+    )
+    later = ("rt_d", {"mode": "free"}, _packaged("rt_d mode=free n=1 text=x", at=40))
+    after = ("rt_d", {"mode": "free"}, _packaged("rt_d mode=free n=2 text=x", at=75))
+    went_on = _request([[pause], [later]], frozenset(TOOLS))
+    problems = judge_pauses(went_on, {0: rules}, "r")
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "rr-a0-m0 step 1 ended 0s into a 1-minute heartbeat pause, yet its run went on",
+        "rr-a0-m0 step 2 ended 30s into a 1-minute heartbeat pause, yet its run went on",
+    ]
+    past = judge_pauses(_request([[pause], [after]], frozenset(TOOLS)), {0: rules}, "r")
+    assert len(past) == 1 and "step 1 ended" in past[0]  # step 2 ended after the pause
+    forced = ("rt_a", {"mode": "free"}, _packaged("rt_a mode=free n=1 text=x", at=20))
+    assert judge_pauses(_request([[pause, forced]], frozenset(TOOLS)), {0: rules}, "r") == []

@@ -1,26 +1,32 @@
-"""Tool rules of every kind, and sandbox tools whose files must follow the commits
-(``agent_tool_rules``).
+"""Tool rules of every kind, sandbox tools whose files must follow the commits, timeouts,
+tagged archival searches and heartbeat pauses (``agent_tool_rules``).
 
 The agent workload gives agents only ``max_count_per_step`` rules, and its model calls the
 tools the rules leave it, so a solver that offers the wrong tools after a child, parent or
 conditional rule, or a prefill that loses to the model's arguments, ran nowhere (the session-10
 blind test, rtE, planted four such bugs and none was caught). Here server nodes
-(``topology.nodes``) share a database host; a client makes ``agents`` ``letta_v1_agent`` agents
-with six custom tools (``rt_a`` ... ``rt_d``, ``rt_route``, ``rt_stop``, run in each node's
-simulated sandbox) and, per agent, rules drawn from the seed: ``run_first`` with prefilled
-``args``, ``constrain_child_tools`` with ``child_arg_nodes``, ``parent_last_tool``,
-``conditional`` (a ``child_output_mapping`` on ``rt_route``'s output, and a ``default_child``),
+(``topology.nodes``) share a database host; a client makes ``agents`` agents (with ``memgpt``,
+every other one a ``memgpt_agent``, the others ``letta_v1_agent``) with six custom tools
+(``rt_a`` ... ``rt_d``, ``rt_route``, ``rt_stop``, run in each node's simulated sandbox),
+``run_code`` and the archival tools (and ``pause_heartbeats`` for memgpt agents) and, per
+agent, rules drawn from the seed: ``run_first`` with prefilled ``args``,
+``constrain_child_tools`` with ``child_arg_nodes``, ``parent_last_tool``, ``conditional`` (a
+``child_output_mapping`` on ``rt_route``'s output, and a ``default_child``),
 ``max_count_per_step`` and ``exit_loop``. Then ``messages`` directives per agent, each sent
 (with an otid, retried on failures) to a random live node.
 
 The model (:class:`RulePolicy`) calls one of the offered tools, and now and then one the
 rules keep back (a real model does), sometimes two in one step, with a ``mode`` argument of
-its own that a prefill must override; it answers in text after a few steps. Every request it
-gets is kept, and :func:`._tool_rule_model.judge_request` judges each against a model of the
-rules written from their documented contract (invariant ``tool_rules_obeyed``). At the end the
-client reads each agent's history back: each tool appends a line to a file in the sandbox and
-reports the line count, so the k-th stored result must report ``k``
-(invariant ``sandbox_follows_commits``): the storage faults (two tries per transaction, as in
+its own that a prefill must override; ``run_code`` sleeps within or past the tool timeout;
+archival inserts carry tags and searches filter by them (``any`` or ``all``); memgpt agents
+ask for a heartbeat after most calls and sometimes pause heartbeats for a minute or two; it
+answers in text after a few steps. Every request it gets is kept, and
+:mod:`._tool_rule_model` judges them: the rules against a model written from their documented
+contract (``tool_rules_obeyed``), the timeouts (``tool_timeouts_kept``), the tag filter
+(``archival_searches_filter``) and the pauses (``heartbeat_pauses_kept``). At the end the
+client reads each agent's history back: each custom tool appends a line to a file in the
+sandbox and reports the line count, so the k-th stored result must report ``k``
+(``sandbox_follows_commits``): the storage faults (two tries per transaction, as in
 ``agent_recovery_storms``) make commits give up after the tool ran.
 """
 

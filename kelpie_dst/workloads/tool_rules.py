@@ -54,6 +54,7 @@ from kelpie_agent.service import open_agent_node
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_kv, open_sandbox, sim_ports
 from ..shims.llm._turns import Call, Reply
+from ._agent_rules import prompt_max_counts
 from ._agent_schedules import OPTIONS, SERVICE, Client
 from ._tool_rule_model import (
     DIRECTIVE,
@@ -202,7 +203,7 @@ class RulePolicy:
 
     requests: list[LlmRequest] = attrs.Factory(list)
     p_forbidden: float = 0.2
-    p_two: float = 0.15
+    p_two: float = 0.2
 
     def respond(self, request: LlmRequest, rng: random.Random) -> Reply:
         self.requests.append(request)
@@ -223,9 +224,18 @@ class RulePolicy:
         )
         attached = TOOLS + (MEMGPT_TOOLS if memgpt else ())
         reply: list[str | Call] = []
-        for k in range(2 if rng.random() < self.p_two else 1):
+        first: str | None = None
+        # the tools the prompt's rules block limits per response, as a real model reads them:
+        # now and then it calls one twice in a step, past what its rule has left
+        limited = sorted(t for t in prompt_max_counts(request.system) if t in offered)
+        pushing = bool(limited) and rng.random() < 0.25
+        for k in range(2 if pushing or rng.random() < self.p_two else 1):
             held_back = [t for t in attached if t not in offered]
-            if held_back and rng.random() < self.p_forbidden:
+            if pushing and first is None:
+                name = rng.choice(limited)
+            elif first is not None and first not in EXITS and (pushing or rng.random() < 0.5):
+                name = first  # the same tool twice in one step
+            elif held_back and rng.random() < self.p_forbidden:
                 name = rng.choice(held_back)
             else:
                 name = rng.choice(offered)
@@ -249,6 +259,7 @@ class RulePolicy:
             if memgpt and name not in EXITS:  # memgpt tools take request_heartbeat
                 args["request_heartbeat"] = rng.random() < 0.85
             reply.append(Call(name, args))
+            first = name
         return tuple(reply)
 
 

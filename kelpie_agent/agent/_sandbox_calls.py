@@ -23,6 +23,7 @@ from kelpie_agent.sandbox import (
 )
 
 from ._custom_tools import driver_source, parse_result
+from ._errors import AgentStorageError
 from ._memory_edits import ToolError
 from ._models import ToolSpec
 from ._outcome import ToolOutcome, failure
@@ -52,7 +53,9 @@ async def _saved(
     except SandboxCrashedError as error:
         rt.sandbox = None
         return failure(name, "SandboxCrashedError", f"{error} (before its files were saved)")
-    except (SandboxSaveError, SandboxError) as error:
+    except (SandboxSaveError, SandboxError, AgentStorageError) as error:
+        # not saved (a snapshot that kept failing, or storage giving up on the previous
+        # image's record): back to the last image, so the failed call leaves no files behind
         await rt.close_sandbox()
         return failure(name, type(error).__name__, str(error))
 

@@ -68,6 +68,10 @@ OPTIONS = DispatcherOptions(
 )
 SERVICE = ServiceOptions(request_timeout=20.0, schedule_rescan=15.0)
 CRONS = ("* * * * *", "*/2 * * * *")
+# With ``calendar`` (off by default): expressions that restrict the day of the month *and* the
+# weekday (a day matching either fires), name weekdays and months, and step through ranges,
+# chosen to fire in the first minutes of the simulation's epoch (Thursday 1 January 2026).
+CALENDAR_CRONS = ("* * 1 * 5", "* * 2 * 4", "*/2 * * * thu", "1-59/2 0 1 jan *")
 # what a node that is down, cut off or failing answers (retried; other errors are answers)
 _FAILURES = (UnavailableError, StorageError, NodeDownError, ConnectionError, trio.TooSlowError)
 
@@ -256,7 +260,7 @@ async def _create(client: Client, log: Log, agent_id: str, number: int) -> None:
         at = now + rng.uniform(3, 60)
         created, spec = Created(agent_id, text, None, at), {"scheduled_at": at * 1000}
     else:
-        cron = rng.choice(CRONS)
+        cron = rng.choice(CRONS + CALENDAR_CRONS if client.ctx.params.get("calendar") else CRONS)
         created = Created(agent_id, text, cron, None, sent=now)
         spec = {"type": "recurring", "cron_expression": cron}
     log.created.append(created)
@@ -367,7 +371,14 @@ def start_servers(ctx: WorkloadContext) -> tuple[dict[str, AgentService], list[k
 
 
 @workload(
-    params={"agents": 3, "span": 120.0, "grace": 60.0, "tolerance": 5.0, "outage": True},
+    params={
+        "agents": 3,
+        "span": 120.0,
+        "grace": 60.0,
+        "tolerance": 5.0,
+        "outage": True,
+        "calendar": False,
+    },
     sizes=("agents",),
     bounds={"agents": (1, 50), "span": (1, 3600), "grace": (1, 3600), "tolerance": (0, 60)},
 )

@@ -230,6 +230,59 @@ def check_search(log: UploadLog, tool_return: str, op: Any, *, store: SimKVStore
             )
 
 
+_HIT = re.compile(r"^=== (.+):(\d+) ===$")
+_SHOWN = re.compile(r"^([> ]) (\d+): (.*)$")
+GREP_CONTEXT = 1  # grep_files' default context_lines (the model never passes it)
+
+
+def _grep_sections(message: str) -> list[tuple[str, int, list[tuple[bool, int, str]]]]:
+    """Each match a grep_files result shows: (file, line, [(marked, number, text)])."""
+    sections: list[tuple[str, int, list[tuple[bool, int, str]]]] = []
+    for line in message.split("\n"):
+        hit = _HIT.match(line)
+        if hit is not None:
+            sections.append((hit.group(1), int(hit.group(2)), []))
+            continue
+        shown = _SHOWN.match(line)
+        if shown is not None and sections:
+            sections[-1][2].append((shown.group(1) == ">", int(shown.group(2)), shown.group(3)))
+    return sections
+
+
+def check_grep_windows(log: UploadLog) -> list[str]:
+    """Each match the final greps show of a plain-text file is the matching line with
+    ``context_lines`` lines before and after it (fewer only at the file's ends), numbered
+    from 1, as Letta's LineChunker cuts a text file: its non-blank lines, stripped."""
+    problems: list[str] = []
+    sent_by_name = {name: data for name, data in log.sent.values()}
+    for n, found in sorted(log.finals.items()):
+        for raw in found.split("\n"):
+            try:
+                message = str(json.loads(raw).get("message", ""))
+            except (ValueError, AttributeError):
+                continue
+            for name, number, shown in _grep_sections(message):
+                base = name.split("/", 1)[-1]
+                data = sent_by_name.get(base)
+                if data is None or not base.endswith(".txt"):
+                    continue
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                lines = [line.strip() for line in text.splitlines() if line.strip()]
+                low = max(1, number - GREP_CONTEXT)
+                high = min(len(lines), number + GREP_CONTEXT)
+                want = [(j == number, j, lines[j - 1]) for j in range(low, high + 1)]
+                if shown != want:
+                    got = [j for _, j, _ in shown]
+                    problems.append(
+                        f"final grep {n}: the match at {base}:{number} showed lines {got}, "
+                        f"not {list(range(low, high + 1))} of its {len(lines)} (or other text)"
+                    )
+    return problems
+
+
 def check(log: UploadLog) -> list[str]:
     """The oracle's findings on the final store (empty: all is well)."""
     problems = list(log.problems)
@@ -258,6 +311,7 @@ def check(log: UploadLog) -> list[str]:
             if fid not in records:
                 problems.append(f"{key.decode()} is left of a deleted file")
                 break
+    problems += check_grep_windows(log)
     for n, found in sorted(log.finals.items()):
         fid = log.acked[n]
         final = records.get(fid)

@@ -122,6 +122,7 @@ class Journal:
         self.steps = StepCommits()  # steps written with their messages (_agent_steps)
         self.runs: list[RunWrite] = []  # every run record written (_agent_recovery)
         self.crashes: list[tuple[int, str]] = []  # (position, node): a node crashed there
+        self.mcp_calls: list[McpCallOutcome] = []  # every static MCP call, as it ended
 
     def activation(self) -> str | None:
         """Which activation is committing: the nearest enclosing actor task (the dispatcher
@@ -254,12 +255,26 @@ class RecordingKV(FaultyKV):
             self.journal.commit(self.node.name, {}, [(key, None)], self.node.incarnation)
 
 
+@attrs.frozen
+class McpCallOutcome:
+    """One call of a static MCP tool by a node's client: when, and how it failed (the
+    exception's type name; None if it answered)."""
+
+    node: str
+    server: str
+    tool: str
+    started: float
+    ended: float
+    error: str | None
+
+
 class RecordingMcp:
     """The node's McpClient, noting in the journal each tool call the agent sends."""
 
-    def __init__(self, client: McpClient, journal: Journal) -> None:
+    def __init__(self, client: McpClient, journal: Journal, node: str = "") -> None:
         self.client = client
         self.journal = journal
+        self.node = node
 
     async def call_tool(
         self,
@@ -273,12 +288,20 @@ class RecordingMcp:
         key, activation = str(args.get("request_id", "")), self.journal.activation()
         self.journal.executed(tool, str(args.get("text", "")))
         timed_out, started = False, trio.current_time()
+        error: str | None = None
         try:
             return await self.client.call_tool(server, tool, arguments, timeout=timeout)
         except McpTimeoutError:
             timed_out = True
+            error = "McpTimeoutError"
+            raise
+        except BaseException as failure:
+            error = type(failure).__name__
             raise
         finally:
+            self.journal.mcp_calls.append(
+                McpCallOutcome(self.node, server, tool, started, trio.current_time(), error)
+            )
             if key and activation is not None:
                 ended = trio.current_time()
                 self.journal.sent.append(Sent(activation, key, tool, timed_out, started, ended))
@@ -418,7 +441,7 @@ class World:
                     for s in self.mcp_servers
                 ]
                 client = McpClient(configs, transport=sim_mcp_transport(*self.mcp_servers))
-                mcp = RecordingMcp(await stack.enter_async_context(client), self.journal)
+                mcp = RecordingMcp(await stack.enter_async_context(client), self.journal, node.name)
             services = {EFFECT_SERVICE: self._ledger}
             factory = (
                 (

@@ -87,6 +87,7 @@ from ._agent_stops import (
 )
 from ._agent_threads import Threads
 from ._agent_world import World
+from ._mcp_checks import check_mcp_recovers
 
 __all__ = [
     "Ack",
@@ -768,3 +769,16 @@ def tool_effects_exactly_once(ctx: WorkloadContext) -> None:
     problems += check_effects(ledger.applied, calls, world.journal.returns, ledger.calls)
     problems += check_resends(world.journal.sent, ledger.applied)
     _holds(problems, "a tool's effect was not exactly once")
+
+
+@invariant
+def mcp_recovers(ctx: WorkloadContext) -> None:
+    """Once every fault has healed, each node's static MCP tools answer again: a node whose
+    MCP calls after the heal all failed kept a server broken that was up."""
+    healed = ctx.scenario.heal_at
+    if healed is None:
+        return
+    _holds(
+        check_mcp_recovers(_world(ctx).journal.mcp_calls, healed),
+        "MCP tools stayed broken after the faults healed",
+    )

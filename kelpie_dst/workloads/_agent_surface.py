@@ -1,0 +1,538 @@
+"""The REST surface no other scenario drives, through the real SDK (``surface``, via HTTP).
+
+With ``surface`` on, once the agents' clients are done (the faults go on), one more client, on
+random nodes, hopping after failures, drives the areas of the API that nothing else runs and
+logs what it read for :func:`._agent_surface_checks.check_surface` (``api_surface_contract``):
+
+1. **Standalone block updates and a delete**: a block ``Surf-0`` gets a run of ``PATCH``
+   updates, each giving a random subset of its fields, falsy values included (``""``, false,
+   ``{}``); the answer and a read after each are compared with the model. A block attached to
+   the surface agent is deleted, then looked for everywhere.
+2. **A surface agent** of its own (no tools; two tool rules, one ``parent_last_tool``), so the
+   other agents' checks see nothing new: it is sent three messages streamed with
+   ``include_return_message_types``, which makes its steps (three at least).
+3. **Steps**: feedback on its steps (one rated twice, the second time without tags), each
+   read back, and ``steps.list`` walked by ``has_feedback``, ``feedback`` and ``tags``.
+4. **Folders and files**: a folder gets five uploads named in the reverse of their upload
+   order, is attached to the surface agent, and its files and the agent's files are walked in
+   pages (``after`` cursors; ``next_cursor`` while ``has_more``), by ``is_open`` too.
+5. **Agent file**: the surface agent is exported and imported; the copy is compared with the
+   source, and the copy's memory written.
+6. **The error contract**: requests the schema refuses, the state refuses, or that name an
+   unknown id; the status and ``x-should-retry`` of each answer are kept.
+
+A request that fails with an error the client must not retry is a problem
+(``every_request_completed`` records it too), except in step 6, whose requests are meant to
+fail.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import letta_client
+import trio
+from letta_client.types import Folder, Step
+from letta_client.types.agent_import_file_response import AgentImportFileResponse
+from letta_client.types.agents.file_list_response import FileListResponse as AgentFiles
+from letta_client.types.folders.file_list_response import FileListResponse
+from letta_client.types.folders.file_upload_response import FileUploadResponse
+
+from ._agent_surface_checks import (
+    BlockState,
+    ErrorSeen,
+    FileSeen,
+    PageWalk,
+    StepSeen,
+    StreamSeen,
+    SurfaceLog,
+)
+
+__all__ = ["SurfaceWalker"]
+
+AGENT = "surface-agent-0"
+MARK = "mark-a900"
+"""The surface agent's marker: the LLM oracle names each prompt's agent by the ``mark-aN`` it
+shows (``_agent_prompt.AGENT_MARK``), and no planned agent has number 900."""
+UPDATES = 6
+FILES = 5
+STREAMS = 3  # messages to the surface agent: three steps at least, two of them rated
+ASKED = ("assistant_message",)
+RULES: tuple[dict[str, Any], ...] = (
+    {"type": "parent_last_tool", "tool_name": "surf_probe", "children": ["surf_after"]},
+    {"type": "max_count_per_step", "tool_name": "surf_after", "max_count_limit": 2},
+)
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "value": ("", "kelp surface", "tide note 2"),
+    "description": ("", "a surface block", "reef"),
+    "read_only": (True, False),
+    "metadata": ({}, {"kind": "surface"}, {"n": 2}),
+    "limit": (200, 300),
+}
+STEP_WALKS: tuple[dict[str, Any], ...] = (
+    {"has_feedback": True},
+    {"has_feedback": False},
+    {"feedback": "positive"},
+    {"tags": ["surf-a"]},
+)
+
+
+def _warm() -> None:
+    """Build the SDK's response models of these areas now, at import: they are built lazily on
+    first use, and during a run the guards have swapped letta_client's ``datetime`` for the
+    simulated one, which pydantic cannot make a schema of."""
+    for model in (
+        AgentFiles,
+        AgentImportFileResponse,
+        FileListResponse,
+        FileUploadResponse,
+        Folder,
+        Step,
+    ):
+        model.model_rebuild()
+
+
+_warm()
+
+
+def _block(b: Any) -> BlockState:
+    return BlockState.of(
+        {
+            "label": b.label,
+            "value": b.value,
+            "limit": b.limit,
+            "description": b.description,
+            "read_only": b.read_only,
+            "metadata": b.metadata,
+        }
+    )
+
+
+def _rule(r: Any) -> tuple[Any, ...]:
+    """A tool rule as (type, tool, children, limit), from the SDK's object or a dict."""
+    fields = r if isinstance(r, dict) else vars(r)
+    children = tuple(fields.get("children") or ())
+    return (fields.get("type"), fields.get("tool_name"), children, fields.get("max_count_limit"))
+
+
+def _step(s: Any) -> StepSeen:
+    return StepSeen(str(s.id), s.feedback, tuple(s.tags or ()))
+
+
+class SurfaceWalker:
+    """Drives the surface areas and logs what it read (see the module docstring)."""
+
+    def __init__(self, clients: Any, rng: Any) -> None:
+        self.clients = clients
+        self.rng = rng
+        self.state = {"node": rng.choice(clients.world.node_names)}
+        self.log = SurfaceLog()
+        self.requests = 0
+        self.agent: str | None = None
+
+    # -- requests --------------------------------------------------------------------------
+    async def _call(self, what: str, attempt: Callable[[Any, int], Awaitable[Any]]) -> Any:
+        """One request until it is answered, on the SDK of the node in turn
+        (``attempt(sdk, number)``; number 1 is the first attempt)."""
+        self.requests += 1
+        key = f"surface #{self.requests} {what}"
+
+        async def on(node: str, number: int) -> Any:
+            return await attempt(self.clients.link.sdk(node), number)
+
+        return await self.clients._call(key, "", on, self.rng, self.state)
+
+    async def _sdk(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        """``sdk.<path>(*args, **kwargs)`` until it is answered (for calls safe to repeat)."""
+
+        async def attempt(sdk: Any, _: int) -> Any:
+            return await _method(sdk, path)(*args, **kwargs)
+
+        return await self._call(path, attempt)
+
+    async def run(self) -> None:
+        for phase in (
+            self._blocks,
+            self._agent,
+            self._stream,
+            self._delete_block,
+            self._steps,
+            self._folders,
+            self._agent_file,
+            self._errors,
+        ):
+            if phase not in (self._blocks, self._agent, self._errors) and self.agent is None:
+                continue
+            try:
+                await phase()
+            except Exception as error:  # a request the client must not retry: recorded
+                name = phase.__name__.strip("_")
+                self.log.problems.append(f"surface {name}: {type(error).__name__}: {error}")
+
+    async def _create(self, what: str, find: Callable[[Any], Awaitable[Any]], make: Any) -> Any:
+        """Made once: a retry first looks the thing up (the first attempt may have landed)."""
+
+        async def attempt(sdk: Any, number: int) -> Any:
+            if number > 1:
+                found = await find(sdk)
+                if found is not None:
+                    return found
+            return await make(sdk)
+
+        return await self._call(what, attempt)
+
+    # -- 1. standalone blocks ----------------------------------------------------------------
+    async def _make_block(self, label: str, fields: dict[str, Any]) -> Any:
+        async def find(sdk: Any) -> Any:
+            page = await sdk.blocks.list(label=label, limit=1, order="asc")
+            return page.items[0] if page.items else None
+
+        return await self._create(
+            f"block {label}", find, lambda sdk: sdk.blocks.create(label=label, **fields)
+        )
+
+    async def _blocks(self) -> None:
+        fields: dict[str, Any] = {
+            "value": "surface note",
+            "description": "made by the surface walk",
+            "limit": 200,
+            "metadata": {"kind": "surface", "n": 0},
+            "read_only": False,
+        }
+        made = await self._make_block("Surf-0", fields)
+        model = {"label": "Surf-0", **fields}
+        names = sorted(CHOICES)
+        for k in range(UPDATES):
+            count = int(self.rng.choice((1, 1, 2, 3)))
+            chosen = sorted(self.rng.sample(names, count))
+            if k == 0:
+                chosen = sorted({*chosen, "value"})
+            changes = {name: self.rng.choice(CHOICES[name]) for name in chosen}
+            if k == 0:
+                changes["value"] = ""  # a falsy value at least once
+            answer = await self._sdk("blocks.update", made.id, **changes)
+            model.update(changes)
+            want = BlockState.of(model)
+            shown = ", ".join(f"{n}={v!r}" for n, v in changes.items())
+            self.log.block_updates.append(
+                (f"blocks.update({shown}) answered", _block(answer), want)
+            )
+            seen = await self._sdk("blocks.retrieve", made.id)
+            self.log.block_updates.append(
+                (f"blocks.retrieve after update {k + 1}", _block(seen), want)
+            )
+
+    async def _delete_block(self) -> None:
+        agent = self.agent
+        made = await self._make_block("Surf-gone", {"value": "to be deleted", "limit": 100})
+        await self._sdk("agents.blocks.attach", made.id, agent_id=agent)
+
+        async def delete(sdk: Any, number: int) -> None:
+            try:
+                await sdk.blocks.delete(made.id)
+            except letta_client.NotFoundError:
+                if number == 1:
+                    raise  # a retry finds it gone: the first attempt landed
+
+        await self._call(f"delete block {made.id}", delete)
+        self.log.deleted_block = made.id
+        reads = self.log.deleted_reads
+
+        async def gone(sdk: Any, _: int) -> bool:
+            try:
+                await sdk.blocks.retrieve(made.id)
+            except letta_client.NotFoundError:
+                return True
+            return False
+
+        reads.append(("blocks.retrieve (no 404)", not await self._call("deleted block", gone)))
+        page = await self._sdk("blocks.list", limit=1000, order="asc")
+        reads.append(("blocks.list", made.id in {b.id for b in page.items}))
+        page = await self._sdk("blocks.list", label="Surf-gone", limit=10)
+        reads.append(("blocks.list(label=Surf-gone)", bool(page.items)))
+        page = await self._sdk("agents.blocks.list", agent, limit=100)
+        reads.append((f"agents.blocks.list({agent})", made.id in {b.id for b in page.items}))
+        state = await self._sdk("agents.retrieve", agent)
+        reads.append((f"agents.retrieve({agent})", made.id in {b.id for b in state.blocks or ()}))
+
+    # -- 2. the surface agent and its streams ----------------------------------------------
+    async def _agent(self) -> None:
+        async def find(sdk: Any) -> Any:
+            page = await sdk.agents.list(name=AGENT, limit=1, order="asc")
+            return page.items[0] if page.items else None
+
+        async def make(sdk: Any) -> Any:
+            return await sdk.agents.create(
+                name=AGENT,
+                agent_type="letta_v1_agent",
+                memory_blocks=[
+                    {"label": "human", "value": f"The surface walker ({MARK}).", "limit": 400},
+                    {"label": "persona", "value": "A terse helper.", "read_only": True},
+                ],
+                tool_rules=[dict(r) for r in RULES],
+                include_base_tools=False,
+                tags=["surface"],
+            )
+
+        made = await self._create(f"agent {AGENT}", find, make)
+        self.agent = str(made.id)
+
+    async def _stream(self) -> None:
+        for k in range(STREAMS):
+            otid = f"surface-{k}"
+            text = f"kelp tide question {k} ({MARK})"
+            body = {"role": "user", "content": text, "otid": otid}
+            what = f"stream {k} (include_return_message_types={list(ASKED)})"
+
+            async def attempt(sdk: Any, _: int, body: Any = body, what: str = what) -> None:
+                stream: Any = await sdk.agents.messages.create(
+                    self.agent,
+                    messages=[body],
+                    streaming=True,
+                    stream_tokens=False,
+                    include_return_message_types=list(ASKED),
+                )
+                frames = [str(chunk.message_type) async for chunk in stream]
+                self.log.streams.append(StreamSeen(what, ASKED, tuple(frames)))
+
+            await self._call(what, attempt)
+
+    # -- 3. steps ----------------------------------------------------------------------------
+    async def _agent_steps(self) -> list[StepSeen]:
+        page = await self._sdk("steps.list", agent_id=self.agent, limit=1000, order="asc")
+        return [_step(s) for s in page.items]
+
+    async def _steps(self) -> None:
+        log = self.log
+        steps = await self._agent_steps()
+        log.steps_model = {s.id: (s.feedback, s.tags) for s in steps}
+        rated = steps[:2]
+        plan: list[tuple[StepSeen, str, list[str] | None]] = []
+        if rated:
+            plan.append((rated[0], "positive", ["surf-a"]))
+            plan.append((rated[0], "negative", None))  # without tags: they stay
+        if len(rated) > 1:
+            plan.append((rated[1], "positive", ["surf-b"]))
+        for step, feedback, tags in plan:
+            extra = {} if tags is None else {"tags": tags}
+            await self._sdk("steps.feedback.create", step.id, feedback=feedback, **extra)
+            old = log.steps_model[step.id]
+            log.steps_model[step.id] = (feedback, tuple(tags) if tags is not None else old[1])
+        for step in rated:
+            log.steps_read.append(_step(await self._sdk("steps.retrieve", step.id)))
+        log.steps_ref = await self._agent_steps()
+        for params in STEP_WALKS:
+            pairs = tuple(
+                sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items())
+            )
+            for order in ("asc", "desc"):
+                size = int(self.rng.choice((1, 2)))
+                got = await self._walk("steps.list", dict(params, agent_id=self.agent), order, size)
+                log.step_walks.append(PageWalk("steps", pairs, order, size, tuple(got)))
+
+    async def _walk(self, path: str, params: dict[str, Any], order: str, size: int) -> list[str]:
+        """A list in pages of ``size``, following ``after`` cursors to the end."""
+        got: list[str] = []
+        for _ in range(100):
+            kwargs = dict(params, order=order, limit=size)
+            if got:
+                kwargs["after"] = got[-1]
+            page = await self._sdk(path, **kwargs)
+            got += [str(x.id) for x in page.items]
+            if len(page.items) < size:
+                break
+        return got
+
+    # -- 4. folders and files ----------------------------------------------------------------
+    async def _folders(self) -> None:
+        log = self.log
+        name = "surface-docs"
+
+        async def find(sdk: Any) -> Any:
+            page = await sdk.folders.list(name=name, limit=1)
+            return page.items[0] if page.items else None
+
+        folder = await self._create(
+            f"folder {name}", find, lambda sdk: sdk.folders.create(name=name)
+        )
+        for i in range(FILES):
+            file_name = f"{chr(ord('a') + FILES - 1 - i)}-note.txt"  # e, d, c, b, a
+            text = f"Surface note {i}: kelp and tide.\n".encode()
+            up = await self._sdk(
+                "folders.files.upload",
+                folder.id,
+                file=(file_name, text),
+                duplicate_handling="skip",  # a retry answers the file the first attempt made
+            )
+            log.uploaded.append(str(up.id))
+            await trio.sleep(1)
+        await self._sdk("agents.folders.attach", folder.id, agent_id=self.agent)
+        for file_id in log.uploaded[:2]:  # closed: the agent's files are then of both kinds
+            await self._sdk("agents.files.close", file_id, agent_id=self.agent)
+            log.closed.append(file_id)
+        page = await self._sdk("folders.files.list", folder.id, limit=1000, order="asc")
+        log.files_ref = [
+            FileSeen(str(f.id), str(f.file_name), f.created_at.timestamp() if f.created_at else 0.0)
+            for f in page.items
+        ]
+        page = await self._sdk("agents.files.list", self.agent, limit=1000, order="asc")
+        log.open_ref = {str(f.file_id): bool(f.is_open) for f in page.files}
+        for order in ("asc", "desc"):
+            size = int(self.rng.choice((1, 2)))
+            got = await self._walk_files(folder.id, order, size)
+            log.file_walks.append(PageWalk("folders.files", (), order, size, tuple(got)))
+            for params in ({}, {"is_open": True}, {"is_open": False}):
+                size = int(self.rng.choice((1, 2)))
+                got = await self._walk_agent_files(params, order, size)
+                pairs = tuple(sorted(params.items()))
+                log.file_walks.append(PageWalk("agents.files", pairs, order, size, tuple(got)))
+
+    async def _walk_files(self, folder: str, order: str, size: int) -> list[str]:
+        got: list[str] = []
+        for _ in range(100):
+            kwargs: dict[str, Any] = {"order": order, "limit": size}
+            if got:
+                kwargs["after"] = got[-1]
+            page = await self._sdk("folders.files.list", folder, **kwargs)
+            got += [str(f.id) for f in page.items]
+            if len(page.items) < size:
+                break
+        return got
+
+    async def _walk_agent_files(self, params: dict[str, Any], order: str, size: int) -> list[str]:
+        """The agent's files in pages of ``size``, following ``next_cursor`` while
+        ``has_more`` (as the SDK's auto-pagination does)."""
+        got: list[str] = []
+        cursor: str | None = None
+        for _ in range(100):
+            kwargs: dict[str, Any] = dict(params, order=order, limit=size)
+            if cursor is not None:
+                kwargs["cursor"] = cursor
+            page = await self._sdk("agents.files.list", self.agent, **kwargs)
+            got += [str(f.file_id) for f in page.files]
+            if not page.has_more or not page.next_cursor:
+                break
+            cursor = str(page.next_cursor)
+        return got
+
+    # -- 5. agent file -----------------------------------------------------------------------
+    async def _agent_file(self) -> None:
+        log = self.log
+        source = self.agent
+        assert source is not None
+        exported = await self._sdk("agents.export_file", source)
+        raw = exported if isinstance(exported, str) else json.dumps(exported)
+        copy_name = f"{AGENT}_copy"
+
+        async def find(sdk: Any) -> Any:
+            page = await sdk.agents.list(name=copy_name, limit=1, order="asc")
+            return page.items[0].id if page.items else None
+
+        async def make(sdk: Any) -> Any:
+            got = await sdk.agents.import_file(file=("surface.af", raw.encode()))
+            return got.agent_ids[0] if got.agent_ids else None
+
+        copy_id = await self._create("agents.import_file", find, make)
+        if copy_id is None:
+            log.copies.append("agents.import_file answered no agent id")
+            return
+        copy_id = str(copy_id)
+        old = await self._sdk("agents.retrieve", source)
+        new = await self._sdk("agents.retrieve", copy_id)
+        where = f"import of {source} ({copy_id})"
+        if copy_id == source:
+            log.copies.append(f"{where}: the copy has the source's id")
+        if new.name != copy_name:
+            log.copies.append(f"{where}: named {new.name!r}, want {copy_name!r}")
+        blocks_old = sorted((_block(b) for b in old.blocks or ()), key=repr)
+        blocks_new = sorted((_block(b) for b in new.blocks or ()), key=repr)
+        if blocks_new != blocks_old:
+            log.copies.append(f"{where}: blocks {blocks_new}, want the source's {blocks_old}")
+        shared = {b.id for b in old.blocks or ()} & {b.id for b in new.blocks or ()}
+        if shared:
+            log.copies.append(f"{where}: shares blocks {sorted(shared)} with the source")
+        rules_old = sorted(map(_rule, old.tool_rules or ()))
+        rules_new = sorted(map(_rule, new.tool_rules or ()))
+        if rules_new != rules_old:
+            log.copies.append(f"{where}: tool rules {rules_new}, want {rules_old}")
+        kinds_old = await self._history(source)
+        kinds_new = await self._history(copy_id)
+        if kinds_new != kinds_old:
+            log.copies.append(f"{where}: history {kinds_new}, want the source's {kinds_old}")
+        before = {b.label: b.value for b in old.blocks or ()}
+        await self._sdk("agents.blocks.update", "human", agent_id=copy_id, value="the copy's own")
+        again = await self._sdk("agents.retrieve", source)
+        after = {b.label: b.value for b in again.blocks or ()}
+        if after != before:
+            log.copies.append(f"{where}: writing the copy's memory changed the source's: {after}")
+
+    async def _history(self, agent: str) -> list[str]:
+        page = await self._sdk("agents.messages.list", agent, limit=1000, order="asc")
+        return [str(m.message_type) for m in page.items]
+
+    # -- 6. the error contract ---------------------------------------------------------------
+    async def _errors(self) -> None:
+        probes: list[tuple[str, int, Callable[[Any], Awaitable[Any]]]] = [
+            (
+                "blocks.create(label='bad label!')",
+                422,
+                lambda sdk: sdk.blocks.create(label="bad label!", value="x"),
+            ),
+            ("blocks.list(limit=-1)", 422, lambda sdk: sdk.blocks.list(limit=-1)),
+            (
+                "blocks.create(value over its limit)",
+                400,
+                lambda sdk: sdk.blocks.create(label="Surf-big", value="x" * 50, limit=10),
+            ),
+            ("blocks.retrieve(unknown id)", 404, lambda sdk: sdk.blocks.retrieve("block-nope")),
+            (
+                "steps.feedback.create(unknown step)",
+                404,
+                lambda sdk: sdk.steps.feedback.create("step-nope", feedback="positive"),
+            ),
+            (
+                "agents.import_file(not JSON)",
+                400,
+                lambda sdk: sdk.agents.import_file(file=("bad.af", b"{not json")),
+            ),
+            (
+                "agents.export_file(unknown agent)",
+                404,
+                lambda sdk: sdk.agents.export_file("agent-nope"),
+            ),
+        ]
+        for what, want, call in probes:
+            answer = await self._probe(call)
+            if answer is not None:
+                status, retry = answer
+                self.log.errors.append(ErrorSeen(what, want, status, retry))
+
+    async def _probe(self, call: Callable[[Any], Awaitable[Any]]) -> tuple[int, str | None] | None:
+        """The status and ``x-should-retry`` of the first answer that is not a transient
+        failure (a 5xx, a cut connection: tried again on another node, up to 8 times); an
+        answer of 2xx is ``(200, None)``; ``None`` if none came."""
+        nodes = self.clients.world.node_names
+        for _ in range(8):
+            sdk = self.clients.link.sdk(self.state["node"])
+            try:
+                with trio.fail_after(self.clients.timeout):
+                    await call(sdk)
+                return 200, None
+            except letta_client.APIStatusError as error:
+                if error.status_code < 500:
+                    return error.status_code, error.response.headers.get("x-should-retry")
+            except (letta_client.APIConnectionError, trio.TooSlowError):
+                pass
+            if len(nodes) > 1:
+                self.state["node"] = self.rng.choice([n for n in nodes if n != self.state["node"]])
+            await trio.sleep(1.0)
+        return None
+
+
+def _method(sdk: Any, path: str) -> Any:
+    method = sdk
+    for name in path.split("."):
+        method = getattr(method, name)
+    return method

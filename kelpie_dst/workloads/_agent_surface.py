@@ -32,6 +32,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
 import letta_client
 import trio
 from letta_client.types import Folder, Step
@@ -44,11 +45,13 @@ from ._agent_surface_checks import (
     BlockState,
     ErrorSeen,
     FileSeen,
+    FolderState,
     PageWalk,
     StepSeen,
     StreamSeen,
     SurfaceLog,
 )
+from ._agent_world import PORT
 
 __all__ = ["SurfaceWalker"]
 
@@ -71,6 +74,27 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "metadata": ({}, {"kind": "surface"}, {"n": 2}),
     "limit": (200, 300),
 }
+FOLDER_CHOICES: dict[str, tuple[Any, ...]] = {
+    "name": ("surface-docs", "Surface Docs 2"),
+    "description": ("", "field notes", "tide log"),
+    "instructions": ("", "cite them"),
+    "metadata": ({}, {"shelf": 2}),
+}
+RAW_PROBES: tuple[tuple[str, str, str, bytes | None, int], ...] = (
+    # (what, method, path, JSON body, the status the contract names)
+    ("GET of an unknown route", "GET", "/v1/no-such-route", None, 404),
+    ("DELETE /v1/blocks/ (no such method)", "DELETE", "/v1/blocks/", None, 405),
+    ("POST /v1/blocks/ with a body that is not JSON", "POST", "/v1/blocks/", b'{"label": ', 422),
+    (
+        "POST /v1/blocks/ with a field it does not have",
+        "POST",
+        "/v1/blocks/",
+        b'{"label": "Surf-x", "value": "v", "colour": "red"}',
+        422,
+    ),
+    ("GET /v1/blocks/?order=sideways", "GET", "/v1/blocks/?order=sideways", None, 422),
+    ("GET /v1/steps/?limit=1001 (over the page limit)", "GET", "/v1/steps/?limit=1001", None, 422),
+)
 STEP_WALKS: tuple[dict[str, Any], ...] = (
     {"has_feedback": True},
     {"has_feedback": False},
@@ -117,6 +141,21 @@ def _rule(r: Any) -> tuple[Any, ...]:
     return (fields.get("type"), fields.get("tool_name"), children, fields.get("max_count_limit"))
 
 
+def _folder(f: Any) -> FolderState:
+    return FolderState.of(
+        {
+            "name": f.name,
+            "description": f.description,
+            "instructions": f.instructions,
+            "metadata": f.metadata,
+        }
+    )
+
+
+def _ids(items: Any) -> set[str]:
+    return {str(x.id) for x in items}
+
+
 def _step(s: Any) -> StepSeen:
     return StepSeen(str(s.id), s.feedback, tuple(s.tags or ()))
 
@@ -131,6 +170,7 @@ class SurfaceWalker:
         self.log = SurfaceLog()
         self.requests = 0
         self.agent: str | None = None
+        self.folder: str | None = None
 
     # -- requests --------------------------------------------------------------------------
     async def _call(self, what: str, attempt: Callable[[Any, int], Awaitable[Any]]) -> Any:
@@ -161,6 +201,7 @@ class SurfaceWalker:
             self._steps,
             self._folders,
             self._agent_file,
+            self._deletes,
             self._errors,
         ):
             if phase not in (self._blocks, self._agent, self._errors) and self.agent is None:
@@ -357,6 +398,8 @@ class SurfaceWalker:
         folder = await self._create(
             f"folder {name}", find, lambda sdk: sdk.folders.create(name=name)
         )
+        self.folder = str(folder.id)
+        await self._folder_updates(folder)
         for i in range(FILES):
             file_name = f"{chr(ord('a') + FILES - 1 - i)}-note.txt"  # e, d, c, b, a
             text = f"Surface note {i}: kelp and tide.\n".encode()
@@ -388,6 +431,97 @@ class SurfaceWalker:
                 got = await self._walk_agent_files(params, order, size)
                 pairs = tuple(sorted(params.items()))
                 log.file_walks.append(PageWalk("agents.files", pairs, order, size, tuple(got)))
+
+    async def _folder_updates(self, folder: Any) -> None:
+        """Four ``PATCH /v1/folders/{id}``, each a random subset of the fields (falsy values
+        too), each answer and a read after it held to the model; then the listing by the
+        final name is exactly this folder."""
+        model = {
+            "name": str(folder.name),
+            "description": folder.description,
+            "instructions": folder.instructions,
+            "metadata": dict(folder.metadata or {}),
+        }
+        names = sorted(FOLDER_CHOICES)
+        for k in range(4):
+            chosen = sorted(self.rng.sample(names, int(self.rng.choice((1, 2)))))
+            changes = {name: self.rng.choice(FOLDER_CHOICES[name]) for name in chosen}
+            answer = await self._sdk("folders.update", folder.id, **changes)
+            model.update(changes)
+            want = FolderState.of(model)
+            shown = ", ".join(f"{n}={v!r}" for n, v in changes.items())
+            updates = self.log.folder_updates
+            updates.append((f"folders.update({shown}) answered", _folder(answer), want))
+            seen = await self._sdk("folders.retrieve", folder.id)
+            updates.append((f"folders.retrieve after folder update {k + 1}", _folder(seen), want))
+        page = await self._sdk("folders.list", name=model["name"], limit=10)
+        self.log.named_folders.append((str(model["name"]), tuple(str(f.id) for f in page.items)))
+        self.log.folder_name = (str(folder.id), str(model["name"]))
+
+    async def _deletes(self) -> None:
+        """Delete one of the folder's files, then the folder, and look for each everywhere."""
+        log, agent, folder = self.log, self.agent, self.folder
+        if folder is None or not log.uploaded:
+            return
+        file_id = log.uploaded[-1]
+
+        async def delete_file(sdk: Any, number: int) -> None:
+            try:
+                await sdk.folders.files.delete(file_id, folder_id=folder)
+            except letta_client.NotFoundError:
+                if number == 1:
+                    raise
+
+        await self._call(f"delete file {file_id}", delete_file)
+        reads = log.deleted_reads
+        reads.append(
+            (
+                f"folders.files.retrieve({file_id}) (no 404)",
+                not await self._gone(
+                    lambda sdk: sdk.folders.files.retrieve(file_id, folder_id=folder)
+                ),
+            )
+        )
+        page = await self._sdk("folders.files.list", folder, limit=1000)
+        reads.append((f"folders.files.list: deleted file {file_id}", file_id in _ids(page.items)))
+        page = await self._sdk("agents.files.list", agent, limit=1000)
+        listed = {str(f.file_id) for f in page.files}
+        reads.append((f"agents.files.list: deleted file {file_id}", file_id in listed))
+
+        async def delete_folder(sdk: Any, number: int) -> None:
+            try:
+                await sdk.folders.delete(folder)
+            except letta_client.NotFoundError:
+                if number == 1:
+                    raise
+
+        await self._call(f"delete folder {folder}", delete_folder)
+        reads.append(
+            (
+                f"folders.retrieve({folder}) (no 404)",
+                not await self._gone(lambda sdk: sdk.folders.retrieve(folder)),
+            )
+        )
+        page = await self._sdk("folders.list", limit=1000)
+        reads.append((f"folders.list: deleted folder {folder}", folder in _ids(page.items)))
+        page = await self._sdk("agents.folders.list", agent, limit=1000)
+        reads.append((f"agents.folders.list: deleted folder {folder}", folder in _ids(page.items)))
+        page = await self._sdk("agents.files.list", agent, limit=1000)
+        left = sorted({str(f.file_id) for f in page.files} & set(log.uploaded))
+        reads.append((f"agents.files.list: the deleted folder's files {left}", bool(left)))
+
+    async def _gone(self, read: Callable[[Any], Awaitable[Any]]) -> bool:
+        """Whether ``read`` answers 404 (tried until answered)."""
+
+        async def attempt(sdk: Any, _: int) -> bool:
+            try:
+                await read(sdk)
+            except letta_client.NotFoundError:
+                return True
+            return False
+
+        gone: bool = await self._call("a read of something deleted", attempt)
+        return gone
 
     async def _walk_files(self, folder: str, order: str, size: int) -> list[str]:
         got: list[str] = []
@@ -508,6 +642,37 @@ class SurfaceWalker:
             if answer is not None:
                 status, retry = answer
                 self.log.errors.append(ErrorSeen(what, want, status, retry))
+        for what, method, path, body, want in RAW_PROBES:
+            raw = await self._raw(method, path, body)
+            if raw is not None:
+                status, retry, allow = raw
+                self.log.errors.append(ErrorSeen(what, want, status, retry, allow))
+
+    async def _raw(
+        self, method: str, path: str, body: bytes | None
+    ) -> tuple[int, str | None, str | None] | None:
+        """A request as raw bytes (what the SDK cannot send): its status, ``x-should-retry``
+        and ``Allow``; a 5xx or a cut connection is tried again on another node."""
+        http = self.clients.link.http
+        headers = {"content-type": "application/json"} if body is not None else {}
+        nodes = self.clients.world.node_names
+        for _ in range(8):
+            url = f"http://{self.state['node']}:{PORT}{path}"
+            try:
+                with trio.fail_after(self.clients.timeout):
+                    got = await http.request(method, url, content=body, headers=headers)
+                if got.status_code < 500:
+                    return (
+                        got.status_code,
+                        got.headers.get("x-should-retry"),
+                        got.headers.get("allow"),
+                    )
+            except (httpx.TransportError, trio.TooSlowError):
+                pass
+            if len(nodes) > 1:
+                self.state["node"] = self.rng.choice([n for n in nodes if n != self.state["node"]])
+            await trio.sleep(1.0)
+        return None
 
     async def _probe(self, call: Callable[[Any], Awaitable[Any]]) -> tuple[int, str | None] | None:
         """The status and ``x-should-retry`` of the first answer that is not a transient

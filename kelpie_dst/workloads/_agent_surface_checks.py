@@ -9,7 +9,10 @@ against a server helper:
   their new values, *falsy ones included* (``""``, ``false``, ``{}``), and every omitted field
   keeps its value. Feedback on a step without ``tags`` keeps the step's tags.
 * **A delete leaves nothing behind.** A deleted standalone block is a 404, is in no block
-  list, and no agent it was attached to lists it any more.
+  list, and no agent it was attached to lists it any more; a deleted file is a 404 and in no
+  file list (the folder's, the agent's); a deleted folder is a 404, in no folder list (all,
+  the agent's), and the agent lists none of its files. Folder updates are held to the model as
+  block updates are, and ``folders.list(name=...)`` finds the folder under its last name.
 * **Every list is ordered by its documented key and paged without loss.** A folder's files
   are listed by upload time (``created_at``, then id): an unpaged read is sorted so, and every
   walk in pages of one or two following ``after`` cursors (or, for an agent's files,
@@ -26,7 +29,8 @@ against a server helper:
   same history (message types in order); writing the copy's memory leaves the source's alone.
 * **Every error answers the documented status and says whether to retry.** A body or query
   the schema refuses is a 422, a well-formed request the state refuses a 400, an unknown id a
-  404, and every error carries ``x-should-retry`` (``false`` for all of these).
+  404, an unknown route a 404, a method the path does not serve a 405 whose ``Allow`` names
+  the path's methods, and every error carries ``x-should-retry`` (``false`` for all of these).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ __all__ = [
     "BlockState",
     "ErrorSeen",
     "FileSeen",
+    "FolderState",
     "PageWalk",
     "StepSeen",
     "StreamSeen",
@@ -70,6 +75,25 @@ class BlockState:
             int(fields.get("limit") or 0),
             fields.get("description") or None,
             bool(fields.get("read_only")),
+            tuple(sorted(dict(fields.get("metadata") or {}).items())),
+        )
+
+
+@attrs.frozen
+class FolderState:
+    """A folder's fields as the API shows them (``""`` is ``None``)."""
+
+    name: str
+    description: str | None
+    instructions: str | None
+    metadata: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, fields: Mapping[str, Any]) -> FolderState:
+        return cls(
+            str(fields.get("name") or ""),
+            fields.get("description") or None,
+            fields.get("instructions") or None,
             tuple(sorted(dict(fields.get("metadata") or {}).items())),
         )
 
@@ -122,6 +146,7 @@ class ErrorSeen:
     want: int
     status: int
     retry: str | None
+    allow: str | None = None  # the ``Allow`` header (of a 405)
 
 
 @attrs.define
@@ -129,6 +154,9 @@ class SurfaceLog:
     """What the workload did and read (``_agent_surface``); the checks judge it."""
 
     block_updates: list[tuple[str, BlockState, BlockState]] = attrs.Factory(list)
+    folder_updates: list[tuple[str, FolderState, FolderState]] = attrs.Factory(list)
+    folder_name: tuple[str, str] | None = None  # (folder, its name after the updates)
+    named_folders: list[tuple[str, tuple[str, ...]]] = attrs.Factory(list)  # folders.list(name=)
     deleted_block: str | None = None  # acknowledged delete
     deleted_reads: list[tuple[str, bool]] = attrs.Factory(list)  # (read, lists the block)
     steps_ref: list[StepSeen] = attrs.Factory(list)  # the agent's steps, asc, read last
@@ -156,10 +184,18 @@ def _check_blocks(log: SurfaceLog) -> list[str]:
                 if getattr(seen, f) != getattr(model, f)
             ]
             problems.append(f"{what}: {', '.join(changed)}")
-    if log.deleted_block is not None:
-        for what, listed in log.deleted_reads:
-            if listed:
-                problems.append(f"block {log.deleted_block} was deleted, but {what} shows it")
+    for what, seen_folder, model_folder in log.folder_updates:
+        if seen_folder != model_folder:
+            problems.append(f"{what}: {seen_folder}, want {model_folder}")
+    if log.folder_name is not None:
+        folder, name = log.folder_name
+        for asked, got in log.named_folders:
+            want = (folder,) if asked == name else ()
+            if got != want:
+                problems.append(f"folders.list(name={asked!r}): got {list(got)}, want {list(want)}")
+    for what, listed in log.deleted_reads:
+        if listed:
+            problems.append(f"deleted, but {what} shows it")
     return problems
 
 
@@ -250,6 +286,12 @@ def _check_errors(log: SurfaceLog) -> list[str]:
             problems.append(
                 f"{error.what}: answered {error.status}, the contract says {error.want}"
             )
+        if error.want == 405 and not (
+            error.allow is not None
+            and {"GET", "POST"} <= {m.strip() for m in error.allow.split(",")}
+            and "DELETE" not in error.allow
+        ):
+            problems.append(f"{error.what}: Allow is {error.allow!r}, want the path's GET, POST")
         if error.retry != "false":
             problems.append(
                 f"{error.what}: x-should-retry is {error.retry!r}, the contract says 'false' "

@@ -13,6 +13,7 @@ from kelpie_dst.workloads._agent_surface_checks import (
     BlockState,
     ErrorSeen,
     FileSeen,
+    FolderState,
     PageWalk,
     StepSeen,
     StreamSeen,
@@ -84,7 +85,12 @@ def _log() -> SurfaceLog:
     log.errors = [
         ErrorSeen("blocks.create(label='bad label!')", 422, 422, "false"),
         ErrorSeen("blocks.retrieve(unknown id)", 404, 404, "false"),
+        ErrorSeen("DELETE /v1/blocks/", 405, 405, "false", "GET, POST"),
     ]
+    folder = FolderState.of({"name": "docs", "description": "", "metadata": {}})
+    log.folder_updates = [("folder update 1", folder, folder)]
+    log.folder_name = ("source-1", "docs")
+    log.named_folders = [("docs", ("source-1",))]
     return log
 
 
@@ -104,7 +110,7 @@ def test_an_update_that_skips_a_falsy_field_and_a_delete_left_behind_are_named()
     problems = check_surface(log)
     assert len(problems) == 2, problems
     assert problems[0] == "update 3: value='v' (want '')"
-    assert "block-gone was deleted, but agents.blocks.list(agent-s) shows it" in problems[1]
+    assert problems[1] == "deleted, but agents.blocks.list(agent-s) shows it"
 
 
 def test_lost_step_tags_and_a_filter_ignoring_false_are_named() -> None:
@@ -147,15 +153,29 @@ def test_a_stream_without_its_stop_reason_or_with_unasked_types_is_named() -> No
     assert problems[1] == "stream 2: asked for ['assistant_message'], got ['reasoning_message'] too"
 
 
-def test_a_wrong_status_or_a_missing_retry_header_is_named() -> None:
+def test_a_wrong_status_a_missing_retry_header_or_a_wrong_allow_is_named() -> None:
     log = _log()
     log.errors = [
         ErrorSeen("bad label", 422, 400, "false"),
         ErrorSeen("unknown id", 404, 404, None),
+        ErrorSeen("DELETE /v1/blocks/", 405, 405, "false", "DELETE, GET, POST"),
     ]
     problems = check_surface(log)
     assert problems == [
         "bad label: answered 400, the contract says 422",
         "unknown id: x-should-retry is None, the contract says 'false' (letta-client would "
         "resend it)",
+        "DELETE /v1/blocks/: Allow is 'DELETE, GET, POST', want the path's GET, POST",
     ]
+
+
+def test_a_folder_update_that_clears_an_omitted_field_or_a_stale_name_index_is_named() -> None:
+    log = _log()
+    want = FolderState.of({"name": "docs", "description": "notes", "metadata": {"k": 1}})
+    seen = FolderState.of({"name": "docs", "description": "notes"})
+    log.folder_updates.append(("folder update 2", seen, want))
+    log.named_folders = [("docs", ())]
+    problems = check_surface(log)
+    assert len(problems) == 2, problems
+    assert problems[0].startswith("folder update 2: FolderState(")
+    assert problems[1] == "folders.list(name='docs'): got [], want ['source-1']"

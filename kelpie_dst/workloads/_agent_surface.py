@@ -157,7 +157,7 @@ def _ids(items: Any) -> set[str]:
 
 
 def _step(s: Any) -> StepSeen:
-    return StepSeen(str(s.id), s.feedback, tuple(s.tags or ()))
+    return StepSeen(str(s.id), s.feedback, tuple(s.tags or ()), str(s.run_id or ""))
 
 
 class SurfaceWalker:
@@ -202,6 +202,7 @@ class SurfaceWalker:
             self._folders,
             self._agent_file,
             self._deletes,
+            self._http_layer,
             self._errors,
         ):
             if phase not in (self._blocks, self._agent, self._errors) and self.agent is None:
@@ -364,6 +365,18 @@ class SurfaceWalker:
         for step in rated:
             log.steps_read.append(_step(await self._sdk("steps.retrieve", step.id)))
         log.steps_ref = await self._agent_steps()
+        runs = list(dict.fromkeys(s.run_id for s in log.steps_ref if s.run_id))
+        for run in runs[:2]:
+            for order in ("asc", "desc"):
+                size = int(self.rng.choice((1, 2)))
+                got = await self._walk("steps.list", {"trace_ids": [run]}, order, size)
+                log.step_walks.append(
+                    PageWalk("steps", (("trace_ids", (run,)),), order, size, tuple(got))
+                )
+                got = await self._walk("runs.steps.list", {"run_id": run}, order, size)
+                log.step_walks.append(
+                    PageWalk("run steps", (("run_id", run),), order, size, tuple(got))
+                )
         for params in STEP_WALKS:
             pairs = tuple(
                 sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items())
@@ -653,26 +666,81 @@ class SurfaceWalker:
     ) -> tuple[int, str | None, str | None] | None:
         """A request as raw bytes (what the SDK cannot send): its status, ``x-should-retry``
         and ``Allow``; a 5xx or a cut connection is tried again on another node."""
+        got = await self._send_raw(method, path, lambda: body)
+        if got is None:
+            return None
+        return got.status_code, got.headers.get("x-should-retry"), got.headers.get("allow")
+
+    async def _send_raw(
+        self,
+        method: str,
+        path: str,
+        content: Callable[[], Any],
+        before_retry: Callable[[], Awaitable[bool]] | None = None,
+    ) -> httpx.Response | None:
+        """The first answer below 500 to a raw request (``content()`` makes its body anew
+        for each attempt); a 5xx or a cut connection is tried again on another node, up to
+        8 times, unless ``before_retry()`` says the first attempts landed (then ``None``)."""
         http = self.clients.link.http
-        headers = {"content-type": "application/json"} if body is not None else {}
         nodes = self.clients.world.node_names
-        for _ in range(8):
+        for attempt in range(8):
+            if attempt and before_retry is not None and await before_retry():
+                return None
             url = f"http://{self.state['node']}:{PORT}{path}"
+            body = content()
+            headers = {"content-type": "application/json"} if body is not None else {}
             try:
                 with trio.fail_after(self.clients.timeout):
-                    got = await http.request(method, url, content=body, headers=headers)
-                if got.status_code < 500:
-                    return (
-                        got.status_code,
-                        got.headers.get("x-should-retry"),
-                        got.headers.get("allow"),
+                    got: httpx.Response = await http.request(
+                        method, url, content=body, headers=headers
                     )
+                if got.status_code < 500:
+                    return got
             except (httpx.TransportError, trio.TooSlowError):
                 pass
             if len(nodes) > 1:
                 self.state["node"] = self.rng.choice([n for n in nodes if n != self.state["node"]])
             await trio.sleep(1.0)
         return None
+
+    # -- 7. the HTTP layer -------------------------------------------------------------------
+    async def _http_layer(self) -> None:
+        """A body sent in chunks (``transfer-encoding: chunked``, three pieces) is the body
+        sent; a path with percent-encoded letters names what the decoded path names."""
+        log, label = self.log, "Surf-chunked"
+        value = "".join(f"kelp {i:04d} " for i in range(300))  # 3,000 characters
+        body = json.dumps({"label": label, "value": value, "limit": 4000}).encode()
+        third = len(body) // 3
+        pieces = (body[:third], body[third : 2 * third], body[2 * third :])
+
+        def chunked() -> Any:
+            async def gen() -> Any:
+                for piece in pieces:
+                    yield piece
+
+            return gen()
+
+        async def landed() -> bool:
+            page = await self._sdk("blocks.list", label=label, limit=1)
+            return bool(page.items)
+
+        got = await self._send_raw("POST", "/v1/blocks/", chunked, landed)
+        if got is not None and got.status_code != 200:
+            log.http.append(f"a block created with a chunked body: answered {got.status_code}")
+        page = await self._sdk("blocks.list", label=label, limit=10)
+        values = [b.value for b in page.items]
+        if values != [value]:
+            shown = [f"{len(v or '')} characters" for v in values]
+            log.http.append(
+                f"a block created with a chunked body of {len(value)} characters reads back "
+                f"as {shown}"
+            )
+        path = f"/v1/agents/{self.agent}/core-memory/blocks/hum%61n"  # "human"
+        got = await self._send_raw("GET", path, lambda: None)
+        if got is not None:
+            named = got.json().get("label") if got.status_code == 200 else got.status_code
+            if named != "human":
+                log.http.append(f"GET {path} answered {named!r}, not the block 'human'")
 
     async def _probe(self, call: Callable[[Any], Awaitable[Any]]) -> tuple[int, str | None] | None:
         """The status and ``x-should-retry`` of the first answer that is not a transient

@@ -103,6 +103,7 @@ class StepSeen:
     id: str
     feedback: str | None
     tags: tuple[str, ...]
+    run_id: str = ""
 
 
 @attrs.frozen
@@ -170,6 +171,7 @@ class SurfaceLog:
     file_walks: list[PageWalk] = attrs.Factory(list)
     streams: list[StreamSeen] = attrs.Factory(list)
     copies: list[str] = attrs.Factory(list)  # problems of the export/import round trip
+    http: list[str] = attrs.Factory(list)  # problems of the HTTP layer (chunked, encoded)
     errors: list[ErrorSeen] = attrs.Factory(list)
     problems: list[str] = attrs.Factory(list)  # found while driving (a failed request, ...)
 
@@ -200,11 +202,15 @@ def _check_blocks(log: SurfaceLog) -> list[str]:
 
 
 def _keep_step(
-    step: str, params: Mapping[str, Any], model: Mapping[str, tuple[str | None, tuple[str, ...]]]
+    step: StepSeen,
+    params: Mapping[str, Any],
+    model: Mapping[str, tuple[str | None, tuple[str, ...]]],
 ) -> bool:
-    feedback, tags = model.get(step, (None, ()))
+    feedback, tags = model.get(step.id, (None, ()))
     return (
-        ("has_feedback" not in params or (feedback is not None) == params["has_feedback"])
+        ("run_id" not in params or step.run_id == params["run_id"])
+        and ("trace_ids" not in params or step.run_id in params["trace_ids"])
+        and ("has_feedback" not in params or (feedback is not None) == params["has_feedback"])
         and ("feedback" not in params or feedback == params["feedback"])
         and all(t in tags for t in params.get("tags", ()))
     )
@@ -213,7 +219,7 @@ def _keep_step(
 def want_steps(log: SurfaceLog, walk: PageWalk) -> list[str]:
     """What a walk of the agent's steps must list: the reference filtered by the model."""
     params = dict(walk.params)
-    want = [s.id for s in log.steps_ref if _keep_step(s.id, params, log.steps_model)]
+    want = [s.id for s in log.steps_ref if _keep_step(s, params, log.steps_model)]
     return want[::-1] if walk.order == "desc" else want
 
 
@@ -309,5 +315,6 @@ def check_surface(log: SurfaceLog) -> list[str]:
         *_check_files(log),
         *_check_streams(log),
         *log.copies,
+        *log.http,
         *_check_errors(log),
     ]

@@ -12,14 +12,19 @@ logs what it read for :func:`._agent_surface_checks.check_surface` (``api_surfac
    other agents' checks see nothing new: it is sent three messages streamed with
    ``include_return_message_types``, which makes its steps (three at least).
 3. **Steps**: feedback on its steps (one rated twice, the second time without tags), each
-   read back, and ``steps.list`` walked by ``has_feedback``, ``feedback`` and ``tags``.
-4. **Folders and files**: a folder gets five uploads named in the reverse of their upload
-   order, is attached to the surface agent, and its files and the agent's files are walked in
+   read back, and ``steps.list`` walked by ``has_feedback``, ``feedback``, ``tags`` and run
+   (``trace_ids``), and each run's steps (``runs.steps.list``).
+4. **Folders and files**: a folder is updated four times (random subsets of its fields),
+   gets five uploads named in the reverse of their upload order, is attached to the surface
+   agent, two of its files are closed, and its files and the agent's files are walked in
    pages (``after`` cursors; ``next_cursor`` while ``has_more``), by ``is_open`` too.
 5. **Agent file**: the surface agent is exported and imported; the copy is compared with the
    source, and the copy's memory written.
-6. **The error contract**: requests the schema refuses, the state refuses, or that name an
-   unknown id; the status and ``x-should-retry`` of each answer are kept.
+6. **Deletes**: one of the folder's files, then the folder, each looked for everywhere.
+7. **The HTTP layer**: a block created with a chunked request body; a percent-encoded path.
+8. **The error contract**: requests the schema refuses, the state refuses, or that name an
+   unknown id or route or a method the path does not serve (through the SDK, and as raw
+   bytes); the status, ``x-should-retry`` and ``Allow`` of each answer are kept.
 
 A request that fails with an error the client must not retry is a problem
 (``every_request_completed`` records it too), except in step 6, whose requests are meant to

@@ -17,7 +17,8 @@ against a server helper:
   are listed by upload time (``created_at``, then id): an unpaged read is sorted so, and every
   walk in pages of one or two following ``after`` cursors (or, for an agent's files,
   ``next_cursor`` while ``has_more``), either way, is exactly that reference (reversed for
-  ``desc``). A filtered list (steps by ``has_feedback``, ``feedback`` and ``tags``; an agent's
+  ``desc``). A filtered list (steps by ``has_feedback``, ``feedback``, ``tags`` and run, and a
+  run's steps; an agent's
   files by ``is_open``) is the reference filtered by the documented predicate over the model;
   a file the workload closed is listed closed.
 * **A stream always says how it ended.** Every stream that the server finished ends with
@@ -27,6 +28,8 @@ against a server helper:
   name with ``_copy``, the same blocks (label, value, limit, description, read-only) under ids
   none of which is the source's, the same tool rules (type, tool, children, limit) and the
   same history (message types in order); writing the copy's memory leaves the source's alone.
+* **The HTTP layer is transparent.** A block created with a chunked request body reads back
+  with the value sent; a path with percent-encoded letters names what the decoded path names.
 * **Every error answers the documented status and says whether to retry.** A body or query
   the schema refuses is a 422, a well-formed request the state refuses a 400, an unknown id a
   404, an unknown route a 404, a method the path does not serve a 405 whose ``Allow`` names

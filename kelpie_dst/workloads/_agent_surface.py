@@ -79,6 +79,12 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "metadata": ({}, {"kind": "surface"}, {"n": 2}),
     "limit": (200, 300),
 }
+HUMAN_CHOICES: dict[str, tuple[Any, ...]] = {
+    "value": ("", f"kelp human ({MARK})", f"tide note ({MARK})"),
+    "description": ("", "the human", "who talks"),
+    "metadata": ({}, {"who": "walker"}),
+    "limit": (400, 500),
+}
 FOLDER_CHOICES: dict[str, tuple[Any, ...]] = {
     "name": ("surface-docs", "Surface Docs 2"),
     "description": ("", "field notes", "tide log"),
@@ -325,6 +331,40 @@ class SurfaceWalker:
 
         made = await self._create(f"agent {AGENT}", find, make)
         self.agent = str(made.id)
+        await self._agent_block_updates()
+
+    async def _agent_block_updates(self) -> None:
+        """Four ``PATCH /v1/agents/{id}/core-memory/blocks/human``, each a random subset of
+        the fields (falsy values too), each answer and reads after it (by label, by id) held
+        to the model."""
+        agent = self.agent
+        block = await self._sdk("agents.blocks.retrieve", "human", agent_id=agent)
+        model = {
+            "label": "human",
+            "value": block.value,
+            "limit": block.limit,
+            "description": block.description,
+            "read_only": block.read_only,
+            "metadata": dict(block.metadata or {}),
+        }
+        names = sorted(HUMAN_CHOICES)
+        updates = self.log.block_updates
+        for k in range(4):
+            chosen = sorted(self.rng.sample(names, int(self.rng.choice((1, 2)))))
+            changes = {name: self.rng.choice(HUMAN_CHOICES[name]) for name in chosen}
+            answer = await self._sdk("agents.blocks.update", "human", agent_id=agent, **changes)
+            model.update(changes)
+            want = BlockState.of(model)
+            shown = ", ".join(f"{n}={v!r}" for n, v in changes.items())
+            updates.append((f"agents.blocks.update(human, {shown}) answered", _block(answer), want))
+            seen = await self._sdk("agents.blocks.retrieve", "human", agent_id=agent)
+            updates.append(
+                (f"agents.blocks.retrieve(human) after update {k + 1}", _block(seen), want)
+            )
+            seen = await self._sdk("blocks.retrieve", block.id)
+            updates.append(
+                (f"blocks.retrieve(human's id) after update {k + 1}", _block(seen), want)
+            )
 
     async def _stream(self) -> None:
         for k in range(STREAMS):
@@ -345,6 +385,38 @@ class SurfaceWalker:
                 self.log.streams.append(StreamSeen(what, ASKED, tuple(frames)))
 
             await self._call(what, attempt)
+        await self._disconnect()
+
+    async def _disconnect(self) -> None:
+        """A stream the client leaves after its first frame: the run goes on and is stored
+        (docs/http-api.md: a disconnect stops the stream, not the run)."""
+        body = {"role": "user", "content": f"kelp tide, then gone ({MARK})", "otid": "surface-gone"}
+
+        async def attempt(sdk: Any, _: int) -> str | None:
+            stream: Any = await sdk.agents.messages.create(
+                self.agent, messages=[body], streaming=True, stream_tokens=True
+            )
+            run: str | None = None
+            async for chunk in stream:
+                run = getattr(chunk, "run_id", None) or run
+                if run:
+                    break
+            await stream.close()  # the client goes away mid-stream
+            return run
+
+        run = await self._call("a stream left after its first frame", attempt)
+        if not run:
+            return
+        for _ in range(40):  # the run ends on its own; judged once it has
+            got = await self._sdk("runs.retrieve", run)
+            if got.status not in ("created", "running"):
+                break
+            await trio.sleep(1.0)
+        else:
+            return  # still running (its node may be down): nothing to judge
+        page = await self._sdk("agents.messages.list", self.agent, limit=1000, order="asc")
+        stored = sum(1 for m in page.items if getattr(m, "run_id", None) == run)
+        self.log.left_runs.append((run, str(got.status), got.stop_reason, stored))
 
     # -- 3. steps ----------------------------------------------------------------------------
     async def _agent_steps(self) -> list[StepSeen]:

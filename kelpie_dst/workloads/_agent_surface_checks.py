@@ -5,9 +5,10 @@ judged against the workload's own model or the documented contract (docs/http-ap
 against a server helper:
 
 * **An update changes what it gives, and only that.** After every ``PATCH /v1/blocks/{id}``
-  (its answer and a read after it) the block is the model: the fields the update gave have
-  their new values, *falsy ones included* (``""``, ``false``, ``{}``), and every omitted field
-  keeps its value. Feedback on a step without ``tags`` keeps the step's tags.
+  and ``PATCH /v1/agents/{id}/core-memory/blocks/{label}`` (its answer and reads after it)
+  the block is the model: the fields the update gave have their new values, *falsy ones
+  included* (``""``, ``false``, ``{}``), and every omitted field keeps its value. Feedback
+  on a step without ``tags`` keeps the step's tags.
 * **A delete leaves nothing behind.** A deleted standalone block is a 404, is in no block
   list, and no agent it was attached to lists it any more; a deleted file is a 404 and in no
   file list (the folder's, the agent's); a deleted folder is a 404, in no folder list (all,
@@ -18,12 +19,13 @@ against a server helper:
   walk in pages of one or two following ``after`` cursors (or, for an agent's files,
   ``next_cursor`` while ``has_more``), either way, is exactly that reference (reversed for
   ``desc``). A filtered list (steps by ``has_feedback``, ``feedback``, ``tags`` and run, and a
-  run's steps; an agent's
-  files by ``is_open``) is the reference filtered by the documented predicate over the model;
-  a file the workload closed is listed closed.
+  run's steps; an agent's files by ``is_open``) is the reference filtered by the documented
+  predicate over the model; a file the workload closed is listed closed.
 * **A stream always says how it ended.** Every stream that the server finished ends with
   ``stop_reason`` and ``usage_statistics``, whatever ``include_return_message_types`` asked
-  for, and its message frames are only of the types asked for.
+  for, and its message frames are only of the types asked for. A stream the client leaves
+  after its first frame stops the stream, not the run: the run is not ``cancelled``, and once
+  ``completed`` its messages are in the history.
 * **Export then import is an equivalent agent with fresh ids.** The import has a new id, the
   name with ``_copy``, the same blocks (label, value, limit, description, read-only) under ids
   none of which is the source's, the same tool rules (type, tool, children, limit) and the
@@ -173,6 +175,8 @@ class SurfaceLog:
     closed: list[str] = attrs.Factory(list)  # files the workload closed (acknowledged)
     file_walks: list[PageWalk] = attrs.Factory(list)
     streams: list[StreamSeen] = attrs.Factory(list)
+    left_runs: list[tuple[str, str, str | None, int]] = attrs.Factory(list)  # run, status,
+    # stop reason, messages stored: a run whose stream the client left after its first frame
     copies: list[str] = attrs.Factory(list)  # problems of the export/import round trip
     http: list[str] = attrs.Factory(list)  # problems of the HTTP layer (chunked, encoded)
     errors: list[ErrorSeen] = attrs.Factory(list)
@@ -285,6 +289,12 @@ def _check_streams(log: SurfaceLog) -> list[str]:
         extra = sorted({f for f in stream.frames if f not in (*_FINAL, "ping", *stream.asked)})
         if extra:
             problems.append(f"{stream.what}: asked for {list(stream.asked)}, got {extra} too")
+    for run, status, stop, stored in log.left_runs:
+        if stop == "cancelled" or (status == "completed" and not stored):
+            problems.append(
+                f"run {run}, whose stream the client left: {status} ({stop}) with {stored} "
+                "message(s) stored; a disconnect stops the stream, not the run"
+            )
     return problems
 
 

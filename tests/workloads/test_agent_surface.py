@@ -179,3 +179,16 @@ def test_a_folder_update_that_clears_an_omitted_field_or_a_stale_name_index_is_n
     assert len(problems) == 2, problems
     assert problems[0].startswith("folder update 2: FolderState(")
     assert problems[1] == "folders.list(name='docs'): got [], want ['source-1']"
+
+
+def test_a_run_cancelled_or_lost_by_a_client_that_left_its_stream_is_named() -> None:
+    log = _log()
+    log.left_runs = [
+        ("run-1", "completed", "end_turn", 2),  # fine
+        ("run-2", "failed", "error", 0),  # not judged here (runs_end_cleanly is)
+        ("run-3", "cancelled", "cancelled", 1),
+        ("run-4", "completed", "end_turn", 0),
+    ]
+    problems = check_surface(log)
+    assert [p.split(",")[0] for p in problems] == ["run run-3", "run run-4"], problems
+    assert problems[0].endswith("a disconnect stops the stream, not the run")

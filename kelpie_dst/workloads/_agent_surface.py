@@ -442,6 +442,16 @@ class SurfaceWalker:
         for step in rated:
             log.steps_read.append(_step(await self._sdk("steps.retrieve", step.id)))
         log.steps_ref = await self._agent_steps()
+        history = await self._sdk("agents.messages.list", self.agent, limit=1000, order="asc")
+        log.step_history = [
+            (str(m.id), str(m.message_type), getattr(m, "step_id", None)) for m in history.items
+        ]
+        for step in log.steps_ref:
+            got = await self._sdk("steps.messages.list", step.id, limit=1000)
+            items = got if isinstance(got, list) else got.items
+            log.step_messages[step.id] = tuple(
+                sorted({(str(m.id), str(m.message_type)) for m in items})
+            )
         runs = list(dict.fromkeys(s.run_id for s in log.steps_ref if s.run_id))
         for run in runs[:2]:
             for order in ("asc", "desc"):
@@ -553,6 +563,15 @@ class SurfaceWalker:
         log, agent, folder = self.log, self.agent, self.folder
         if folder is None or not log.uploaded:
             return
+        page = await self._sdk("folders.list", limit=1000, order="asc")
+        log.folders_ref = [
+            FileSeen(str(f.id), str(f.name), f.created_at.timestamp() if f.created_at else 0.0)
+            for f in page.items
+        ]
+        for order in ("asc", "desc"):
+            size = int(self.rng.choice((1, 2)))
+            got = await self._walk("folders.list", {}, order, size)
+            log.folder_walks.append(PageWalk("folders", (), order, size, tuple(got)))
         file_id = log.uploaded[-1]
 
         async def delete_file(sdk: Any, number: int) -> None:

@@ -169,6 +169,10 @@ class SurfaceLog:
     steps_model: dict[str, tuple[str | None, tuple[str, ...]]] = attrs.Factory(dict)
     steps_read: list[StepSeen] = attrs.Factory(list)  # each rated step, retrieved
     step_walks: list[PageWalk] = attrs.Factory(list)
+    step_history: list[tuple[str, str, str | None]] = attrs.Factory(list)  # id, type, step
+    step_messages: dict[str, tuple[tuple[str, str], ...]] = attrs.Factory(dict)  # listed
+    folders_ref: list[FileSeen] = attrs.Factory(list)  # every folder, asc, one page
+    folder_walks: list[PageWalk] = attrs.Factory(list)
     uploaded: list[str] = attrs.Factory(list)  # acknowledged uploads (file ids)
     files_ref: list[FileSeen] = attrs.Factory(list)  # the folder's files, asc, one page
     open_ref: dict[str, bool] = attrs.Factory(dict)  # the agent's files: id -> is_open
@@ -246,6 +250,13 @@ def _check_steps(log: SurfaceLog) -> list[str]:
         want = want_steps(log, walk)
         if list(walk.got) != want:
             problems.append(f"{walk.label()}: got {list(walk.got)}, want {want}")
+    for step, listed in log.step_messages.items():
+        own = tuple(sorted({(m, kind) for m, kind, owner in log.step_history if owner == step}))
+        if listed != own:
+            problems.append(
+                f"steps.messages.list({step}): {list(listed)}, but the history shows the "
+                f"step's messages as {list(own)}"
+            )
     return problems
 
 
@@ -262,6 +273,14 @@ def _check_files(log: SurfaceLog) -> list[str]:
     for file_id in log.closed:
         if log.open_ref.get(file_id) is not False:
             problems.append(f"file {file_id} was closed, but the agent's files show it open")
+    keys = [(f.created_at, f.id) for f in log.folders_ref]
+    if keys != sorted(keys):
+        problems.append(f"the folders (asc) are not by creation: {log.folders_ref}")
+    folders = [f.id for f in log.folders_ref]
+    for walk in log.folder_walks:
+        want = folders[::-1] if walk.order == "desc" else folders
+        if list(walk.got) != want:
+            problems.append(f"{walk.label()}: got {list(walk.got)}, want {want}")
     for walk in log.file_walks:
         params = dict(walk.params)
         want = [

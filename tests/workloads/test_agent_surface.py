@@ -192,3 +192,22 @@ def test_a_run_cancelled_or_lost_by_a_client_that_left_its_stream_is_named() -> 
     problems = check_surface(log)
     assert [p.split(",")[0] for p in problems] == ["run run-3", "run run-4"], problems
     assert problems[0].endswith("a disconnect stops the stream, not the run")
+
+
+def test_a_step_listing_another_steps_message_or_folders_out_of_order_are_named() -> None:
+    log = _log()
+    log.step_history = [
+        ("m-1", "user_message", None),
+        ("m-2", "assistant_message", "step-1"),
+        ("m-3", "assistant_message", "step-2"),
+    ]
+    log.step_messages = {"step-1": (("m-2", "assistant_message"),)}
+    assert check_surface(log) == []
+    log.step_messages["step-2"] = (("m-2", "assistant_message"),)
+    log.folders_ref = [FileSeen("source-b", "b", 2.0), FileSeen("source-a", "a", 1.0)]
+    log.folder_walks = [PageWalk("folders", (), "desc", 1, ("source-b", "source-a"))]
+    problems = check_surface(log)
+    assert len(problems) == 3, problems
+    assert problems[0].startswith("steps.messages.list(step-2): [('m-2', 'assistant_message')]")
+    assert problems[1].startswith("the folders (asc) are not by creation")
+    assert problems[2].startswith("folders (no filter; desc, pages of 1): got")

@@ -225,14 +225,22 @@ class SurfaceWalker:
                 self.log.problems.append(f"surface {name}: {type(error).__name__}: {error}")
 
     async def _create(self, what: str, find: Callable[[Any], Awaitable[Any]], make: Any) -> Any:
-        """Made once: a retry first looks the thing up (the first attempt may have landed)."""
+        """Made once: a retry first looks the thing up (the first attempt may have landed),
+        and again if its create collides with the name (a first attempt still in flight
+        landed between the look-up and the create)."""
 
         async def attempt(sdk: Any, number: int) -> Any:
             if number > 1:
                 found = await find(sdk)
                 if found is not None:
                     return found
-            return await make(sdk)
+            try:
+                return await make(sdk)
+            except (letta_client.BadRequestError, letta_client.ConflictError):
+                found = await find(sdk) if number > 1 else None
+                if found is None:
+                    raise
+                return found
 
         return await self._call(what, attempt)
 

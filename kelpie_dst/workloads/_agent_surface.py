@@ -21,7 +21,8 @@ logs what it read for :func:`._agent_surface_checks.check_surface` (``api_surfac
 5. **Agent file**: the surface agent is exported and imported; the copy is compared with the
    source, and the copy's memory written.
 6. **Deletes**: one of the folder's files, then the folder, each looked for everywhere.
-7. **The HTTP layer**: a block created with a chunked request body; a percent-encoded path.
+7. **The HTTP layer**: a block created with a chunked request body; a percent-encoded path;
+   a read right after each of two requests whose 4 KB bodies the app never reads.
 8. **The error contract**: requests the schema refuses, the state refuses, or that name an
    unknown id or route or a method the path does not serve (through the SDK, and as raw
    bytes); the status, ``x-should-retry`` and ``Allow`` of each answer are kept.
@@ -845,6 +846,30 @@ class SurfaceWalker:
             named = got.json().get("label") if got.status_code == 200 else got.status_code
             if named != "human":
                 log.http.append(f"GET {path} answered {named!r}, not the block 'human'")
+        await self._unread_bodies()
+
+    async def _unread_bodies(self) -> None:
+        """Requests the app answers without reading their bodies (an unknown route, a method
+        the path does not serve), each followed at once by a read on the same node, so on the
+        same kept-alive connection: the read answers what it asked (the server read past the
+        unread body, or closed the connection), never something parsed from the body."""
+        log = self.log
+        body = json.dumps({"note": "kelp " * 800}).encode()  # 4 KB nobody reads
+        for method, path in (("POST", "/v1/no-such-route"), ("PUT", "/v1/blocks/")):
+            got = await self._send_raw(method, path, lambda: body)
+            if got is None:
+                continue
+            node = self.state["node"]
+            after = await self._send_raw("GET", f"/v1/agents/{self.agent}", lambda: None)
+            if after is None or self.state["node"] != node:
+                continue  # a fault came between: not the same connection
+            agent = after.json().get("id") if after.status_code == 200 else None
+            if agent != self.agent:
+                shown = after.text[:120]
+                log.http.append(
+                    f"GET /v1/agents/{self.agent} right after {method} {path} (answered "
+                    f"{got.status_code}, body unread) on {node}: {after.status_code} {shown!r}"
+                )
 
     async def _probe(self, call: Callable[[Any], Awaitable[Any]]) -> tuple[int, str | None] | None:
         """The status and ``x-should-retry`` of the first answer that is not a transient

@@ -31,7 +31,9 @@ against a server helper:
   none of which is the source's, the same tool rules (type, tool, children, limit) and the
   same history (message types in order); writing the copy's memory leaves the source's alone.
 * **The HTTP layer is transparent.** A block created with a chunked request body reads back
-  with the value sent; a path with percent-encoded letters names what the decoded path names.
+  with the value sent; a path with percent-encoded letters names what the decoded path names;
+  a read sent right after a request whose body the app never read (a 404, a 405), on the same
+  node, answers what it asked.
 * **Every error answers the documented status and says whether to retry.** A body or query
   the schema refuses is a 422, a well-formed request the state refuses a 400, an unknown id a
   404, an unknown route a 404, a method the path does not serve a 405 whose ``Allow`` names

@@ -719,6 +719,40 @@ class SurfaceWalker:
         after = {b.label: b.value for b in again.blocks or ()}
         if after != before:
             log.copies.append(f"{where}: writing the copy's memory changed the source's: {after}")
+        await self._import_options(source, raw, kinds_old)
+
+    async def _import_options(self, source: str, raw: str, kinds: list[str]) -> None:
+        """The options: an export with ``scrub_messages`` carries no messages; an import with
+        ``name`` and ``strip_messages`` is named exactly so (no ``_copy``) and has no history
+        from the file (a message of the source's other than its system message is not in it)."""
+        log = self.log
+        scrubbed = await self._sdk("agents.export_file", source, scrub_messages=True)
+        document = json.loads(scrubbed if isinstance(scrubbed, str) else json.dumps(scrubbed))
+        carried = [len(a.get("messages") or []) for a in document.get("agents", [])]
+        if carried != [0]:
+            log.copies.append(f"export_file({source}, scrub_messages=True) carries {carried}")
+        name = "surface-named"
+
+        async def find(sdk: Any) -> Any:
+            page = await sdk.agents.list(name=name, limit=1, order="asc")
+            return page.items[0].id if page.items else None
+
+        async def make(sdk: Any) -> Any:
+            got = await sdk.agents.import_file(
+                file=("surface.af", raw.encode()), name=name, strip_messages=True
+            )
+            return got.agent_ids[0] if got.agent_ids else None
+
+        named = await self._create("agents.import_file(name=..., strip_messages)", find, make)
+        if named is None:
+            log.copies.append("agents.import_file(name=..., strip_messages) answered no agent")
+            return
+        state = await self._sdk("agents.retrieve", str(named))
+        if state.name != name:
+            log.copies.append(f"import with name={name!r}: named {state.name!r}")
+        kept = [k for k in await self._history(str(named)) if k != "system_message"]
+        if kept and kinds:
+            log.copies.append(f"import with strip_messages: history {kept} came from the file")
 
     async def _history(self, agent: str) -> list[str]:
         page = await self._sdk("agents.messages.list", agent, limit=1000, order="asc")

@@ -30,6 +30,8 @@ against a server helper:
   name with ``_copy``, the same blocks (label, value, limit, description, read-only) under ids
   none of which is the source's, the same tool rules (type, tool, children, limit) and the
   same history (message types in order); writing the copy's memory leaves the source's alone.
+  An export with ``scrub_messages`` carries no messages; an import with ``name`` and
+  ``strip_messages`` is named exactly so and has no history from the file.
 * **The HTTP layer is transparent.** A block created with a chunked request body reads back
   with the value sent; a path with percent-encoded letters names what the decoded path names;
   a read sent right after a request whose body the app never read (a 404, a 405), on the same

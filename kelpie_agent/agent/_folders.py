@@ -236,6 +236,8 @@ class FolderStore:
 
         async def build(txn: Transaction) -> Folder:
             taken = await txn.get(name_key(name))
+            if taken is not None and unpack(taken) == folder.id:
+                return folder  # an ambiguous commit landed: the name is ours (Reader.transact)
             if taken is not None:
                 raise InvalidRequestError(
                     f"a folder named {name!r} already exists ({unpack(taken)})"
@@ -329,6 +331,9 @@ class FolderStore:
 
         async def build(txn: Transaction) -> FileRecord | None:
             existing = await folder_files(txn, folder.id)
+            for mine in existing:
+                if mine.id == file_id:  # an ambiguous commit landed: our own earlier write
+                    return mine
             names = {f.file_name: f for f in existing}
             final = clean
             if clean in names:

@@ -85,6 +85,8 @@ from ._agent_stops import (
     check_results_once,
     check_told_stop_reasons,
 )
+from ._agent_surface import SurfaceWalker
+from ._agent_surface_checks import check_surface
 from ._agent_threads import Threads
 from ._agent_world import World
 from ._mcp_checks import check_mcp_recovers
@@ -102,6 +104,7 @@ __all__ = [
     "StreamRecord",
     "acknowledged_is_durable",
     "agents",
+    "api_surface_contract",
     "check_acknowledged",
     "check_blocks",
     "check_completed",
@@ -184,6 +187,10 @@ PARAMS: dict[str, int | float | str | bool] = {
     # faults: resumes that fail, runtimes gone stale (scenarios/agent_recovery_storms.toml)
     "bare_sdk_nodes": 0,  # with topology.llm.transport = "anthropic_api": the first N server
     # nodes run the adapter with the SDK's own retries off (_agent_llm.SDK_RETRIES)
+    "surface": False,  # after the clients, the REST surface no other scenario drives (block
+    # updates and deletes, steps' feedback and filters, folders' files in pages, streams with
+    # include_return_message_types, agent files, the error contract) is driven and judged
+    # against the model and the documented contract (via http; _agent_surface)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -241,7 +248,7 @@ async def agents(ctx: WorkloadContext) -> None:
         raise UsageError("workload.params.conversations: needs via = 'http'")
     if float(ctx.params["poll_interval"]) and via != "http":
         raise UsageError("workload.params.poll_interval: needs via = 'http'")
-    for name in ("list_walks", "ambiguous_creates", "list_filters", "directory"):
+    for name in ("list_walks", "ambiguous_creates", "list_filters", "directory", "surface"):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
     if int(ctx.params["create_burst"]) and not float(ctx.params["list_walks"]):
@@ -361,6 +368,12 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("directory.listed", sum(len(w.got) for w in directory.log.walks))
         ctx.metric("directory.hits", len(directory.log.hits))
         ctx.metric("directory.problems", len(directory.log.problems))
+    if bool(ctx.params["surface"]):
+        surface = SurfaceWalker(clients, ctx.rng("surface"))
+        ctx.state["surface"] = surface
+        await surface.run()
+        ctx.metric("surface.requests", surface.requests)
+        ctx.metric("surface.problems", len(check_surface(surface.log)))
     by_number = {p.agent_id: p for p in plans}
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
@@ -478,6 +491,9 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
 def _server_id(ctx: WorkloadContext, plans: list[AgentPlan], number: int) -> str | None:
     """The server's id of agent ``number`` (None until it is created)."""
     link = ctx.state.get("link", ctx.state.get("direct"))
+    if not 1 <= number <= len(plans):  # not a planned agent: the surface walk's own (a900)?
+        surface = ctx.state.get("surface")
+        return surface.agent if isinstance(surface, SurfaceWalker) and number == 900 else None
     return None if link is None else link.server_id(plans[number - 1])
 
 
@@ -583,6 +599,20 @@ def lists_directory_exactly(ctx: WorkloadContext) -> None:
     directory = ctx.state.get("directory")
     if isinstance(directory, DirectoryWalker):
         _holds(check_directory(directory.log), "a cross-agent list or search is wrong")
+
+
+@invariant
+def api_surface_contract(ctx: WorkloadContext) -> None:
+    """(With ``surface``.) The REST surface against the model and the documented contract:
+    an update changes exactly the fields it gives (falsy ones too), a delete leaves nothing
+    listing the block, lists are in their documented order and paged without loss (steps by
+    feedback and tags, a folder's and an agent's files), a finished stream ends with its stop
+    reason and usage whatever types were asked, export then import is an equivalent agent with
+    fresh ids, and every error answers its documented status with x-should-retry
+    (_agent_surface_checks)."""
+    surface = ctx.state.get("surface")
+    if isinstance(surface, SurfaceWalker):
+        _holds(check_surface(surface.log), "the REST surface broke its contract")
 
 
 @invariant

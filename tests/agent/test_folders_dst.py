@@ -14,6 +14,7 @@ import trio
 
 import kelpie_dst
 from kelpie_agent.agent import (
+    AgentStorageError,
     AttachFolder,
     CloseFile,
     DetachFolder,
@@ -178,3 +179,49 @@ async def test_attached_files_appear_in_context_and_the_file_tools_work() -> Non
     assert agent.folder_ids == () and builtin_id("grep_files") not in agent.tool_ids
     assert await store.agents(folder.id) == []
     del view
+
+
+@pytest.mark.dst(seeds=3, guards="strict", faults=["storage.commit_unknown=0.5"])
+async def test_a_folder_whose_create_commit_outcome_is_unknown_is_made_once() -> None:
+    """A commit can apply and still fail; the store's retry then runs the create again and
+    must find its own folder under the name, not refuse the name as taken (a 400 for a
+    create that succeeded). Found by agent_api_surface seed 11 (apiE, session 10)."""
+    store = FolderStore(node_kv(), sim_ports())
+    for n in range(8):
+        try:
+            folder = await store.create(f"docs-{n}", description="Otter facts")
+        except AgentStorageError:
+            continue  # the store gave up: nothing is claimed
+        found = [f for f in await store.all() if f.name == f"docs-{n}"]
+        assert [f.id for f in found] == [folder.id]
+
+
+@pytest.mark.dst(seeds=3, guards="strict", faults=["storage.commit_unknown=0.5"])
+async def test_an_upload_whose_commit_outcome_is_unknown_keeps_its_name_and_is_stored_once() -> (
+    None
+):
+    """The upload's retry after an ambiguous commit found its own file under the name and
+    renamed it (``suffix``: notes_(1).txt) or refused it (``error``: a 400 for an upload that
+    succeeded)."""
+    store = FolderStore(node_kv(), sim_ports())
+    folder = None
+    while folder is None:
+        try:
+            folder = await store.create("docs")
+        except AgentStorageError:
+            continue
+    for n in range(8):
+        how = ("suffix", "error")[n % 2]
+        try:
+            record = await store.upload(
+                folder.id, f"notes-{n}.txt", NOTES.encode(), duplicate_handling=how
+            )
+        except AgentStorageError:
+            continue
+        assert record is not None and record.file_name == f"notes-{n}.txt"
+        named = [
+            f.id
+            for f in await store.files(folder.id)
+            if f.original_file_name == record.original_file_name
+        ]
+        assert named == [record.id]

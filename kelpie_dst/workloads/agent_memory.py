@@ -286,6 +286,9 @@ class Memory:
             for p in self.log.stored
             if p.owner in mine and p.id is not None and p.delete_sent is None
         ]
+        own = [p for p in known if p.owner == self.agent]
+        if own and self.rng.random() < 0.5:  # the agent's own index is the one it keeps
+            known = own
         if not known:
             return
         p = self.rng.choice(known)

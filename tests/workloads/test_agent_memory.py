@@ -4,6 +4,8 @@ check passes a consistent history and names a hand-made bad one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 
@@ -50,10 +52,8 @@ def _stored() -> list[Stored]:
     ]
 
 
-def _search(**changes: object) -> Search:
-    s = Search(
-        "a1", frozenset({"a1", "pool"}), "api", ("red",), "any", 5, None, None, 5.0, 6.0, ()
-    )
+def _search(**changes: Any) -> Search:
+    s = Search("a1", frozenset({"a1", "pool"}), "api", ("red",), "any", 5, None, None, 5.0, 6.0, ())
     return attrs.evolve(s, **changes)
 
 

@@ -275,12 +275,27 @@ class AgentRuntime:
 
     async def _landed(self, written: WriteLog, what: str) -> bool:
         """Did a commit whose outcome is unknown apply ``written``? Its keys hold exactly the
-        values it wrote (transactions apply whole or not at all)."""
+        values it wrote (transactions apply whole or not at all).
+
+        A memory block may be written by others meanwhile (the blocks API, another agent
+        sharing it), so a block that no longer holds what the commit wrote proves nothing:
+        the keys only this agent writes decide (its messages, its checkpoint), when the
+        commit wrote any. Otherwise a landed memory edit would be taken as lost, and run
+        again on the block that already holds it (DmemE-1)."""
         kv = self.ctx.kv
+        shared_changed = False
+        own = 0
         for key, value in written.writes.items():
             stored = await self.read(lambda key=key: kv.get(key), f"what {what} wrote")  # type: ignore[misc]
+            shared = key.startswith(Keys.BLOCKS)
             if stored != value:
-                return False
+                if not shared:
+                    return False
+                shared_changed = True
+            elif not shared:
+                own += 1
+        if shared_changed:
+            return own > 0
         return bool(written.writes)
 
     async def write(self, writes: Sequence[tuple[bytes, bytes | None]], what: str) -> None:

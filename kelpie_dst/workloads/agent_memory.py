@@ -480,7 +480,7 @@ class Memory:
         j = 0
         while trio.current_time() < deadline:
             j += 1
-            if self.rng.random() < 0.5:
+            if self.rng.random() < 0.4:
                 op = BoardOp("set", f"api-{self.number}-{j}", _now(), None)
                 changes: dict[str, Any] = {"value": op.value}
             else:
@@ -494,7 +494,7 @@ class Memory:
             else:
                 ops[ops.index(op)] = attrs.evolve(op, acked=_now())
                 await self.read_board(self.board)
-            await trio.sleep(self.rng.uniform(0.3, 2.0))
+            await trio.sleep(self.rng.uniform(0.1, 1.0))
 
     async def run(self, span: float) -> None:
         deadline = trio.current_time() + span
@@ -511,9 +511,9 @@ class Memory:
                 await self.search_api()
             elif roll < 0.65:
                 await self.search_tool()
-            elif roll < 0.72:
+            elif roll < 0.7:
                 await self.recall_tool()
-            elif roll < 0.8:
+            elif roll < 0.75:
                 await self.rethink()
             else:
                 await self.append()

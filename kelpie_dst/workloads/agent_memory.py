@@ -235,8 +235,8 @@ class Memory:
         self.log.inputs[self.agent] = []
         self.log.scope[self.agent] = frozenset({self.agent})
         for _ in range(2):
-            while not await self.insert():
-                pass
+            while not await self.insert():  # no node up, or an unknown outcome: again
+                await trio.sleep(self.rng.uniform(0.5, 2.0))
 
     def _text(self, owner: str) -> str:
         self.k += 1

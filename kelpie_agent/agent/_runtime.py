@@ -275,11 +275,19 @@ class AgentRuntime:
 
     async def _landed(self, written: WriteLog, what: str) -> bool:
         """Did a commit whose outcome is unknown apply ``written``? Its keys hold exactly the
-        values it wrote (transactions apply whole or not at all)."""
+        values it wrote (transactions apply whole or not at all).
+
+        A memory block may be written by others meanwhile: the blocks API changes its
+        description or limit outside the agent's actor. A block that holds the value the
+        commit wrote, with other fields changed, is no proof either way, so the other keys
+        decide; without this, a landed memory edit was taken as lost and run again on the
+        block that already held it (DmemE-1). A block whose value differs means the edit is
+        not there (as before; if another writer replaced the value after the edit landed,
+        doing the edit again on the new value is a serial order too)."""
         kv = self.ctx.kv
         for key, value in written.writes.items():
             stored = await self.read(lambda key=key: kv.get(key), f"what {what} wrote")  # type: ignore[misc]
-            if stored != value:
+            if stored != value and not _same_block_value(key, stored, value):
                 return False
         return bool(written.writes)
 
@@ -414,3 +422,14 @@ class AgentRuntime:
     def remember(self, messages: list[AgentMessage]) -> None:
         """Append committed messages to the current thread's in-memory window."""
         self.thread.history.extend(messages)
+
+
+def _same_block_value(key: bytes, stored: bytes | None, written: bytes | None) -> bool:
+    """Whether ``key`` is a memory block that holds the value ``written`` gave it (its other
+    fields may differ)."""
+    if stored is None or written is None or not key.startswith(Keys.BLOCKS):
+        return False
+    try:
+        return bool(unpack(stored).value == unpack(written).value)
+    except Exception:  # not a block record after all: no proof
+        return False

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+import attrs
 import trio
 
 from kelpie_agent.sandbox import (
@@ -65,9 +66,13 @@ class WriteLog:
     def __init__(self, txn: Transaction) -> None:
         self._txn = txn
         self.writes: dict[bytes, bytes | None] = {}
+        self.before: dict[bytes, bytes | None] = {}  # what a key held when first read
 
     async def get(self, key: bytes) -> bytes | None:
-        return await self._txn.get(key)
+        value = await self._txn.get(key)
+        if key not in self.before and key not in self.writes:
+            self.before[key] = value
+        return value
 
     async def set(self, key: bytes, value: bytes) -> None:
         await self._txn.set(key, value)
@@ -278,16 +283,18 @@ class AgentRuntime:
         values it wrote (transactions apply whole or not at all).
 
         A memory block may be written by others meanwhile: the blocks API changes its
-        description or limit outside the agent's actor. A block that holds the value the
-        commit wrote, with other fields changed, is no proof either way, so the other keys
-        decide; without this, a landed memory edit was taken as lost and run again on the
-        block that already held it (DmemE-1). A block whose value differs means the edit is
-        not there (as before; if another writer replaced the value after the edit landed,
-        doing the edit again on the new value is a serial order too)."""
+        description or limit outside the agent's actor. So a block counts as landed when it
+        shows every field the commit changed (from the block the transaction read to the
+        one it wrote), whatever its other fields hold; without this, a landed memory edit
+        was taken as lost and run again on the block that already held it (DmemE-1). Only
+        the fields the commit changed are evidence: a limit-only update that did not land
+        leaves the value it did not change, and taking that for proof acknowledged an
+        update the database never got (found by agent_api_surface's 1,000-seed sweep,
+        Dlead10-4). A block the transaction did not read needs its exact bytes."""
         kv = self.ctx.kv
         for key, value in written.writes.items():
             stored = await self.read(lambda key=key: kv.get(key), f"what {what} wrote")  # type: ignore[misc]
-            if stored != value and not _same_block_value(key, stored, value):
+            if stored != value and not _block_change_there(key, stored, value, written):
                 return False
         return bool(written.writes)
 
@@ -424,12 +431,27 @@ class AgentRuntime:
         self.thread.history.extend(messages)
 
 
-def _same_block_value(key: bytes, stored: bytes | None, written: bytes | None) -> bool:
-    """Whether ``key`` is a memory block that holds the value ``written`` gave it (its other
-    fields may differ)."""
-    if stored is None or written is None or not key.startswith(Keys.BLOCKS):
+_BLOCK_FIELDS = tuple(
+    f.name for f in attrs.fields(Block) if f.name not in ("created_at", "updated_at")
+)
+"""A block's fields that say what a write did (every writer stamps ``updated_at``)."""
+
+
+def _block_change_there(
+    key: bytes, stored: bytes | None, written: bytes | None, log: WriteLog
+) -> bool:
+    """Whether ``key`` is a memory block that still shows every field the commit changed
+    (from what the transaction read to what it wrote), though other fields differ: the blocks
+    API may have changed them since. Without the block as the transaction read it, what the
+    commit changed is unknown, and nothing short of the exact bytes is proof."""
+    before = log.before.get(key)
+    if stored is None or written is None or before is None or not key.startswith(Keys.BLOCKS):
         return False
     try:
-        return bool(unpack(stored).value == unpack(written).value)
+        old, new, now = unpack(before), unpack(written), unpack(stored)
+        if not all(isinstance(b, Block) for b in (old, new, now)):
+            return False
+        changed = [name for name in _BLOCK_FIELDS if getattr(old, name) != getattr(new, name)]
+        return all(getattr(now, name) == getattr(new, name) for name in changed)
     except Exception:  # not a block record after all: no proof
         return False

@@ -37,6 +37,7 @@ import datetime as _dt
 import json
 import random
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -307,6 +308,25 @@ class Memory:
             return
         p.delete_acked = _now()
 
+    def _searched(
+        self,
+        via: str,
+        tags: Sequence[str],
+        mode: str,
+        top_k: int,
+        start: float | None,
+        end: float | None,
+        sent: float,
+        found: tuple[Hit, ...],
+    ) -> None:
+        """Log one archival search (through the API or the model's tool) and its answer."""
+        scope = self.log.scope[self.agent]
+        self.log.searches.append(
+            Search(
+                self.agent, scope, via, tuple(tags), mode, top_k, start, end, sent, _now(), found
+            )
+        )
+
     def _filters(self) -> tuple[tuple[str, ...], str, int, _dt.date | None, _dt.date | None]:
         rng = self.rng
         tags = () if rng.random() < 0.4 else tuple(sorted(rng.sample(KINDS, rng.choice((1, 2)))))
@@ -342,21 +362,7 @@ class Memory:
         except (*_FAILURES, ServiceError):
             return
         found = tuple(Hit(h.passage.text, frozenset(h.passage.tags)) for h in hits)
-        self.log.searches.append(
-            Search(
-                self.agent,
-                self.log.scope[self.agent],
-                "api",
-                tags,
-                mode,
-                top_k,
-                start,
-                end,
-                sent,
-                _now(),
-                found,
-            )
-        )
+        self._searched("api", tags, mode, top_k, start, end, sent, found)
 
     async def probe(self, tool: str, args: dict[str, Any]) -> tuple[float, str, str] | None:
         """Ask the model for one call of ``tool``: (sent, status, message) of its result, or
@@ -405,21 +411,7 @@ class Memory:
         found = tuple(Hit(str(r.get("content")), frozenset(r.get("tags") or ())) for r in rows)
         start = _day_bounds(first)[0] if first else None
         end = _day_bounds(last)[1] if last else None
-        self.log.searches.append(
-            Search(
-                self.agent,
-                self.log.scope[self.agent],
-                "tool",
-                tags if tags else (),
-                mode,
-                top_k,
-                start,
-                end,
-                sent,
-                _now(),
-                found,
-            )
-        )
+        self._searched("tool", tags if tags else (), mode, top_k, start, end, sent, found)
 
     async def recall_tool(self) -> None:
         """A conversation search for the word every probe input carries: every probe input

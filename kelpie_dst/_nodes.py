@@ -64,9 +64,27 @@ class Node:
         self._unwound: trio.Event | None = None  # set once the live incarnation has ended
         self._nursery: trio.Nursery | None = None
         self._pending: list[tuple[Callable[..., Awaitable[object]], tuple[Any, ...], str]] = []
+        # When the node was frozen: (paused at, resumed or crashed at), in virtual seconds. For
+        # checkers that must excuse what a frozen process does at the moment it thaws.
+        self.pause_spans: list[tuple[float, float]] = []
+        self._paused_at: float | None = None
 
     def __repr__(self) -> str:
         return f"<Node {self.name} {self.state.value} incarnation={self.incarnation}>"
+
+    def paused_between(self, start: float, end: float) -> bool:
+        """Whether the node was paused at any moment of ``[start, end]`` (virtual seconds)."""
+        if self._paused_at is not None and self._paused_at <= end:
+            return True
+        return any(a <= end and b >= start for a, b in self.pause_spans)
+
+    def _pause_began(self, now: float) -> None:
+        self._paused_at = now
+
+    def _pause_ended(self, now: float) -> None:
+        if self._paused_at is not None:
+            self.pause_spans.append((self._paused_at, now))
+            self._paused_at = None
 
     @property
     def alive(self) -> bool:

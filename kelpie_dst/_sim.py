@@ -234,6 +234,7 @@ class Simulation:
         if not node.alive:
             return
         was_paused = node.paused
+        node._pause_ended(self.clock.current_time())
         node.state = NodeState.DOWN
         self.trace_event("node.crash", node=node, incarnation=node.incarnation)
         if was_paused:
@@ -269,6 +270,7 @@ class Simulation:
         if node.state is not NodeState.UP:
             return
         node.state = NodeState.PAUSED
+        node._pause_began(self.clock.current_time())
         self.strategy.pausing = True
         self.trace_event("node.pause", node=node)
 
@@ -283,6 +285,7 @@ class Simulation:
         if node.state is not NodeState.PAUSED:
             return
         node.state = NodeState.UP
+        node._pause_ended(self.clock.current_time())
         self.trace_event("node.resume", node=node)
         self._release(node)
 

@@ -10,7 +10,9 @@ from ..shims import open_kv
 
 __all__ = [
     "Ack",
+    "Touch",
     "contention_at_most_once",
+    "contention_one_activation",
     "contention_requests_complete",
     "contention_tally_exact",
     "contention_waits_bounded",
@@ -27,6 +29,16 @@ class Ack:
     issued: float
     acked: float
     count: int
+
+
+@attrs.frozen
+class Touch:
+    """An activation acting outside the store at ``at`` (virtual seconds), for ``request``."""
+
+    at: float
+    node: str
+    activation: str
+    request: str
 
 
 @invariant
@@ -99,3 +111,50 @@ def contention_at_most_once(ctx: WorkloadContext) -> None:
         if n > 1 + unknown.get(request, 0)
     ]
     assert not twice, f"requests run again without telling their callers: {'; '.join(twice[:3])}"
+
+
+@invariant
+def contention_one_activation(ctx: WorkloadContext) -> None:
+    """Activations take turns: once a newer activation of the tally has acted outside the store,
+    no older one acts again. The runtime promises it (docs/actors.md, "Clock skew"): a holder
+    stops using its lease ``lease_margin`` before the expiry others read, so the next owner
+    starts only after the last one stopped. Fencing keeps a stale holder's *writes* out, but not
+    what it does elsewhere (a tool call, an LLM request), which this checks.
+
+    The promise rests on wall clocks that agree within the margin and a process that runs: an
+    act of a node paused within the last lease duration (it thaws past its deadline and runs up
+    to its next checkpoint) is excused, and the check is off in a run whose clocks jump or are
+    skewed apart by the margin or more (``clock.skew`` within it is the case it is made for)."""
+    if "clock.jump" in ctx.sim.faults.active:
+        return
+    touches: list[Touch] = ctx.state.get("touches", [])
+    acting = {t.node for t in touches}
+    nodes = {node.name: node for node in ctx.sim.nodes}
+    offsets = [node.clock.offset for name, node in nodes.items() if name in acting]
+    if offsets and max(offsets) - min(offsets) >= ctx.state["margin"]:
+        return
+    lease: float = ctx.state["lease"]
+    ended: dict[str, Touch] = {}  # activations that a newer one has followed -> its first act
+    current: Touch | None = None  # the latest activation's first act
+    late = []
+    for touch in touches:
+        if current is not None and touch.activation == current.activation:
+            continue
+        if touch.activation in ended:
+            node = nodes.get(touch.node)
+            if node is not None and node.paused_between(touch.at - lease, touch.at):
+                continue
+            newer = ended[touch.activation]
+            late.append(
+                f"activation {touch.activation} on {touch.node} acted for {touch.request} at "
+                f"t={touch.at:.3f}, after activation {newer.activation} on {newer.node} had "
+                f"taken over (acting from t={newer.at:.3f})"
+            )
+            continue
+        if current is not None:
+            ended[current.activation] = touch
+        current = touch
+    assert not late, (
+        f"{len(late)} act(s) of an activation after a newer one had acted (a stale lease "
+        f"holder kept going): {'; '.join(late[:3])}"
+    )

@@ -1,12 +1,13 @@
 """Actor contention: callers on every node keep sending to one actor through their own node,
 so each node has a standing queue for it while the other nodes ask for it (handoffs).
 
-Each node runs a :class:`~kelpie_agent.actors.Dispatcher` (the agent world's lease timings)
-with one actor kind, a tally whose every request takes ``work`` seconds and then counts itself
-once (idempotent by request id, in a fenced transaction); with ``long_every`` N, every Nth
-request of a caller takes ``long_work`` seconds instead, longer than a lease, so the lease must
-be renewed under it. ``callers`` callers per node each send ``requests`` requests to the same
-actor through their node's dispatcher, retrying a retryable failure with the same request id.
+Each node runs a :class:`~kelpie_agent.actors.Dispatcher` (the agent world's lease timings,
+or ``renew_every`` and ``lease_margin`` if given) with one actor kind, a tally whose every
+request takes ``work`` seconds and then counts itself once (idempotent by request id, in a
+fenced transaction); with ``long_every`` N, every Nth request of a caller takes ``long_work``
+seconds instead, longer than a lease, so the lease must be renewed under it. ``callers``
+callers per node each send ``requests`` requests to the same actor through their node's
+dispatcher, retrying a retryable failure with the same request id.
 
 Invariants (:mod:`._contention_checks`): every request is acknowledged
 (``contention_requests_complete``); no request waits longer than ``wait_leases`` lease
@@ -15,7 +16,13 @@ durations from issue to acknowledgement while the world is healthy
 back for its own queue, or the other nodes starve); the tally counts each request exactly once
 and acknowledgements report distinct counts (``contention_tally_exact``); a request runs
 more than once only after its caller was told its outcome is unknown
-(``contention_at_most_once``: the runtime never re-delivers a request that started).
+(``contention_at_most_once``: the runtime never re-delivers a request that started); and
+activations of the tally take turns (``contention_one_activation``): each activation "touches"
+a resource outside the store (as a tool call or an LLM request would) when a request starts and
+after its work, and, with ``touch_every`` > 0, every that many seconds while it works. Once a
+newer activation has touched it, an older one never does again (the holder stops using its
+lease before anyone may take over), excused only where the runtime's documented assumption is
+broken: a node paused in the last lease duration, or wall clocks skewed by faults.
 """
 
 from __future__ import annotations
@@ -43,7 +50,9 @@ from ..shims import open_kv, sim_ports
 from ._agent_world import OPTIONS
 from ._contention_checks import (
     Ack,
+    Touch,
     contention_at_most_once,
+    contention_one_activation,
     contention_requests_complete,
     contention_tally_exact,
     contention_waits_bounded,
@@ -52,6 +61,7 @@ from ._contention_checks import (
 __all__ = [
     "actor_contention",
     "contention_at_most_once",
+    "contention_one_activation",
     "contention_requests_complete",
     "contention_tally_exact",
     "contention_waits_bounded",
@@ -75,13 +85,28 @@ def _pack(value: Any) -> bytes:
 
 class Tally:
     """Counts each request once: ``contention/done/<request>`` holds the count it got.
-    ``executions`` counts how often each request was handed to an activation (an effect
-    outside the store, as a tool call's)."""
+    ``executions`` counts how often each request was handed to an activation, and ``touches``
+    logs when an activation acted outside the store (effects a fenced transaction cannot
+    undo, as a tool call's or an LLM request's)."""
 
-    def __init__(self, aid: ActorId, executions: dict[str, int]) -> None:
+    def __init__(
+        self,
+        aid: ActorId,
+        executions: dict[str, int],
+        touches: list[Touch],
+        touch_every: float = 0.0,
+    ) -> None:
         self.aid = aid
         self.ctx: ActorContext | None = None
         self.executions = executions
+        self.touches = touches
+        self.touch_every = touch_every
+
+    def _touch(self, request: str) -> None:
+        assert self.ctx is not None
+        self.touches.append(
+            Touch(trio.current_time(), self.ctx.node_id, self.ctx.activation_id, request)
+        )
 
     async def activate(self, ctx: ActorContext) -> None:
         self.ctx = ctx
@@ -89,7 +114,15 @@ class Tally:
     async def handle(self, message: object) -> int:
         assert self.ctx is not None and isinstance(message, Work)
         self.executions[message.request] = self.executions.get(message.request, 0) + 1
-        await trio.sleep(message.seconds)
+        self._touch(message.request)
+        if self.touch_every > 0:
+            end = trio.current_time() + message.seconds
+            while trio.current_time() < end:
+                await trio.sleep(min(self.touch_every, end - trio.current_time()))
+                self._touch(message.request)
+        else:
+            await trio.sleep(message.seconds)
+            self._touch(message.request)
         done = DONE_PREFIX + message.request.encode()
         async with self.ctx.transaction() as txn:
             earlier = await txn.get(done)
@@ -120,8 +153,10 @@ async def _ask(dispatcher: Dispatcher, work: Work, patience: float) -> Any:
 
 
 def _unknown_outcome(error: BaseException) -> bool:
-    """Errors that tell the caller its request may have run (the rest: it did not)."""
-    return isinstance(error, LeaseLostError | ActorStoppedError)
+    """Errors that tell the caller its request may have run (the rest: it did not): the
+    activation lost its lease or stopped while it ran, or the handler's own transaction met a
+    storage error (a commit that failed or whose outcome is unknown)."""
+    return isinstance(error, LeaseLostError | ActorStoppedError | StorageError)
 
 
 def _retryable(error: BaseException) -> bool:
@@ -140,6 +175,9 @@ def _retryable(error: BaseException) -> bool:
         "think": 0.0,
         "wait_leases": 2.0,
         "patience": 0.0,
+        "touch_every": 0.0,
+        "renew_every": 0.0,
+        "lease_margin": 0.0,
     },
     sizes=("callers", "requests"),
     bounds={
@@ -151,6 +189,9 @@ def _retryable(error: BaseException) -> bool:
         "think": (0, 60),
         "wait_leases": (0.5, 100),
         "patience": (0, 600),
+        "touch_every": (0, 60),
+        "renew_every": (0, 60),
+        "lease_margin": (0, 60),
     },
 )
 async def actor_contention(ctx: WorkloadContext) -> None:
@@ -162,21 +203,34 @@ async def actor_contention(ctx: WorkloadContext) -> None:
     pending: dict[str, float] = {}  # request -> when it was first issued
     executions: dict[str, int] = {}  # request -> times an activation started it
     unknown: dict[str, int] = {}  # request -> unknown-outcome errors its caller got
+    touches: list[Touch] = []  # activations acting outside the store, in time order
     left = {f"{name}/{c}": params["requests"] for name in names for c in range(params["callers"])}
+    options = attrs.evolve(
+        OPTIONS,
+        renew_every=params["renew_every"] or OPTIONS.renew_every,
+        lease_margin=params["lease_margin"] or OPTIONS.lease_margin,
+    )
     ctx.state.update(
         acks=acks,
         pending=pending,
         left=left,
         db=db,
-        lease=OPTIONS.lease_duration,
+        lease=options.lease_duration,
         executions=executions,
         unknown=unknown,
+        touches=touches,
+        margin=options.lease_margin,
     )
     long_every = params["long_every"]
     finished = trio.Event()
 
     async def caller(node: Node, dispatcher: Dispatcher, who: str) -> None:
         rng = ctx.rng(f"contention/{who}")
+        resent = f"{who}/{params['requests'] - left[who]}"
+        if left[who] > 0 and resent in pending:
+            # the node crashed while this caller waited for it: the caller's new incarnation
+            # sends it again without knowing whether it ran
+            unknown[resent] = unknown.get(resent, 0) + 1
         while left[who] > 0:
             number = params["requests"] - left[who]
             request = f"{who}/{number}"
@@ -212,8 +266,10 @@ async def actor_contention(ctx: WorkloadContext) -> None:
             open_kv(node, host=db),
             sim_ports(node),
             node_id=node.name,
-            factories={TALLY.kind: lambda aid: Tally(aid, executions)},
-            options=OPTIONS,
+            factories={
+                TALLY.kind: lambda aid: Tally(aid, executions, touches, params["touch_every"])
+            },
+            options=options,
             observer=kelpie_dst.log,
         )
         async with trio.open_nursery() as nursery:
@@ -231,5 +287,7 @@ async def actor_contention(ctx: WorkloadContext) -> None:
         sim.add_node(name, node_main)
     await finished.wait()
     ctx.metric("contention.acks", len(acks))
+    ctx.metric("contention.touches", len(touches))
+    ctx.metric("contention.activations", len({t.activation for t in touches}))
     waits = [a.acked - a.issued for a in acks]
     ctx.metric("contention.max_wait", round(max(waits, default=0.0), 3))

@@ -93,6 +93,31 @@ def test_pause_freezes_a_node_exactly() -> None:
     assert result.ok, result.failure
 
 
+def test_a_node_remembers_when_it_was_paused() -> None:
+    """``pause_spans`` and ``paused_between``: for checkers that excuse what a frozen process
+    does when it thaws. A crash ends a pause as a resume does."""
+
+    async def main(sim: kelpie_dst.Simulation) -> list[tuple[float, float]]:
+        node = sim.add_node("n", lambda node: trio.sleep_forever())
+        await trio.sleep(1)
+        sim.pause(node)
+        await trio.sleep(2)
+        assert node.paused_between(2.5, 2.5) and not node.paused_between(0, 0.5)
+        sim.resume(node)
+        await trio.sleep(1)
+        sim.pause(node)
+        await trio.sleep(1)
+        sim.crash(node)
+        await trio.sleep(1)
+        assert node.paused_between(0.0, 1.0) and node.paused_between(4.5, 9.0)
+        assert not node.paused_between(3.1, 3.9) and not node.paused_between(5.1, 6.0)
+        return node.pause_spans
+
+    result = kelpie_dst.run(main, seed=5)
+    assert result.ok, result.failure
+    assert result.value == [(1.0, 3.0), (4.0, 5.0)]
+
+
 def test_crash_while_paused_releases_and_cancels_the_tasks() -> None:
     finished: list[str] = []
 

@@ -1,5 +1,6 @@
 """The actor_contention scenario and its checks: it passes and repeats its trace; the
-bounded-waiting check names a starved request, the tally check a double count."""
+bounded-waiting check names a starved request, the tally check a double count, and the
+turn-taking check a stale holder that acted after a newer activation."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._contention_checks import (
     Ack,
+    Touch,
     contention_at_most_once,
+    contention_one_activation,
     contention_requests_complete,
     contention_waits_bounded,
 )
@@ -42,6 +45,67 @@ def test_the_patience_scenario_passes_repeats_and_its_callers_give_up() -> None:
     assert first.metrics["contention.acks"] == 2 * 3 * 8
     assert first.metrics["contention.gave_up"] > 0
     assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_the_storms_scenario_passes_repeats_and_its_activations_act_while_they_work() -> None:
+    """Lease timings in kelpie_agent's default proportions, slow storage and clocks within the
+    margin: the tally acts every tenth of a second while it works, so the turn-taking check
+    has thousands of acts to judge, and leases were taken over (not only handed over)."""
+    scenario = load_scenario("actor_contention_storms", ["workload.params.requests=4"])
+    first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["contention.acks"] == 2 * 3 * 4
+    assert first.metrics["contention.activations"] > 2
+    assert first.metrics["contention.touches"] > 100
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+class _Node:
+    def __init__(self, name: str, paused: tuple[float, float] | None = None) -> None:
+        self.name = name
+        self.paused = paused
+        self.clock = SimpleNamespace(offset=0.0)
+
+    def paused_between(self, start: float, end: float) -> bool:
+        return self.paused is not None and self.paused[0] <= end and self.paused[1] >= start
+
+
+def _sim(*nodes: _Node, faults: tuple[str, ...] = ()) -> Any:
+    return SimpleNamespace(nodes=list(nodes), faults=SimpleNamespace(active=dict.fromkeys(faults)))
+
+
+def _turns(touches: list[Touch], sim: Any) -> Any:
+    return SimpleNamespace(sim=sim, state={"touches": touches, "lease": 6.0, "margin": 1.0})
+
+
+def test_a_stale_holder_acting_after_a_newer_activation_is_named() -> None:
+    old, new, back = Touch(1.0, "n1", "a1", "r1"), Touch(5.0, "n2", "a2", "r2"), "a1"
+    nodes = _sim(_Node("n1"), _Node("n2"))
+    handed_over = [old, Touch(2.0, "n1", "a1", "r1"), new, Touch(9.0, "n1", "a3", "r3")]
+    contention_one_activation(_turns(handed_over, nodes))
+    stale = [old, new, Touch(5.5, "n1", back, "r1")]
+    with pytest.raises(
+        AssertionError,
+        match=r"activation a1 on n1 acted for r1 at t=5.500, "
+        r"after activation a2 on n2 had taken over \(acting from t=5.000\)",
+    ):
+        contention_one_activation(_turns(stale, nodes))
+
+
+def test_a_thawed_node_and_jumping_clocks_are_excused() -> None:
+    stale = [
+        Touch(1.0, "n1", "a1", "r1"),
+        Touch(5.0, "n2", "a2", "r2"),
+        Touch(12.0, "n1", "a1", "r1"),
+    ]
+    contention_one_activation(_turns(stale, _sim(_Node("n1", paused=(2.0, 12.0)), _Node("n2"))))
+    contention_one_activation(_turns(stale, _sim(_Node("n1"), _Node("n2"), faults=("clock.jump",))))
+    skewed = _Node("n2")
+    skewed.clock.offset = 1.0  # apart by the margin: the runtime promises nothing
+    contention_one_activation(_turns(stale, _sim(_Node("n1"), skewed)))
+    skewed.clock.offset = 0.9
+    with pytest.raises(AssertionError, match="a1 on n1"):
+        contention_one_activation(_turns(stale, _sim(_Node("n1"), skewed)))
 
 
 def _ctx(acks: list[Ack], **state: Any) -> Any:

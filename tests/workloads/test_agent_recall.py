@@ -1,0 +1,174 @@
+"""agent_recall: recall search across conversations, conversation updates, forks and deletes,
+and step records, under faults. The scenario passes and repeats its trace; each pure check
+passes a consistent history and names a hand-made bad one."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any
+
+import attrs
+import pytest
+
+from kelpie_dst.scenario import load_scenario, run_scenario
+from kelpie_dst.workloads._agent_recall_checks import (
+    Entry,
+    Recall,
+    StepSeen,
+    check_feedback,
+    check_open_files,
+    check_recall,
+    check_steps,
+    check_summaries,
+    check_threads,
+    parse_results,
+)
+
+SMALL = ["workload.params.span=30.0", "duration=60s"]
+
+
+@pytest.mark.slow  # two runs of a few seconds each; the short sweep runs it in CI
+def test_the_scenario_passes_and_repeats_its_trace() -> None:
+    scenario = load_scenario("agent_recall", SMALL)
+    first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["recall.searches"] > 3
+    assert first.metrics["recall.results"] > 0
+    assert first.metrics["recall.steps_matched"] > 0
+    assert first.metrics["recall.opens_checked"] > 0
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+# -- conversation_search ------------------------------------------------------------------------
+T0 = _dt.datetime(2026, 1, 1, 0, 1, tzinfo=_dt.UTC).timestamp()  # a minute into the epoch's day
+
+
+def _entries() -> tuple[Entry, ...]:
+    return (
+        Entry("user", "t0-c0-1 kelp tide", T0, T0 + 1),
+        Entry("assistant", "ack t0-c0-1 kelp tide", T0, T0 + 1),
+        Entry("user", "t0-c0-2 otter", T0 + 2, T0 + 3),
+        Entry("assistant", "ack t0-c0-2 otter", T0 + 2, T0 + 3),
+        Entry("user", "t0-c0-3 kelp", T0 + 4, T0 + 5),
+        Entry("assistant", "ack t0-c0-3 kelp", T0 + 4, None),  # its reply was never seen
+    )
+
+
+def _answer(*rows: tuple[str, str, float]) -> str:
+    if not rows:
+        return "No results found."
+    found = [
+        {"timestamp": _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(), "role": r, "content": c}
+        for r, c, t in rows
+    ]
+    return f"Showing {len(found)} results: {json.dumps(found)}"
+
+
+def _recall(answer: str, **changes: Any) -> Recall:
+    r = Recall(
+        "a0", "c0", "kelp", None, None, None, None, T0 + 10, T0 + 11, "success", answer, _entries()
+    )
+    return attrs.evolve(r, **changes)
+
+
+KELP = (
+    ("user", "t0-c0-3 kelp", T0 + 4.5),
+    ("assistant", "ack t0-c0-3 kelp", T0 + 4.6),
+    ("user", "t0-c0-1 kelp tide", T0 + 0.5),
+    ("assistant", "ack t0-c0-1 kelp tide", T0 + 0.6),
+)
+
+
+def test_a_search_that_answers_what_the_thread_holds_passes() -> None:
+    assert check_recall(_recall(_answer(*KELP))) == []
+    assert check_recall(_recall(_answer(*KELP[:3]))) == []  # the unseen reply may be absent
+    users = _answer(KELP[0], KELP[2])
+    assert check_recall(_recall(users, roles=("user",))) == []
+    assert check_recall(_recall(_answer(KELP[0]), roles=("user",), limit=1)) == []
+    assert check_recall(_recall(_answer(*KELP), end_day="2026-01-01")) == []
+    assert check_recall(_recall(_answer(), end_day="2025-12-31")) == []
+    assert check_recall(_recall(_answer(), start_day="2026-01-02")) == []
+
+
+def test_a_search_that_ignores_its_roles_is_caught() -> None:
+    problems = check_recall(_recall(_answer(*KELP), roles=("user",)))
+    assert any("not of the roles asked" in p for p in problems)
+
+
+def test_a_search_whose_end_day_ends_at_its_first_instant_is_caught() -> None:
+    problems = check_recall(_recall(_answer(), end_day="2026-01-01"))
+    assert any("0 results" in p and "between 3 and 4" in p for p in problems)
+
+
+def test_a_search_that_shows_another_threads_message_is_caught() -> None:
+    stranger = ("user", "t0-own-7 kelp", T0 + 1)
+    problems = check_recall(_recall(_answer(*KELP[:3], stranger)))
+    assert any("not a message of this thread" in p for p in problems)
+
+
+def test_a_search_that_misses_messages_or_ignores_its_limit_is_caught() -> None:
+    assert any("between 3 and 4" in p for p in check_recall(_recall(_answer(*KELP[:2]))))
+    assert any("between 1 and 1" in p for p in check_recall(_recall(_answer(*KELP), limit=1)))
+
+
+def test_a_result_without_the_word_or_out_of_range_is_caught() -> None:
+    otter = ("user", "t0-c0-2 otter", T0 + 2.5)
+    assert any("does not contain" in p for p in check_recall(_recall(_answer(*KELP[:3], otter))))
+    late = ("user", "t0-c0-1 kelp tide", T0 + 86_400)
+    problems = check_recall(_recall(_answer(KELP[0], KELP[1], late), end_day="2026-01-01"))
+    assert any("outside the range" in p for p in problems)
+
+
+def test_answers_parse() -> None:
+    assert parse_results("No results found.") == []
+    assert parse_results(_answer(*KELP[:1])) == [
+        {"timestamp": "2026-01-01T00:01:04.500000+00:00", "role": "user", "content": "t0-c0-3 kelp"}
+    ]
+    assert parse_results("Showing 2 results: []") is None
+    assert any("not a search answer" in p for p in check_recall(_recall("oops")))
+
+
+# -- threads, summaries, steps -------------------------------------------------------------------
+def test_threads_hold_exactly_their_inputs() -> None:
+    expected = {"a own": ["t-1", "t-2"], "a c0": ["t-3"], "a c0f": ["t-3", "t-4"]}
+    stored: dict[str, list[str] | None] = {
+        "a own": ["t-1", "t-2"],
+        "a c0": ["t-3"],
+        "a c0f": ["t-3", "t-4"],
+    }
+    assert check_threads(expected, {}, stored) == []
+    assert check_threads(expected, {"a c0": {"t-9"}}, {**stored, "a c0": ["t-3", "t-9"]}) == []
+    wiped = check_threads(expected, {}, {**stored, "a own": []})
+    assert any("acknowledged inputs ['t-1', 't-2'], stored []" in p for p in wiped)
+    short_fork = check_threads(expected, {}, {**stored, "a c0f": ["t-4"]})
+    assert any("a c0f" in p for p in short_fork)
+    leaked = check_threads(expected, {}, {**stored, "a c0": ["t-3", "t-1"]})
+    assert any("never sent" in p for p in leaked)
+    assert check_threads(expected, {}, {**stored, "a c1": ["t-5"]}) != []
+    assert check_threads(expected, {}, {**stored, "a c0": None}) != []
+
+
+def test_a_summary_is_the_last_one_set() -> None:
+    assert check_summaries({"c": (["s0", "s1"], "s1")}) == []
+    assert check_summaries({"c": (["s0", "s1"], "s0")}) != []
+
+
+def test_step_tokens_are_the_models() -> None:
+    steps = [StepSeen("step-1", "msg-1", 100, 7, None), StepSeen("step-2", "msg-9", 1, 1, None)]
+    assert check_steps(steps, {"msg-1": (100, 7)}) == []
+    assert check_steps(steps, {"msg-1": (7, 100)}) != []
+
+
+def test_feedback_is_the_last_given() -> None:
+    given: dict[str, list[str | None]] = {"s1": ["positive", None], "s2": ["negative"]}
+    found = {"s1": None, "s2": "negative"}
+    assert check_feedback(given, found, {"s2"}, {"s1"}) == []
+    kept = check_feedback(given, {**found, "s1": "positive"}, {"s1", "s2"}, set())
+    assert any("last set to None" in p for p in kept)
+    assert any("has_feedback=true" in p for p in kept)
+
+
+def test_the_open_files_are_the_most_recently_opened() -> None:
+    assert check_open_files([("a", ("f1", "f2"), ("f1", "f2"))]) == []
+    assert check_open_files([("a", ("f1", "f2"), ("f0", "f2"))]) != []

@@ -28,6 +28,7 @@ __all__ = [
     "check_steps",
     "check_summaries",
     "check_threads",
+    "parse_date_results",
     "parse_results",
 ]
 
@@ -35,6 +36,7 @@ MARGIN = 6.0  # seconds: the servers' and the client's clocks skew by at most 2 
 ROLES = ("user", "assistant", "tool")
 _WORD = re.compile(r"\w+")
 _SHOWING = re.compile(r"^Showing (\d+) results: (.*)$", re.DOTALL)
+_SHOWING_PAGE = re.compile(r"^Showing (\d+) of (\d+) results \(page \d+/-?\d+\): (.*)$", re.DOTALL)
 _MAX = 40
 
 
@@ -54,7 +56,8 @@ class Entry:
 class Recall:
     """One ``conversation_search`` the client asked the model for, in thread ``thread``, and
     the tool's answer. ``start_day``/``end_day`` are ``YYYY-MM-DD`` (the agents' time zone is
-    UTC); ``entries`` is the thread's model when the answer came."""
+    UTC); ``entries`` is the thread's model when the search was sent (every message of it,
+    oldest first; the search's own input included, certainly there)."""
 
     agent: str
     thread: str
@@ -68,6 +71,8 @@ class Recall:
     status: str
     answer: str
     entries: tuple[Entry, ...]
+    tool: str = "conversation_search"  # or conversation_search_date
+    page: int | None = None  # conversation_search_date's
 
 
 def _day(epoch: float) -> str:
@@ -114,34 +119,83 @@ def _span_days(first: float, last: float) -> tuple[str, str]:
     return _day(first - MARGIN), _day(last + MARGIN)
 
 
+def parse_date_results(answer: str) -> tuple[int, list[dict[str, str]]] | None:
+    """``(total, the page's results)`` of a ``conversation_search_date`` answer, or None."""
+    if answer.strip() == "No results found.":
+        return 0, []
+    found = _SHOWING_PAGE.match(answer.strip())
+    if found is None:
+        return None
+    rows = parse_results(f"Showing {found.group(1)} results: {found.group(3)}")
+    return None if rows is None else (int(found.group(2)), rows)
+
+
+def _candidates(r: Recall, wanted: set[str], word: str | None) -> tuple[list[int], list[int]]:
+    """The positions (in ``r.entries``, oldest first) of the messages the search must find
+    (certainly there, certainly within the days) and of those it may find."""
+    certain: list[int] = []
+    possible: list[int] = []
+    for i, e in enumerate(r.entries):
+        if e.role not in wanted or (word is not None and word not in _words(e.text)):
+            continue
+        first, last = _span_days(e.sent, e.acked if e.acked is not None else r.acked)
+        start_ok = r.start_day is None or last >= r.start_day  # may be dated on or after it
+        end_ok = r.end_day is None or first <= r.end_day
+        if not (start_ok and end_ok):
+            continue
+        possible.append(i)
+        sure = e.acked is not None and e.acked <= r.sent
+        sure = sure and (r.start_day is None or first >= r.start_day)
+        sure = sure and (r.end_day is None or last <= r.end_day)
+        if sure:
+            certain.append(i)
+    return certain, possible
+
+
 def check_recall(r: Recall) -> list[str]:
-    """One search: every result is a message of the searched thread, of a role asked for,
-    containing the query, dated within the range; and there are ``min(limit, matching)`` of
-    them, ``matching`` between the messages certainly there and those possibly there."""
-    where = f"{r.agent} {r.thread}: conversation_search({r.query!r}, roles={r.roles}, "
-    where += f"limit={r.limit}, {r.start_day}..{r.end_day}) sent at {r.sent:.1f}"
+    """One search. Every result is a message of the searched thread, of a role asked for,
+    containing the query (``conversation_search``), dated within the days asked, once.
+    ``conversation_search`` answers ``min(limit, matching)`` results, ``matching`` between the
+    messages certainly there and those possibly there, newest first (one word: every match
+    scores the same), and when the thread's model is certain, exactly the newest matches.
+    ``conversation_search_date`` reports ``matching`` as its total and answers the page's
+    slice of the matches, five per page, oldest first (exactly, when the model is certain)."""
+    by_date = r.tool == "conversation_search_date"
+    if by_date:
+        where = f"{r.agent} {r.thread}: conversation_search_date({r.start_day}..{r.end_day}, "
+        where += f"page={r.page}) sent at {r.sent:.1f}"
+    else:
+        where = f"{r.agent} {r.thread}: conversation_search({r.query!r}, roles={r.roles}, "
+        where += f"limit={r.limit}, {r.start_day}..{r.end_day}) sent at {r.sent:.1f}"
     if r.status != "success":
         return [f"{where}: failed: {r.answer[:200]}"]
-    results = parse_results(r.answer)
-    if results is None:
+    total: int | None = None
+    if by_date:
+        parsed = parse_date_results(r.answer)
+        if parsed is not None:
+            total, results = parsed
+    else:
+        results = parse_results(r.answer)  # type: ignore[assignment]
+        parsed = None if results is None else (0, results)
+    if parsed is None:
         return [f"{where}: not a search answer: {r.answer[:200]}"]
-    wanted = set(r.roles or ROLES)
-    word = r.query.casefold()
+    wanted = set(ROLES) if by_date else set(r.roles or ROLES)
+    word = None if by_date else r.query.casefold()
     problems: list[str] = []
-    by_text: dict[tuple[str, str], Entry] = {(e.role, e.text): e for e in r.entries}
-    seen: set[tuple[str, str]] = set()
+    index = {(e.role, e.text): i for i, e in enumerate(r.entries)}
+    keys: list[tuple[str, str]] = []
     for row in results:
         role, content, stamp = row.get("role", ""), row.get("content", ""), row.get("timestamp")
         key = (role, content)
         if role not in wanted:
             problems.append(f"{where}: a {role} message, not of the roles asked: {content!r}")
-        if key not in by_text or by_text[key].sent > r.acked:
+        if key not in index:
             problems.append(f"{where}: {role} {content!r} is not a message of this thread")
-        if word not in _words(content):
+        if word is not None and word not in _words(content):
             problems.append(f"{where}: {content!r} does not contain {r.query!r}")
-        if key in seen:
+        if key in keys:
             problems.append(f"{where}: {content!r} answered twice")
-        seen.add(key)
+        keys.append(key)
         try:
             when = _dt.datetime.fromisoformat(str(stamp)).timestamp()
         except ValueError:
@@ -149,27 +203,37 @@ def check_recall(r: Recall) -> list[str]:
             continue
         if not _in_range(when, r.start_day, r.end_day):
             problems.append(f"{where}: {content!r} is dated {stamp}, outside the range")
-    certain = possible = 0
-    for e in r.entries:
-        if e.role not in wanted or word not in _words(e.text) or e.sent > r.acked:
-            continue
-        first, last = _span_days(e.sent, e.acked if e.acked is not None else r.acked)
-        start_ok = r.start_day is None or last >= r.start_day  # may be dated on or after it
-        end_ok = r.end_day is None or first <= r.end_day
-        if not (start_ok and end_ok):
-            continue
-        possible += 1
-        sure = e.acked is not None and e.acked <= r.sent
-        sure = sure and (r.start_day is None or first >= r.start_day)
-        sure = sure and (r.end_day is None or last <= r.end_day)
-        certain += sure
+    certain, possible = _candidates(r, wanted, word)
+    exact = certain == possible
+    positions = [index[k] for k in keys if k in index]
+    entry_keys = [(e.role, e.text) for e in r.entries]
+    if by_date:
+        page = r.page or 0
+        if total is None or not len(certain) <= total <= len(possible):
+            problems.append(
+                f"{where}: a total of {total}; the thread holds {len(certain)} certain and "
+                f"{len(possible)} possible matches"
+            )
+        if exact:
+            expected = [entry_keys[i] for i in certain[page * 5 : (page + 1) * 5]]
+            if keys != expected:
+                problems.append(f"{where}: page {page} holds {keys}, not {expected}")
+        elif positions != sorted(positions) or len(keys) > 5:
+            problems.append(f"{where}: a page not oldest first or over 5: {keys}")
+        return problems
     limit = r.limit if r.limit is not None else 5
-    low, high = min(limit, certain), min(limit, possible)
+    low, high = min(limit, len(certain)), min(limit, len(possible))
     if not low <= len(results) <= high:
         problems.append(
-            f"{where}: {len(results)} results; the thread holds {certain} certain and "
-            f"{possible} possible matches, so between {low} and {high}"
+            f"{where}: {len(results)} results; the thread holds {len(certain)} certain and "
+            f"{len(possible)} possible matches, so between {low} and {high}"
         )
+    elif exact:
+        expected = [entry_keys[i] for i in reversed(certain)][:limit]
+        if keys != expected:
+            problems.append(f"{where}: answered {keys}, not the newest matches {expected}")
+    elif positions != sorted(positions, reverse=True):
+        problems.append(f"{where}: results not newest first: {keys}")
     return problems
 
 

@@ -129,13 +129,23 @@ class RecallPolicy:
     def respond(self, request: LlmRequest, rng: random.Random) -> Reply:
         turn = latest_turn(request)
         if turn.kind == "tool_result":
-            return ("probe done",)
+            return (f"probe {_probe_of(request)} done",)
         text = turn.text.strip()
         if text.startswith(PROBE + " "):
             plan = self.log.plans.get(int(text.split()[1]))
             if plan is not None:
                 return (Call(plan[0], dict(plan[1])),)
         return (f"ack {text}",)
+
+
+def _probe_of(request: LlmRequest) -> str:
+    """The number of the latest probe input the request shows."""
+    for message in reversed(request.messages):
+        for block in message.content:
+            text = getattr(block, "text", None)
+            if message.role == "user" and isinstance(text, str) and text.startswith(PROBE + " "):
+                return text.split()[1]
+    return "?"
 
 
 class UsageObserver:
@@ -177,7 +187,7 @@ class Talker:
     async def make(self) -> None:
         request = CreateAgent(
             name=f"recall-{self.number}",
-            tool_ids=(builtin_id("conversation_search"),),
+            tool_ids=(builtin_id("conversation_search"), builtin_id("conversation_search_date")),
             max_files_open=MAX_FILES_OPEN,
         )
         view = await self.client.until_done(lambda s: s.create_agent(request))
@@ -279,30 +289,53 @@ class Talker:
             self.log.runs.setdefault(self.agent, []).append(result.run_id)
 
     async def search(self, thread: Thread) -> None:
+        """Ask the model for a ``conversation_search`` (or, one time in four, a
+        ``conversation_search_date``) in ``thread`` and keep its answer with the thread's
+        model as it was when the search was sent."""
         rng = self.rng
-        query = rng.choice(WORDS)
-        args: dict[str, Any] = {"query": query if rng.random() < 0.8 else query.upper()}
-        roles: tuple[str, ...] | None = None
-        if rng.random() < 0.6:
-            roles = tuple(sorted(rng.sample(ROLES, rng.randint(1, 2))))
-            args["roles"] = list(roles)
-        limit: int | None = None
-        if rng.random() < 0.6:
-            limit = rng.randint(1, 10)
-            args["limit"] = limit
+        by_date = rng.random() < 0.25
+        tool = "conversation_search_date" if by_date else "conversation_search"
         today = _dt.datetime.fromtimestamp(self.clock(), _dt.UTC).date()
+
+        def day() -> str:
+            return (today + _dt.timedelta(days=rng.choice((-1, 0, 0, 1)))).isoformat()
+
+        query = rng.choice(WORDS)
+        args: dict[str, Any] = {}
+        roles: tuple[str, ...] | None = None
+        limit: int | None = None
+        page: int | None = None
         start_day = end_day = None
-        if rng.random() < 0.5:
-            end_day = (today + _dt.timedelta(days=rng.choice((-1, 0, 0, 1)))).isoformat()
-            args["end_date"] = end_day
-        if rng.random() < 0.4:
-            start_day = (today + _dt.timedelta(days=rng.choice((-1, 0, 0, 1)))).isoformat()
-            args["start_date"] = start_day
+        if by_date:
+            start_day, end_day = sorted((day(), day()))
+            page = rng.choice((0, 0, 0, 1, 2))
+            args = {"start_date": start_day, "end_date": end_day, "page": page}
+        else:
+            args["query"] = query if rng.random() < 0.8 else query.upper()
+            if rng.random() < 0.6:
+                roles = tuple(sorted(rng.sample(ROLES, rng.randint(1, 2))))
+                args["roles"] = list(roles)
+            if rng.random() < 0.6:
+                limit = rng.randint(1, 10)
+                args["limit"] = limit
+            if rng.random() < 0.5:
+                end_day = day()
+                args["end_date"] = end_day
+            if rng.random() < 0.4:
+                start_day = day()
+                args["start_date"] = start_day
         n = len(self.log.plans)
-        self.log.plans[n] = ("conversation_search", args)
+        self.log.plans[n] = (tool, args)
         sent = self.clock()
-        result = await self._send(thread, f"{PROBE} {n}", 3)
+        probe = Entry("user", f"{PROBE} {n}", sent, sent)  # stored before its tool runs
+        before = (*(attrs.evolve(e) for e in thread.entries), probe)
+        done = Entry("assistant", f"probe {n} done", sent)
+        thread.entries += [attrs.evolve(probe, acked=None), done]
+        result = await self._send(thread, probe.text, 3)
         acked = self.clock()
+        thread.entries[-2].acked = acked
+        if any(isinstance(m, AssistantMessage) and m.content == done.text for m in result.messages):
+            done.acked = acked
         if result.run_id:
             self.log.runs.setdefault(self.agent, []).append(result.run_id)
         for m in result.messages:
@@ -324,7 +357,9 @@ class Talker:
                     acked,
                     m.status,
                     answer,
-                    tuple(attrs.evolve(e) for e in thread.entries),
+                    before,
+                    tool,
+                    page,
                 )
                 self.log.recalls.append(recall)
                 return
@@ -362,9 +397,11 @@ class Talker:
             )
         except (*_FAILURES, ServiceError):
             return  # an unknown outcome may leave an orphan fork: never used
-        texts = {_text(m) for m in kept}
         fork = Thread("c0f", record.id)
-        fork.entries = [attrs.evolve(e) for e in source.entries if e.text in texts]
+        at = next(
+            i for i, e in enumerate(source.entries) if (e.role, e.text) == ("user", cut.content)
+        )
+        fork.entries = [attrs.evolve(e) for e in source.entries[: at + 1]]
         fork.inputs = [m.content for m in kept if isinstance(m, UserMessage) and _tagged(m.content)]
         self.threads["c0f"] = fork
         self.log.forks += 1
@@ -522,10 +559,6 @@ class Talker:
 
 def _tagged(text: str) -> bool:
     return text.startswith("t") and "-" in text.split(" ", 1)[0]
-
-
-def _text(message: Any) -> str:
-    return str(getattr(message, "content", ""))
 
 
 def _start_servers(ctx: WorkloadContext, log: RecallLog, http: bool) -> dict[str, AgentService]:

@@ -72,23 +72,65 @@ def _recall(answer: str, **changes: Any) -> Recall:
     return attrs.evolve(r, **changes)
 
 
-KELP = (
-    ("user", "t0-c0-3 kelp", T0 + 4.5),
+KELP = (  # newest first
     ("assistant", "ack t0-c0-3 kelp", T0 + 4.6),
-    ("user", "t0-c0-1 kelp tide", T0 + 0.5),
+    ("user", "t0-c0-3 kelp", T0 + 4.5),
     ("assistant", "ack t0-c0-1 kelp tide", T0 + 0.6),
+    ("user", "t0-c0-1 kelp tide", T0 + 0.5),
 )
 
 
 def test_a_search_that_answers_what_the_thread_holds_passes() -> None:
     assert check_recall(_recall(_answer(*KELP))) == []
     assert check_recall(_recall(_answer(*KELP[:3]))) == []  # the unseen reply may be absent
-    users = _answer(KELP[0], KELP[2])
+    users = _answer(KELP[1], KELP[3])
     assert check_recall(_recall(users, roles=("user",))) == []
-    assert check_recall(_recall(_answer(KELP[0]), roles=("user",), limit=1)) == []
+    assert check_recall(_recall(_answer(KELP[1]), roles=("user",), limit=1)) == []
     assert check_recall(_recall(_answer(*KELP), end_day="2026-01-01")) == []
     assert check_recall(_recall(_answer(), end_day="2025-12-31")) == []
     assert check_recall(_recall(_answer(), start_day="2026-01-02")) == []
+
+
+def test_a_search_that_answers_old_matches_or_out_of_order_is_caught() -> None:
+    oldest = check_recall(_recall(_answer(KELP[3]), roles=("user",), limit=1))
+    assert any("not the newest matches" in p for p in oldest)
+    shuffled = check_recall(_recall(_answer(KELP[1], KELP[0], KELP[2])))
+    assert any("not newest first" in p for p in shuffled)
+
+
+def _by_date(answer: str, page: int = 0, **changes: Any) -> Recall:
+    r = _recall(answer, tool="conversation_search_date", page=page, query="")
+    entries = tuple(attrs.evolve(e, acked=e.acked or e.sent + 1) for e in _entries())
+    days = {"start_day": "2026-01-01", "end_day": "2026-01-01", **changes}
+    return attrs.evolve(r, entries=entries, **days)
+
+
+def _page(total: int, page: int, *rows: tuple[str, str, float]) -> str:
+    found = [
+        {"timestamp": _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(), "role": r, "content": c}
+        for r, c, t in rows
+    ]
+    return f"Showing {len(found)} of {total} results (page {page}/1): {json.dumps(found)}"
+
+
+OLDEST_FIRST = [
+    ("user", "t0-c0-1 kelp tide", T0 + 0.5),
+    ("assistant", "ack t0-c0-1 kelp tide", T0 + 0.6),
+    ("user", "t0-c0-2 otter", T0 + 2.5),
+    ("assistant", "ack t0-c0-2 otter", T0 + 2.6),
+    ("user", "t0-c0-3 kelp", T0 + 4.5),
+    ("assistant", "ack t0-c0-3 kelp", T0 + 4.6),
+]
+
+
+def test_a_date_search_pages_the_thread_oldest_first() -> None:
+    assert check_recall(_by_date(_page(6, 0, *OLDEST_FIRST[:5]))) == []
+    assert check_recall(_by_date(_page(6, 1, *OLDEST_FIRST[5:]), page=1)) == []
+    assert check_recall(_by_date("No results found.", end_day="2025-12-31")) == []
+    shifted = check_recall(_by_date(_page(6, 1, *OLDEST_FIRST[4:5]), page=1))
+    assert any("page 1 holds" in p for p in shifted)
+    short = check_recall(_by_date(_page(5, 0, *OLDEST_FIRST[:5])))
+    assert any("a total of 5" in p for p in short)
 
 
 def test_a_search_that_ignores_its_roles_is_caught() -> None:
@@ -122,7 +164,7 @@ def test_a_result_without_the_word_or_out_of_range_is_caught() -> None:
 
 def test_answers_parse() -> None:
     assert parse_results("No results found.") == []
-    assert parse_results(_answer(*KELP[:1])) == [
+    assert parse_results(_answer(*KELP[1:2])) == [
         {"timestamp": "2026-01-01T00:01:04.500000+00:00", "role": "user", "content": "t0-c0-3 kelp"}
     ]
     assert parse_results("Showing 2 results: []") is None

@@ -285,27 +285,51 @@ def check_summaries(summaries: Mapping[str, tuple[Sequence[str], str | None]]) -
 
 @attrs.frozen
 class StepSeen:
-    """A step of an acknowledged run as the final read found it, and what the model said."""
+    """A step of an acknowledged run as the final read found it."""
 
     step_id: str
     response_id: str
     prompt_tokens: int
     completion_tokens: int
     feedback: str | None
+    run_id: str = ""
+    number: int = 0
+    stop_reason: str | None = None
+    model: str = ""
 
 
-def check_steps(steps: Sequence[StepSeen], usage: Mapping[str, tuple[int, int]]) -> list[str]:
-    """Each step's tokens are those the model reported for the answer the step stored
-    (``usage[response id]``: (input tokens, output tokens))."""
+def check_steps(
+    steps: Sequence[StepSeen],
+    usage: Mapping[str, tuple[int, int, str]],
+    stops: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Each step's tokens and model are those of the model's answer the step stored
+    (``usage[response id]``: (input tokens, output tokens, the model asked)); in a run that
+    ended on its answer (``stops[run]``: the stop reason the client was told, ``end_turn``),
+    the last step carries that stop reason and the others none."""
     problems = []
+    runs: dict[str, list[StepSeen]] = {}
     for s in steps:
+        runs.setdefault(s.run_id, []).append(s)
         said = usage.get(s.response_id)
-        if said is not None and said != (s.prompt_tokens, s.completion_tokens):
+        if said is None:
+            continue
+        if said[:2] != (s.prompt_tokens, s.completion_tokens):
             problems.append(
                 f"step {s.step_id}: prompt/completion tokens {s.prompt_tokens}/"
                 f"{s.completion_tokens}, the model's answer {s.response_id} used "
                 f"{said[0]}/{said[1]}"
             )
+        if said[2] != s.model:
+            problems.append(f"step {s.step_id}: model {s.model!r}, the model asked was {said[2]!r}")
+    for run_id, found in sorted(runs.items()):
+        stop = (stops or {}).get(run_id)
+        if stop != "end_turn" or not found:
+            continue
+        found = sorted(found, key=lambda s: s.number)
+        shown = [s.stop_reason for s in found]
+        if shown != [None] * (len(found) - 1) + [stop]:
+            problems.append(f"run {run_id} stopped with {stop}; its steps' stop reasons: {shown}")
     return problems[:_MAX]
 
 

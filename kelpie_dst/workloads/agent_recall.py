@@ -105,7 +105,9 @@ class RecallLog:
     stored: dict[str, list[str] | None] = attrs.Factory(dict)  # "<agent> <label>" -> inputs
     found_summaries: dict[str, str | None] = attrs.Factory(dict)  # conv -> summary read
     runs: dict[str, list[str]] = attrs.Factory(dict)  # agent -> acknowledged run ids
-    usage: dict[str, tuple[int, int]] = attrs.Factory(dict)  # response id -> tokens
+    # response id -> (input tokens, output tokens, the model asked)
+    usage: dict[str, tuple[int, int, str]] = attrs.Factory(dict)
+    stops: dict[str, str] = attrs.Factory(dict)  # acknowledged run -> its stop reason
     steps: list[StepSeen] = attrs.Factory(list)
     feedback: dict[str, list[str | None]] = attrs.Factory(dict)  # step -> values set
     found_feedback: dict[str, str | None] = attrs.Factory(dict)
@@ -158,7 +160,8 @@ class UsageObserver:
         response = getattr(outcome, "response", None)
         if response is not None:
             usage = response.usage
-            self.log.usage[response.id] = (usage.input_tokens, usage.output_tokens)
+            said = (usage.input_tokens, usage.output_tokens, request.model)
+            self.log.usage[response.id] = said
 
 
 def _now() -> float:
@@ -287,6 +290,7 @@ class Talker:
             reply.acked = acked
         if result.run_id:
             self.log.runs.setdefault(self.agent, []).append(result.run_id)
+            self.log.stops[result.run_id] = result.stop_reason
 
     async def search(self, thread: Thread) -> None:
         """Ask the model for a ``conversation_search`` (or, one time in four, a
@@ -338,6 +342,7 @@ class Talker:
             done.acked = acked
         if result.run_id:
             self.log.runs.setdefault(self.agent, []).append(result.run_id)
+            self.log.stops[result.run_id] = result.stop_reason
         for m in result.messages:
             if isinstance(m, ToolReturnMessage):
                 try:
@@ -542,6 +547,10 @@ class Talker:
                         step.prompt_tokens,
                         step.completion_tokens,
                         step.feedback,
+                        step.run_id,
+                        step.number,
+                        step.stop_reason,
+                        step.model,
                     )
                 )
                 if step.id in self.log.feedback:
@@ -653,7 +662,7 @@ def check_recall_log(log: RecallLog) -> list[str]:
     stored = {k: v for k, v in log.stored.items() if k in expected}
     problems += check_threads(expected, optional, stored)
     problems += check_summaries(summaries)
-    problems += check_steps(log.steps, log.usage)
+    problems += check_steps(log.steps, log.usage, log.stops)
     problems += check_feedback(log.feedback, log.found_feedback, log.rated, log.unrated)
     problems += check_open_files(log.opened)
     problems += check_agent_patches(log.patches)

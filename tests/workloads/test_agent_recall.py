@@ -196,10 +196,21 @@ def test_a_summary_is_the_last_one_set() -> None:
     assert check_summaries({"c": (["s0", "s1"], "s0")}) != []
 
 
-def test_step_tokens_are_the_models() -> None:
-    steps = [StepSeen("step-1", "msg-1", 100, 7, None), StepSeen("step-2", "msg-9", 1, 1, None)]
-    assert check_steps(steps, {"msg-1": (100, 7)}) == []
-    assert check_steps(steps, {"msg-1": (7, 100)}) != []
+def test_steps_are_the_models_answers() -> None:
+    steps = [
+        StepSeen("step-1", "msg-1", 100, 7, None, "run-1", 0, None, "m"),
+        StepSeen("step-2", "msg-2", 120, 9, None, "run-1", 1, "end_turn", "m"),
+        StepSeen("step-3", "msg-9", 1, 1, None, "run-2", 0, None, "m"),
+    ]
+    usage = {"msg-1": (100, 7, "m"), "msg-2": (120, 9, "m")}
+    stops = {"run-1": "end_turn", "run-2": "max_steps"}
+    assert check_steps(steps, usage, stops) == []
+    assert check_steps(steps, {**usage, "msg-1": (7, 100, "m")}, stops) != []
+    assert any("model" in p for p in check_steps(steps, {**usage, "msg-2": (120, 9, "x")}))
+    late = [attrs.evolve(steps[0], stop_reason="end_turn"), steps[1]]
+    assert any("stop reasons" in p for p in check_steps(late, usage, stops))
+    none = [steps[0], attrs.evolve(steps[1], stop_reason=None)]
+    assert any("stop reasons" in p for p in check_steps(none, usage, stops))
 
 
 def test_feedback_is_the_last_given() -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "Recall",
     "StepSeen",
     "check_agent_patches",
+    "check_archived",
     "check_feedback",
     "check_open_files",
     "check_recalls",
@@ -379,3 +380,26 @@ def check_agent_patches(
         for agent, sent, model, read in patches
         if model != read
     ][:_MAX]
+
+
+def check_archived(
+    model: Mapping[str, tuple[bool, bool]],
+    found: Mapping[str, bool | None],
+    listed: Mapping[str, set[str]],
+) -> list[str]:
+    """``model[conv]``: (archived as last set, deleted); ``found[conv]``: the flag its record
+    reads (None: not read); ``listed[status]``: the agent's conversations listed with
+    ``archive_status`` ``archived``, ``unarchived`` and ``all`` (conversations the model does
+    not know, an orphan of a fork whose answer was lost, are not judged)."""
+    problems = []
+    for conv, (archived, deleted) in sorted(model.items()):
+        where = {st for st, ids in listed.items() if conv in ids}
+        want = set() if deleted else {"all", "archived" if archived else "unarchived"}
+        if where != want:
+            problems.append(
+                f"{conv} (archived {archived}, deleted {deleted}) is listed under "
+                f"{sorted(where)}, not {sorted(want)}"
+            )
+        if not deleted and found.get(conv) is not None and found[conv] != archived:
+            problems.append(f"{conv}: archived was last set to {archived}, it reads {found[conv]}")
+    return problems[:_MAX]

@@ -63,6 +63,7 @@ from ._agent_recall_checks import (
     Recall,
     StepSeen,
     check_agent_patches,
+    check_archived,
     check_feedback,
     check_open_files,
     check_recalls,
@@ -94,6 +95,7 @@ class Thread:
     inputs: list[str] = attrs.Factory(list)  # acknowledged inputs, in order
     optional: set[str] = attrs.Factory(set)  # sent, never acknowledged
     summaries: list[str] = attrs.Factory(list)  # acknowledged summary updates, in order
+    archived: bool = False  # as last set (acknowledged)
     deleted: bool = False
 
 
@@ -103,7 +105,10 @@ class RecallLog:
     recalls: list[Recall] = attrs.Factory(list)
     threads: dict[str, dict[str, Thread]] = attrs.Factory(dict)  # agent -> label -> thread
     stored: dict[str, list[str] | None] = attrs.Factory(dict)  # "<agent> <label>" -> inputs
-    found_summaries: dict[str, str | None] = attrs.Factory(dict)  # conv -> summary read
+    found_summaries: dict[str, str | None] = attrs.Factory(dict)  # thread -> summary read
+    found_archived: dict[str, bool] = attrs.Factory(dict)  # thread -> archived flag read
+    # (agent, archive_status) -> the conversations conversations.list gave
+    listed: dict[tuple[str, str], set[str]] = attrs.Factory(dict)
     runs: dict[str, list[str]] = attrs.Factory(dict)  # agent -> acknowledged run ids
     # response id -> (input tokens, output tokens, the model asked)
     usage: dict[str, tuple[int, int, str]] = attrs.Factory(dict)
@@ -182,7 +187,8 @@ class Talker:
         self.files: list[str] = []  # file ids, with ``files``
         self.lru: list[str] = []  # the files, least recently opened first
         self.http: httpx.AsyncClient | None = None  # set by the workload
-        self.shown: tuple[tuple[str, ...], str] = ((), "")  # the agent's tags and description
+        # the agent's tags, description and metadata, as last set
+        self.shown: tuple[tuple[str, ...], str, dict[str, Any]] = ((), "", {})
 
     def clock(self) -> float:
         return self.client.clock.now()
@@ -370,15 +376,20 @@ class Talker:
                 return
 
     async def summarize(self, thread: Thread) -> None:
-        """Set the conversation's summary between two inputs to it (the first loads the
-        thread where the update runs, the second writes the record again with its new
-        ``last_message_at``)."""
+        """Set the conversation's summary (or, one time in three, archive or unarchive it)
+        between two inputs to it (the first loads the thread where the update runs, the
+        second writes the record again with its new ``last_message_at``)."""
         assert thread.conv is not None
         await self.say(thread)
-        value = f"sum-{self.number}-{thread.label}-{len(thread.summaries)}"
         conv = thread.conv
-        await self.client.until_done(lambda s: s.update_conversation(conv, {"summary": value}))
-        thread.summaries.append(value)
+        if self.rng.random() < 1 / 3:
+            flag = not thread.archived
+            await self.client.until_done(lambda s: s.update_conversation(conv, {"archived": flag}))
+            thread.archived = flag
+        else:
+            value = f"sum-{self.number}-{thread.label}-{len(thread.summaries)}"
+            await self.client.until_done(lambda s: s.update_conversation(conv, {"summary": value}))
+            thread.summaries.append(value)
         await self.say(thread)
 
     async def fork(self) -> None:
@@ -469,7 +480,7 @@ class Talker:
         (sometimes ``""``), then the agent read back: the fields given have their new values,
         the others keep theirs."""
         rng = self.rng
-        tags, description = self.shown
+        tags, description, metadata = self.shown
         body: dict[str, Any] = {}
         if rng.random() < 0.7:
             tags = () if rng.random() < 0.4 else tuple(rng.sample(AGENT_TAGS, rng.randint(1, 3)))
@@ -477,15 +488,22 @@ class Talker:
         if not body or rng.random() < 0.5:
             description = "" if rng.random() < 0.4 else f"agent {self.number} mood {self.k}"
             body["description"] = description
+        if rng.random() < 0.3:
+            metadata = {} if rng.random() < 0.5 else {"mood": f"m{self.k}"}
+            body["metadata"] = metadata
         self.k += 1
         await self._http("PATCH", f"/v1/agents/{self.agent}", body)
-        self.shown = (tags, description)
+        self.shown = (tags, description, metadata)
         await self.read_agent(json.dumps(body, sort_keys=True))
 
     async def read_agent(self, sent: str) -> None:
         state = await self._http("GET", f"/v1/agents/{self.agent}")
-        model = (sorted(self.shown[0]), self.shown[1])
-        read = (sorted(state.get("tags") or ()), state.get("description") or "")
+        model = (sorted(self.shown[0]), self.shown[1], self.shown[2])
+        read = (
+            sorted(state.get("tags") or ()),
+            state.get("description") or "",
+            state.get("metadata") or {},
+        )
         self.log.patches.append((self.agent, sent, model, read))
 
     async def run(self, span: float) -> None:
@@ -527,6 +545,7 @@ class Talker:
                     self.log.stored[key] = None
                     continue
                 self.log.found_summaries[key] = record.summary
+                self.log.found_archived[key] = record.archived
             listed = await self.client.until_done(
                 lambda s, c=conv: s.list_messages(  # type: ignore[misc]
                     self.agent, conversation_id=c, limit=1000, order="asc"
@@ -555,6 +574,27 @@ class Talker:
                 )
                 if step.id in self.log.feedback:
                     self.log.found_feedback[step.id] = step.feedback
+        for status in ("archived", "unarchived", "all"):
+            listed = await self.client.until_done(
+                lambda s, st=status: s.list_conversations(  # type: ignore[misc]
+                    agent_id=self.agent, archive_status=st, limit=1000
+                )
+            )
+            self.log.listed[(self.agent, status)] = {c.id for c in listed}
+        for label, thread in self.threads.items():
+            if thread.deleted or not thread.summaries:
+                continue
+            summary = thread.summaries[-1]
+            found = await self.client.until_done(
+                lambda s, q=summary: s.list_conversations(  # type: ignore[misc]
+                    agent_id=self.agent, summary_search=q, archive_status="all", limit=1000
+                )
+            )
+            if thread.conv not in {c.id for c in found}:
+                self.log.problems.append(
+                    f"{self.agent} {label}: conversations.list(summary_search={summary!r}) "
+                    f"does not list {thread.conv}"
+                )
         if self.http is not None:
             await self.read_agent("(the final read)")
         for flag, into in ((True, self.log.rated), (False, self.log.unrated)):
@@ -659,6 +699,13 @@ def check_recall_log(log: RecallLog) -> list[str]:
             optional[key] = thread.optional
             if thread.conv is not None and key in log.found_summaries:
                 summaries[key] = (thread.summaries, log.found_summaries[key])
+    for agent, threads in log.threads.items():
+        convs = {t.conv: t for t in threads.values() if t.conv is not None}
+        problems += check_archived(
+            {c: (t.archived, t.deleted) for c, t in convs.items()},
+            {c: log.found_archived.get(f"{agent} {t.label}") for c, t in convs.items()},
+            {st: log.listed.get((agent, st), set()) for st in ("archived", "unarchived", "all")},
+        )
     stored = {k: v for k, v in log.stored.items() if k in expected}
     problems += check_threads(expected, optional, stored)
     problems += check_summaries(summaries)

@@ -16,6 +16,8 @@ from kelpie_dst.workloads._agent_recall_checks import (
     Entry,
     Recall,
     StepSeen,
+    check_agent_patches,
+    check_archived,
     check_feedback,
     check_open_files,
     check_recall,
@@ -225,3 +227,23 @@ def test_feedback_is_the_last_given() -> None:
 def test_the_open_files_are_the_most_recently_opened() -> None:
     assert check_open_files([("a", ("f1", "f2"), ("f1", "f2"))]) == []
     assert check_open_files([("a", ("f1", "f2"), ("f0", "f2"))]) != []
+
+
+def test_conversations_are_listed_by_their_archived_flag() -> None:
+    model = {"c0": (False, False), "c1": (True, False), "c2": (False, True)}
+    found = {"c0": False, "c1": True, "c2": None}
+    listed = {"archived": {"c1", "orphan"}, "unarchived": {"c0"}, "all": {"c0", "c1", "orphan"}}
+    assert check_archived(model, found, listed) == []
+    stale = check_archived(model, {**found, "c1": False}, listed)
+    assert any("archived was last set to True" in p for p in stale)
+    wrong = {**listed, "archived": set(), "unarchived": {"c0", "c1"}}
+    assert any("c1" in p for p in check_archived(model, found, wrong))
+    kept = {**listed, "all": {"c0", "c1", "c2"}}
+    assert any("c2" in p for p in check_archived(model, found, kept))
+
+
+def test_an_agent_patch_changes_what_it_gives() -> None:
+    model: tuple[object, ...] = (["deep"], "", {})
+    assert check_agent_patches([("a", '{"description": ""}', model, model)]) == []
+    kept: tuple[object, ...] = (["blue", "deep"], "", {})
+    assert check_agent_patches([("a", '{"tags": ["deep"]}', model, kept)]) != []

@@ -31,6 +31,7 @@ __all__ = [
     "check_threads",
     "parse_date_results",
     "parse_results",
+    "score",
 ]
 
 MARGIN = 6.0  # seconds: the servers' and the client's clocks skew by at most 2 s each
@@ -131,13 +132,22 @@ def parse_date_results(answer: str) -> tuple[int, list[dict[str, str]]] | None:
     return None if rows is None else (int(found.group(2)), rows)
 
 
-def _candidates(r: Recall, wanted: set[str], word: str | None) -> tuple[list[int], list[int]]:
+def score(query: str, text: str) -> int:
+    """``conversation_search``'s documented rank of ``text`` for ``query`` (_recall.py, Letta's
+    tool description): how many of the query's words it contains, plus ``words + 1`` when it
+    holds the whole phrase (case-insensitive); 0: not a match."""
+    words, phrase = _words(query), query.casefold().strip()
+    found = len(words & _words(text))
+    return found + (len(words) + 1 if phrase and phrase in text.casefold() else 0)
+
+
+def _candidates(r: Recall, wanted: set[str], query: str | None) -> tuple[list[int], list[int]]:
     """The positions (in ``r.entries``, oldest first) of the messages the search must find
     (certainly there, certainly within the days) and of those it may find."""
     certain: list[int] = []
     possible: list[int] = []
     for i, e in enumerate(r.entries):
-        if e.role not in wanted or (word is not None and word not in _words(e.text)):
+        if e.role not in wanted or (query is not None and score(query, e.text) == 0):
             continue
         first, last = _span_days(e.sent, e.acked if e.acked is not None else r.acked)
         start_ok = r.start_day is None or last >= r.start_day  # may be dated on or after it
@@ -157,8 +167,8 @@ def check_recall(r: Recall) -> list[str]:
     """One search. Every result is a message of the searched thread, of a role asked for,
     containing the query (``conversation_search``), dated within the days asked, once.
     ``conversation_search`` answers ``min(limit, matching)`` results, ``matching`` between the
-    messages certainly there and those possibly there, newest first (one word: every match
-    scores the same), and when the thread's model is certain, exactly the newest matches.
+    messages certainly there and those possibly there, best first by :func:`score`, newest
+    first among equals, and when the thread's model is certain, exactly the best matches.
     ``conversation_search_date`` reports ``matching`` as its total and answers the page's
     slice of the matches, five per page, oldest first (exactly, when the model is certain)."""
     by_date = r.tool == "conversation_search_date"
@@ -181,7 +191,7 @@ def check_recall(r: Recall) -> list[str]:
     if parsed is None:
         return [f"{where}: not a search answer: {r.answer[:200]}"]
     wanted = set(ROLES) if by_date else set(r.roles or ROLES)
-    word = None if by_date else r.query.casefold()
+    query = None if by_date else r.query
     problems: list[str] = []
     index = {(e.role, e.text): i for i, e in enumerate(r.entries)}
     keys: list[tuple[str, str]] = []
@@ -192,7 +202,7 @@ def check_recall(r: Recall) -> list[str]:
             problems.append(f"{where}: a {role} message, not of the roles asked: {content!r}")
         if key not in index:
             problems.append(f"{where}: {role} {content!r} is not a message of this thread")
-        if word is not None and word not in _words(content):
+        if query is not None and score(query, content) == 0:
             problems.append(f"{where}: {content!r} does not contain {r.query!r}")
         if key in keys:
             problems.append(f"{where}: {content!r} answered twice")
@@ -204,7 +214,7 @@ def check_recall(r: Recall) -> list[str]:
             continue
         if not _in_range(when, r.start_day, r.end_day):
             problems.append(f"{where}: {content!r} is dated {stamp}, outside the range")
-    certain, possible = _candidates(r, wanted, word)
+    certain, possible = _candidates(r, wanted, query)
     exact = certain == possible
     positions = [index[k] for k in keys if k in index]
     entry_keys = [(e.role, e.text) for e in r.entries]
@@ -229,12 +239,17 @@ def check_recall(r: Recall) -> list[str]:
             f"{where}: {len(results)} results; the thread holds {len(certain)} certain and "
             f"{len(possible)} possible matches, so between {low} and {high}"
         )
-    elif exact:
-        expected = [entry_keys[i] for i in reversed(certain)][:limit]
+        return problems
+
+    def rank(i: int) -> tuple[int, int]:
+        return (-score(r.query, r.entries[i].text), -i)
+
+    if exact:
+        expected = [entry_keys[i] for i in sorted(certain, key=rank)][:limit]
         if keys != expected:
-            problems.append(f"{where}: answered {keys}, not the newest matches {expected}")
-    elif positions != sorted(positions, reverse=True):
-        problems.append(f"{where}: results not newest first: {keys}")
+            problems.append(f"{where}: answered {keys}, not the best matches {expected}")
+    elif positions != sorted(positions, key=rank):
+        problems.append(f"{where}: results not best first, newest first among equals: {keys}")
     return problems
 
 

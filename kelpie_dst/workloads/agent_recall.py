@@ -321,6 +321,8 @@ class Talker:
             page = rng.choice((0, 0, 0, 1, 2))
             args = {"start_date": start_day, "end_date": end_day, "page": page}
         else:
+            if rng.random() < 0.3:  # two words: ranked by how many it holds, phrase first
+                query = " ".join(rng.sample(WORDS, 2))
             args["query"] = query if rng.random() < 0.8 else query.upper()
             if rng.random() < 0.6:
                 roles = tuple(sorted(rng.sample(ROLES, rng.randint(1, 2))))

@@ -25,6 +25,7 @@ from kelpie_dst.workloads._agent_recall_checks import (
     check_summaries,
     check_threads,
     parse_results,
+    score,
 )
 
 SMALL = ["workload.params.span=30.0", "duration=60s"]
@@ -95,9 +96,21 @@ def test_a_search_that_answers_what_the_thread_holds_passes() -> None:
 
 def test_a_search_that_answers_old_matches_or_out_of_order_is_caught() -> None:
     oldest = check_recall(_recall(_answer(KELP[3]), roles=("user",), limit=1))
-    assert any("not the newest matches" in p for p in oldest)
+    assert any("not the best matches" in p for p in oldest)
     shuffled = check_recall(_recall(_answer(KELP[1], KELP[0], KELP[2])))
-    assert any("not newest first" in p for p in shuffled)
+    assert any("not best first" in p for p in shuffled)
+
+
+def test_a_two_word_search_ranks_by_words_then_phrase() -> None:
+    assert score("kelp tide", "t0-c0-1 kelp tide") == 2 + 3
+    assert score("kelp tide", "t0-c0-3 kelp") == 1
+    assert score("KELP", "ack t0-c0-3 kelp") == 1 + 2
+    assert score("kelp tide", "t0-c0-2 otter") == 0
+    r = _recall("", query="kelp tide", roles=("user",))
+    best = _answer(("user", "t0-c0-1 kelp tide", T0 + 0.5), ("user", "t0-c0-3 kelp", T0 + 4.5))
+    assert check_recall(attrs.evolve(r, answer=best)) == []
+    newest = _answer(("user", "t0-c0-3 kelp", T0 + 4.5), ("user", "t0-c0-1 kelp tide", T0 + 0.5))
+    assert any("not the best matches" in p for p in check_recall(attrs.evolve(r, answer=newest)))
 
 
 def _by_date(answer: str, page: int = 0, **changes: Any) -> Recall:

@@ -26,6 +26,8 @@ __all__ = [
     "check_feedback",
     "check_open_files",
     "check_recalls",
+    "check_shelf_search",
+    "check_shelves",
     "check_steps",
     "check_summaries",
     "check_threads",
@@ -418,3 +420,55 @@ def check_archived(
         if not deleted and found.get(conv) is not None and found[conv] != archived:
             problems.append(f"{conv}: archived was last set to {archived}, it reads {found[conv]}")
     return problems[:_MAX]
+
+
+def check_shelf_search(
+    searches: Sequence[tuple[str, Sequence[str], Sequence[str], int, Sequence[str]]],
+) -> list[str]:
+    """Each archival search after an attach, detach or delete: (agent, the passages of the
+    archives attached then, certainly there; also those whose add had no answer; top_k; the
+    hits). Every hit is one of those, once; there are ``min(top_k, passages there)``."""
+    problems = []
+    for agent, certain, possible, top_k, hits in searches:
+        strangers = [h for h in hits if h not in set(possible)]
+        if strangers:
+            problems.append(
+                f"{agent}: archival search found passages of no attached archive: {strangers}"
+            )
+        if len(set(hits)) != len(hits):
+            problems.append(f"{agent}: archival search found a passage twice: {list(hits)}")
+        low, high = min(top_k, len(certain)), min(top_k, len(possible))
+        if not low <= len(hits) <= high:
+            problems.append(
+                f"{agent}: archival search found {len(hits)} passages, not between {low} and {high}"
+            )
+    return problems[:_MAX]
+
+
+def check_shelves(
+    agent: str,
+    model: Mapping[str, tuple[bool, bool]],
+    read: tuple[set[str], set[str], Mapping[str, set[str]]],
+) -> list[str]:
+    """``model[archive]``: (attached, deleted) as last set; ``read``: (``archives.list(
+    agent_id=agent)``, the agent's ``archive_ids``, each archive's ``archives.list(name=its
+    last name)``). The agent lists exactly its attached live archives, both ways; a live
+    archive is found by its name, a deleted one is not."""
+    listed, ids, named = read
+    want = {a for a, (attached, deleted) in model.items() if attached and not deleted}
+    problems = []
+    mine = set(model)
+    if listed & mine != want:
+        problems.append(
+            f"{agent}: archives.list(agent_id) gives {sorted(listed & mine)}, not {sorted(want)}"
+        )
+    if ids & mine != want:
+        problems.append(f"{agent}: archive_ids are {sorted(ids & mine)}, not {sorted(want)}")
+    for archive, (_, deleted) in sorted(model.items()):
+        expected = set() if deleted else {archive}
+        if named.get(archive, set()) & mine != expected:
+            problems.append(
+                f"{archive} (deleted {deleted}): archives.list(name=its name) gives "
+                f"{sorted(named.get(archive, set()))}"
+            )
+    return problems

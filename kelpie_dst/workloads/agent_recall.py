@@ -50,6 +50,7 @@ from kelpie_agent.api import create_app
 from kelpie_agent.http import serve
 from kelpie_agent.llm import LlmRequest
 from kelpie_agent.service import AgentService, NotFoundError, ServiceError
+from kelpie_agent.service import _archives as archives
 from kelpie_agent.service import _folders as folders
 
 from ..scenario import WorkloadContext, invariant, workload
@@ -67,6 +68,8 @@ from ._agent_recall_checks import (
     check_feedback,
     check_open_files,
     check_recalls,
+    check_shelf_search,
+    check_shelves,
     check_steps,
     check_summaries,
     check_threads,
@@ -100,6 +103,18 @@ class Thread:
 
 
 @attrs.define
+class Shelf:
+    """One of an agent's archives (with ``archives``) as the client knows it."""
+
+    id: str
+    name: str  # as last set
+    texts: list[str] = attrs.Factory(list)  # passages added, acknowledged
+    maybe: list[str] = attrs.Factory(list)  # passages whose add had no answer
+    attached: bool = False
+    deleted: bool = False
+
+
+@attrs.define
 class RecallLog:
     plans: dict[int, tuple[str, dict[str, Any]]] = attrs.Factory(dict)  # probe N -> call
     recalls: list[Recall] = attrs.Factory(list)
@@ -120,6 +135,11 @@ class RecallLog:
     unrated: set[str] = attrs.Factory(set)
     problems: list[str] = attrs.Factory(list)
     forks: int = 0
+    # with ``archives``: each search after an attach, detach or delete, and the final reads
+    shelf_searches: list[tuple[str, list[str], list[str], int, list[str]]] = attrs.Factory(list)
+    shelves: dict[str, list[Shelf]] = attrs.Factory(dict)  # agent -> its archives
+    # agent -> (archives.list(agent_id), the agent's archive_ids, {archive: listed by name})
+    shelf_reads: dict[str, tuple[set[str], set[str], dict[str, set[str]]]] = attrs.Factory(dict)
     # with ``files``: per agent, each read of its open files after an open (model, read)
     opened: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = attrs.Factory(list)
     # each read of an agent after a PATCH: (agent, body sent, model (tags, description), read)
@@ -185,6 +205,7 @@ class Talker:
         self.k = 0
         self.threads: dict[str, Thread] = {}
         self.files: list[str] = []  # file ids, with ``files``
+        self.shelves: list[Shelf] = []  # archives, with ``archives``
         self.lru: list[str] = []  # the files, least recently opened first
         self.http: httpx.AsyncClient | None = None  # set by the workload
         # the agent's tags, description and metadata, as last set
@@ -209,6 +230,81 @@ class Talker:
         count = int(self.client.ctx.params.get("files", 0))
         if count:
             await self._folder(count)
+        for k in range(int(self.client.ctx.params.get("archives", 0))):
+            await self._shelf(k)
+        self.log.shelves[self.agent] = self.shelves
+
+    async def _shelf(self, k: int) -> None:
+        """An archive of the agent's own (made once: a retry looks its name up first) with two
+        passages, not attached yet."""
+        name = f"arch-{self.number}-{k}"
+
+        async def make(s: AgentService) -> Any:
+            found = await archives.list_archives(s, name=name)
+            return found[0] if found else await archives.create_archive(s, name)
+
+        record = await self.client.until_done(make)
+        shelf = Shelf(record.id, name)
+        self.shelves.append(shelf)
+        for j in range(2):
+            text = f"shelf {self.number}.{k}.{j} " + " ".join(self.rng.sample(WORDS, 2))
+            items: list[archives.PassageItem] = [(text, (), {}, None)]
+            try:
+                await self.client.once(
+                    lambda s, i=items: archives.add_archive_passages(  # type: ignore[misc]
+                        s, shelf.id, i
+                    )
+                )
+            except _FAILURES:
+                shelf.maybe.append(text)
+            except ServiceError:
+                pass
+            else:
+                shelf.texts.append(text)
+
+    async def shelve(self) -> None:
+        """Attach or detach one of the agent's archives, rename one, or (late) delete one;
+        after a change of what is attached, search the agent's archival memory: only the
+        attached archives' passages (the agent has none of its own) may answer."""
+        rng = self.rng
+        live = [a for a in self.shelves if not a.deleted]
+        if not live:
+            return
+        shelf = rng.choice(live)
+        roll = rng.random()
+        if roll < 0.2:
+            name = f"arch-{self.number}-{self.k}"
+            self.k += 1
+            await self.client.until_done(
+                lambda s: archives.update_archive(s, shelf.id, {"name": name})
+            )
+            shelf.name = name
+            return
+        if roll < 0.45 and len(live) == len(self.shelves) > 1:  # once, one attached if any
+            shelf = next((a for a in live if a.attached), shelf)
+            shelf.deleted = True  # from the send on, it may be gone
+            try:
+                await self.client.until_done(lambda s: archives.delete_archive(s, shelf.id))
+            except NotFoundError:
+                pass  # a retry of a delete that landed
+        elif shelf.attached:
+            await self.client.until_done(lambda s: archives.detach_archive(s, self.agent, shelf.id))
+            shelf.attached = False
+        else:
+            await self.client.until_done(lambda s: archives.attach_archive(s, self.agent, shelf.id))
+            shelf.attached = True
+        top_k = 10
+        try:
+            hits = await self.client.once(
+                lambda s: s.search_passages(self.agent, rng.choice(WORDS), top_k=top_k)
+            )
+        except (*_FAILURES, ServiceError):
+            return
+        there = [a for a in self.shelves if a.attached and not a.deleted]
+        certain = [t for a in there for t in a.texts]
+        possible = certain + [t for a in there for t in a.maybe]
+        found = [h.passage.text for h in hits]
+        self.log.shelf_searches.append((self.agent, certain, possible, top_k, found))
 
     async def _folder(self, count: int) -> None:
         """A folder of ``count`` small files, attached; then each file opened in turn, far
@@ -498,6 +594,22 @@ class Talker:
         self.shown = (tags, description, metadata)
         await self.read_agent(json.dumps(body, sort_keys=True))
 
+    async def read_shelves(self) -> None:
+        listed = await self.client.until_done(
+            lambda s: archives.list_archives(s, agent_id=self.agent, limit=1000)
+        )
+        view = await self.client.until_done(lambda s: s.get_agent(self.agent))
+        named: dict[str, set[str]] = {}
+        for shelf in self.shelves:
+            found = await self.client.until_done(
+                lambda s, n=shelf.name: archives.list_archives(  # type: ignore[misc]
+                    s, name=n, limit=1000
+                )
+            )
+            named[shelf.id] = {a.id for a in found}
+        ids = {a.id for a in listed}
+        self.log.shelf_reads[self.agent] = (ids, set(view.agent.archive_ids), named)
+
     async def read_agent(self, sent: str) -> None:
         state = await self._http("GET", f"/v1/agents/{self.agent}")
         model = (sorted(self.shown[0]), self.shown[1], self.shown[2])
@@ -516,22 +628,24 @@ class Talker:
             thread = rng.choice(live)
             roll = rng.random()
             late = trio.current_time() > deadline - span / 3
-            if roll < 0.4:
+            if roll < 0.35:
                 await self.say(thread)
-            elif roll < 0.7:
+            elif roll < 0.6:
                 await self.search(thread)
-            elif roll < 0.78 and thread.conv is not None:
+            elif roll < 0.68 and thread.conv is not None:
                 await self.summarize(thread)
-            elif roll < 0.84 and "c0f" not in self.threads:
+            elif roll < 0.74 and "c0f" not in self.threads:
                 await self.fork()
-            elif roll < 0.88 and late and not self.threads["c1"].deleted:
+            elif roll < 0.78 and late and not self.threads["c1"].deleted:
                 await self.delete()
-            elif roll < 0.92:
+            elif roll < 0.84:
                 await self.rate()
-            elif roll < 0.96 and self.http is not None:
+            elif roll < 0.89 and self.http is not None:
                 await self.patch()
-            elif self.files:
+            elif roll < 0.94 and self.files:
                 await self.open(rng.choice(self.files))
+            elif self.shelves:
+                await self.shelve()
             await trio.sleep(rng.uniform(0.1, 0.8))
 
     async def read_back(self) -> None:
@@ -597,6 +711,8 @@ class Talker:
                     f"{self.agent} {label}: conversations.list(summary_search={summary!r}) "
                     f"does not list {thread.conv}"
                 )
+        if self.shelves:
+            await self.read_shelves()
         if self.http is not None:
             await self.read_agent("(the final read)")
         for flag, into in ((True, self.log.rated), (False, self.log.unrated)):
@@ -646,9 +762,9 @@ def _start_servers(ctx: WorkloadContext, log: RecallLog, http: bool) -> dict[str
 
 
 @workload(
-    params={"agents": 2, "span": 60.0, "files": 0, "http": False},
+    params={"agents": 2, "span": 60.0, "files": 0, "http": False, "archives": 0},
     sizes=("agents",),
-    bounds={"agents": (1, 20), "span": (1, 3600), "files": (0, 10)},
+    bounds={"agents": (1, 20), "span": (1, 3600), "files": (0, 10), "archives": (0, 5)},
 )
 async def agent_recall(ctx: WorkloadContext) -> None:
     """Recall search across threads, conversation updates, forks and deletes, step records;
@@ -683,6 +799,7 @@ async def agent_recall(ctx: WorkloadContext) -> None:
     ctx.metric("recall.rated", len(log.feedback))
     ctx.metric("recall.opens_checked", len(log.opened))
     ctx.metric("recall.patches", len(log.patches))
+    ctx.metric("recall.shelf_searches", len(log.shelf_searches))
 
 
 def check_recall_log(log: RecallLog) -> list[str]:
@@ -715,6 +832,11 @@ def check_recall_log(log: RecallLog) -> list[str]:
     problems += check_feedback(log.feedback, log.found_feedback, log.rated, log.unrated)
     problems += check_open_files(log.opened)
     problems += check_agent_patches(log.patches)
+    problems += check_shelf_search(log.shelf_searches)
+    for agent, shelves in log.shelves.items():
+        if agent in log.shelf_reads:
+            model = {a.id: (a.attached, a.deleted) for a in shelves}
+            problems += check_shelves(agent, model, log.shelf_reads[agent])
     return problems + log.problems
 
 

@@ -21,6 +21,8 @@ from kelpie_dst.workloads._agent_recall_checks import (
     check_feedback,
     check_open_files,
     check_recall,
+    check_shelf_search,
+    check_shelves,
     check_steps,
     check_summaries,
     check_threads,
@@ -260,3 +262,25 @@ def test_an_agent_patch_changes_what_it_gives() -> None:
     assert check_agent_patches([("a", '{"description": ""}', model, model)]) == []
     kept: tuple[object, ...] = (["blue", "deep"], "", {})
     assert check_agent_patches([("a", '{"tags": ["deep"]}', model, kept)]) != []
+
+
+def test_an_archival_search_answers_the_attached_archives_only() -> None:
+    certain, possible = ["p1", "p2"], ["p1", "p2", "p3"]
+    assert check_shelf_search([("a", certain, possible, 10, ["p2", "p1"])]) == []
+    assert check_shelf_search([("a", certain, possible, 1, ["p3"])]) == []
+    detached = check_shelf_search([("a", certain, possible, 10, ["p1", "p2", "p9"])])
+    assert any("no attached archive" in p for p in detached)
+    assert any(
+        "not between 2 and 3" in p
+        for p in check_shelf_search([("a", certain, possible, 10, ["p1"])])
+    )
+
+
+def test_an_agent_lists_exactly_its_attached_archives() -> None:
+    model = {"r1": (True, False), "r2": (False, False), "r3": (True, True)}
+    read = ({"r1", "other"}, {"r1"}, {"r1": {"r1"}, "r2": {"r2"}, "r3": set()})
+    assert check_shelves("a", model, read) == []
+    kept = ({"r1"}, {"r1", "r3"}, read[2])
+    assert any("archive_ids" in p for p in check_shelves("a", model, kept))
+    named = (read[0], read[1], {**read[2], "r3": {"r3"}})
+    assert any("r3" in p for p in check_shelves("a", model, named))

@@ -574,20 +574,23 @@ class Talker:
             return answer.json()
 
     async def patch(self) -> None:
-        """``PATCH /v1/agents/{id}`` with its tags (often none: ``[]``) and/or description
-        (sometimes ``""``), then the agent read back: the fields given have their new values,
-        the others keep theirs."""
+        """``PATCH /v1/agents/{id}`` with a subset of its tags, description and metadata, a
+        field that holds something set empty half the time (``[]``, ``""``, ``{}``), then the
+        agent read back: the fields given have their new values, the others keep theirs."""
         rng = self.rng
         tags, description, metadata = self.shown
         body: dict[str, Any] = {}
         if rng.random() < 0.7:
-            tags = () if rng.random() < 0.4 else tuple(rng.sample(AGENT_TAGS, rng.randint(1, 3)))
+            empty = bool(tags) and rng.random() < 0.5
+            tags = () if empty else tuple(rng.sample(AGENT_TAGS, rng.randint(1, 3)))
             body["tags"] = list(tags)
         if not body or rng.random() < 0.5:
-            description = "" if rng.random() < 0.4 else f"agent {self.number} mood {self.k}"
+            empty = bool(description) and rng.random() < 0.5
+            description = "" if empty else f"agent {self.number} mood {self.k}"
             body["description"] = description
-        if rng.random() < 0.3:
-            metadata = {} if rng.random() < 0.5 else {"mood": f"m{self.k}"}
+        if rng.random() < 0.4:
+            empty = bool(metadata) and rng.random() < 0.5
+            metadata = {} if empty else {"mood": f"m{self.k}"}
             body["metadata"] = metadata
         self.k += 1
         await self._http("PATCH", f"/v1/agents/{self.agent}", body)
@@ -638,7 +641,7 @@ class Talker:
                 await self.fork()
             elif roll < 0.78 and late and not self.threads["c1"].deleted:
                 await self.delete()
-            elif roll < 0.84:
+            elif roll < 0.83:
                 await self.rate()
             elif roll < 0.89 and self.http is not None:
                 await self.patch()

@@ -31,6 +31,7 @@ import msgpack
 __all__ = [
     "DISK_BYTES",
     "FILE_BYTES",
+    "MAX_OUTPUT",
     "TEMPLATES",
     "TOOL_TIMEOUT",
     "Files",
@@ -49,6 +50,7 @@ TOOL_TIMEOUT = 5.0  # the agents' LoopConfig.tool_timeout
 SLEEP = 9  # seconds the timeout template sleeps: past TOOL_TIMEOUT
 KILLED_DISK = -int(signal.SIGXFSZ)  # the exit code of a command killed for the disk limit
 WORDS = ("kelp", "tide", "otter", "reef", "foam")
+MAX_OUTPUT = 4096  # SandboxLimits.max_output_bytes: what is kept of a command's stdout
 JUNK = 24  # directories the disk template makes (with junk/ itself: 25 entries, 100 KiB)
 
 
@@ -86,14 +88,16 @@ class Files:
         self.files = {p: d for p, d in self.files.items() if p != path and not p.startswith(inner)}
         self.dirs = {d for d in self.dirs if d != path and not d.startswith(inner)}
 
-    def listing(self, path: str, *, slash: bool) -> list[str]:
-        """The names in directory ``path`` ("" is the root), sorted, as ``ls`` (``-p``) shows."""
+    def listing(self, path: str, *, slash: bool, hidden: bool = False) -> list[str]:
+        """The names in directory ``path`` ("" is the root), sorted, as ``ls`` (``-p``,
+        ``-A``) shows them."""
         prefix = f"{path}/" if path else ""
         names = [p[len(prefix) :] for p in self.files if p.startswith(prefix)]
         subdirs = [d[len(prefix) :] for d in self.dirs if d.startswith(prefix)]
         names = [n for n in names if "/" not in n]
-        subdirs = [n + ("/" if slash else "") for n in subdirs if "/" not in n]
-        return sorted(n for n in names + subdirs if not n.startswith("."))
+        subdirs = [n + "/" for n in subdirs if "/" not in n]
+        shown = sorted(n for n in names + subdirs if hidden or not n.startswith("."))
+        return shown if slash else [n.rstrip("/") for n in shown]
 
 
 @attrs.frozen
@@ -191,6 +195,67 @@ def _python(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
     return 0, f"{fs.lines('py.txt')}\n"
 
 
+def _quote(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    return 0, f"a  {p['w']} c\\d e f\n"  # quotes keep spaces and backslashes; no comment
+
+
+def _echo_n(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    fs.write("nl.txt", p["w"].encode())
+    return 0, f"{len(p['w'])}\n"
+
+
+def _printf_reuse(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    return 0, f"{p['w']}=1\n{p['v']}=2\n"  # the format is reused for the rest
+
+
+def _hidden(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    fs.files.setdefault(".hidden", b"")
+    return 0, "".join(f"{n}\n" for n in [".", "..", *fs.listing("", slash=False, hidden=True)])
+
+
+def _rmtree(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    fs.remove_tree("tmp")
+    return 0, "gone\n"
+
+
+def _mkdir(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    if "notes" in fs.dirs:
+        return 1, ""  # File exists
+    fs.dirs.add("notes")
+    return 0, ""
+
+
+def _touch(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    fs.files.setdefault("log.txt", b"")  # touch never changes what is there
+    return 0, f"{len(fs.files['log.txt'])}\n"
+
+
+def _exit(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    fs.write("log.txt", f"{p['w']}\n".encode(), append=True)
+    return 3, ""
+
+
+def _stderr_file(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    fs.write("err.txt", b"cat: gone.txt: No such file or directory\n")
+    return 0, "1\n"
+
+
+def _stdin_missing(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    return 0, "none\n"  # the redirection fails (status 2), so || runs
+
+
+def _big_output(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    return 0, (p["w"] * 1000 + "\n")[:MAX_OUTPUT]  # stdout is kept up to the limit
+
+
+def _py_exit(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    return 4, f"{p['w']}\n"
+
+
+def _py_raise(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
+    return 1, ""
+
+
 @attrs.frozen
 class Template:
     name: str
@@ -262,6 +327,33 @@ TEMPLATES: dict[str, Template] = {
             lambda r: {"size": FILE_BYTES + r.choice((-1, 0, 1))},
         ),
         Template("python", "python", _PY, _python, _w),
+        Template("quote", "shell", "echo \"a  {w}\" 'c\\d' e\\ f # note", _quote, _w),
+        Template("echo_n", "shell", "echo -n {w} > nl.txt && wc -c < nl.txt", _echo_n, _w),
+        Template(
+            "printf_reuse",
+            "shell",
+            "printf '%s=%d\\n' {w} 1 {v} 2",
+            _printf_reuse,
+            lambda r: {"w": _word(r), "v": _word(r)},
+        ),
+        Template("hidden", "shell", "touch .hidden && ls -a", _hidden, _none),
+        Template(
+            "rmtree",
+            "shell",
+            "mkdir -p tmp/x && touch tmp/x/f && rm -r tmp && echo gone",
+            _rmtree,
+            _none,
+        ),
+        Template("mkdir", "shell", "mkdir notes", _mkdir, _none),
+        Template("touch", "shell", "touch log.txt && wc -c < log.txt", _touch, _none),
+        Template("exit", "shell", "echo {w} >> log.txt; exit 3; echo no", _exit, _w),
+        Template(
+            "stderr_file", "shell", "cat gone.txt 2> err.txt; wc -l < err.txt", _stderr_file, _none
+        ),
+        Template("stdin_missing", "shell", "wc -l < gone.txt || echo none", _stdin_missing, _none),
+        Template("big_output", "python", 'print("{w}" * 1000)\n', _big_output, _w),
+        Template("py_exit", "python", 'import sys\nprint("{w}")\nsys.exit(4)\n', _py_exit, _w),
+        Template("py_raise", "python", 'open("gone.txt")\n', _py_raise, _none),
     )
 }
 WEIGHTS = {"append": 4, "cat": 2, "pipe": 2, "dotdot": 2, "timeout": 1, "junk": 2, "clean": 1}

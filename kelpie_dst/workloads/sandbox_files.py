@@ -56,6 +56,7 @@ from ._agent_schedules import OPTIONS, SERVICE, Client
 from ._shell_model import (
     DISK_BYTES,
     FILE_BYTES,
+    MAX_OUTPUT,
     TOOL_TIMEOUT,
     Files,
     Result,
@@ -118,7 +119,9 @@ def _start_servers(ctx: WorkloadContext, log: FilesLog) -> tuple[dict[str, Any],
     db = ctx.sim.add_node(topology.database or "db")
     services: dict[str, Any] = {}
     attempts = int(ctx.params["storage_attempts"])
-    limits = SandboxLimits(file_size_bytes=FILE_BYTES, disk_bytes=DISK_BYTES)
+    limits = SandboxLimits(
+        file_size_bytes=FILE_BYTES, disk_bytes=DISK_BYTES, max_output_bytes=MAX_OUTPUT
+    )
 
     async def server(node: kelpie_dst.Node) -> None:
         async with contextlib.AsyncExitStack() as stack:

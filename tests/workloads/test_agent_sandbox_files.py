@@ -20,6 +20,7 @@ from kelpie_dst.workloads._shell_model import (
     DISK_BYTES,
     FILE_BYTES,
     KILLED_DISK,
+    MAX_OUTPUT,
     TEMPLATES,
     TOOL_TIMEOUT,
     Files,
@@ -44,7 +45,9 @@ async def _transcript(seed: int, count: int) -> list[str]:
     """Run ``count`` random commands of the repertoire in a SimSandbox with the scenario's
     limits; the problems where the model's prediction differs."""
     rng = random.Random(seed)
-    limits = SandboxLimits(file_size_bytes=FILE_BYTES, disk_bytes=DISK_BYTES)
+    limits = SandboxLimits(
+        file_size_bytes=FILE_BYTES, disk_bytes=DISK_BYTES, max_output_bytes=MAX_OUTPUT
+    )
     sandbox = SimSandbox(limits)
     await sandbox.boot()
     model = Files()

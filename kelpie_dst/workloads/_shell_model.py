@@ -201,7 +201,8 @@ def _quote(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
 
 def _echo_n(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
     fs.write("nl.txt", p["w"].encode())
-    return 0, f"{len(p['w'])}\n"
+    size = str(len(p["w"]))  # no newline: no line; the counts padded to one width
+    return 0, f"{'0'.rjust(len(size))} {size}\n"
 
 
 def _printf_reuse(fs: Files, p: dict[str, Any]) -> tuple[int | None, str]:
@@ -328,7 +329,7 @@ TEMPLATES: dict[str, Template] = {
         ),
         Template("python", "python", _PY, _python, _w),
         Template("quote", "shell", "echo \"a  {w}\" 'c\\d' e\\ f # note", _quote, _w),
-        Template("echo_n", "shell", "echo -n {w} > nl.txt && wc -c < nl.txt", _echo_n, _w),
+        Template("echo_n", "shell", "echo -n {w} > nl.txt && wc -lc < nl.txt", _echo_n, _w),
         Template(
             "printf_reuse",
             "shell",
@@ -356,7 +357,7 @@ TEMPLATES: dict[str, Template] = {
         Template("py_raise", "python", 'open("gone.txt")\n', _py_raise, _none),
     )
 }
-WEIGHTS = {"append": 4, "cat": 2, "pipe": 2, "dotdot": 2, "timeout": 1, "junk": 2, "clean": 1}
+WEIGHTS = {"append": 4, "cat": 2, "pipe": 2, "dotdot": 2, "part": 2, "junk": 2, "timeout": 3}
 
 
 def draw_command(rng: random.Random) -> tuple[str, str, str, dict[str, Any]]:

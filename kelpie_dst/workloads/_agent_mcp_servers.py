@@ -39,7 +39,7 @@ import trio
 import kelpie_dst
 from kelpie_agent.agent import CreateAgent
 from kelpie_agent.errors import KelpieError
-from kelpie_agent.mcp import McpConnectionError, McpServerConfig
+from kelpie_agent.mcp import McpClient, McpConnectionError, McpServerConfig, parse_mcp_config
 from kelpie_agent.service import UnavailableError, open_agent_node
 from kelpie_agent.service import _mcp_catalog as catalog
 
@@ -51,6 +51,36 @@ __all__ = ["agent_mcp_servers", "mcp_calls_exactly_once"]
 
 SECRET = "s3cret"
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+# With ``rotate``: two static servers from an ``mcp_config.json`` document (docs/mcp.md), and
+# what each must be started with, written from that format (not by the parser).
+STATIC_CONFIG = {
+    "mcpServers": {
+        "clock": {
+            "command": "clock-server",
+            "args": ["--tz", "UTC", "-v"],
+            "env": {"TZ": "UTC", "API_KEY": "k1"},
+            "cwd": "/srv/clock",
+            "startup_timeout": 7,
+            "call_timeout": 9,
+        },
+        "atlas": {"command": "atlas", "args": ["serve"]},
+    }
+}
+STATIC_EXPECTED: dict[
+    str, tuple[str, tuple[str, ...], dict[str, str], str | None, float, float]
+] = {
+    "atlas": ("atlas", ("serve",), {}, None, 30.0, 60.0),
+    "clock": (
+        "clock-server",
+        ("--tz", "UTC", "-v"),
+        {"TZ": "UTC", "API_KEY": "k1"},
+        "/srv/clock",
+        7.0,
+        9.0,
+    ),
+}
 
 
 def secret(version: int) -> str:
@@ -88,6 +118,9 @@ class Log:
     window: int = 0
     sent_for: dict[int, tuple[int, int, int, str]] = attrs.Factory(dict)
     finished: bool = False  # the workload is done: the simulation's end stops the servers
+    rotating: bool = False  # ``rotate`` is on
+    static_configs: list[McpServerConfig] = attrs.Factory(list)  # with ``rotate``
+    static_calls: list[str] = attrs.Factory(list)
     ran_version: dict[int, int] = attrs.Factory(dict)  # n -> the version of the process
 
 
@@ -159,6 +192,47 @@ class Recorder:
                 )
 
 
+def static_servers(log: Log) -> list[SimMcpServer]:
+    """With ``rotate``: the static servers of :data:`STATIC_CONFIG` (each has ``ping``)."""
+
+    def answer(name: str) -> Any:
+        def ping(args: dict[str, Any]) -> str:
+            log.static_calls.append(name)
+            return f"{name} ok"
+
+        return ping
+
+    schema = {"type": "object", "properties": {}}
+    return [
+        SimMcpServer(
+            name,
+            [
+                {
+                    "name": "ping",
+                    "description": "Ping.",
+                    "input_schema": schema,
+                    "response": answer(name),
+                }
+            ],
+            latency=(0.01, 0.05),
+            start_latency=(0.01, 0.05),
+        )
+        for name in sorted(STATIC_EXPECTED)
+    ]
+
+
+@attrs.define
+class StaticRecorder:
+    """With ``rotate``: starts the static servers, noting the config each start got."""
+
+    servers: list[SimMcpServer]
+    log: Log
+
+    def __call__(self, config: McpServerConfig) -> AbstractAsyncContextManager[Any]:
+        self.log.static_configs.append(config)
+        return sim_mcp_transport(*self.servers)(config)
+
+
 async def churn(
     service: Any, log: Log, rounds: int, rng: Any, rotate: bool = False, hold: float = 0.0
 ) -> None:
@@ -169,6 +243,10 @@ async def churn(
     agent_id = log.agent_id
     while log.round < rounds:
         number = log.round
+        if rotate:  # the static servers answer beside the managed one
+            for name in sorted(STATIC_EXPECTED):
+                with contextlib.suppress(KelpieError):
+                    await service.mcp_servers.call_tool(name, "ping", {})
         log.live = True  # from before the create starts: "no record" must be certain
         log.creates += 1
         left = [r for r in await catalog.list_servers(service) if r.server_name == "ticker"]
@@ -256,17 +334,28 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
     db = ctx.sim.add_node(ctx.topology.database) if ctx.topology.database else None
     server = ticker(log)
     rotate = bool(params["rotate"])
+    log.rotating = rotate
     versions: dict[int, SimMcpServer] | None = {} if rotate else None
     ended: dict[str, bool] = {}
     done = trio.Event()
 
     async def node_main(node: kelpie_dst.Node) -> None:
         rng = ctx.rng("mcp_servers")
+        static: McpClient | None = None
+        async with contextlib.AsyncExitStack() as stack:
+            if rotate:
+                configs = parse_mcp_config(STATIC_CONFIG)
+                transport = StaticRecorder(static_servers(log), log)
+                static = await stack.enter_async_context(McpClient(configs, transport=transport))
+            await serve(node, rng, static)
+
+    async def serve(node: kelpie_dst.Node, rng: Any, static: McpClient | None) -> None:
         async with open_agent_node(
             open_kv(node, host=db),
             sim_ports(node),
             node_id=node.name,
             llm=SimLlmClient(HelpfulPolicy(), timing=LlmTiming()),
+            mcp=static,
             mcp_transport=Recorder(server, log, versions, ctx.sim.faults),
             observer=kelpie_dst.log,
         ) as service:
@@ -295,6 +384,8 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
         settled = [n for n, (_, start, end, _) in log.sent_for.items() if start == end]
         ctx.metric("mcp.rotation.settled_calls", len(settled))
         ctx.metric("mcp.rotation.versions", log.version)
+        ctx.metric("mcp.rotation.static_starts", len(log.static_configs))
+        ctx.metric("mcp.rotation.static_calls", len(log.static_calls))
 
 
 def check(log: Log) -> list[str]:
@@ -320,7 +411,35 @@ def check(log: Log) -> list[str]:
     for config in log.configs:
         if config.env_dict.get("T") not in secrets:
             problems.append(f"server started without its secret (args {list(config.args)})")
-    return problems + check_rotation(log)
+    return problems + check_rotation(log) + check_static(log)
+
+
+def check_static(log: Log) -> list[str]:
+    """With ``rotate``: every start of a static server got what :data:`STATIC_CONFIG` says
+    (command, arguments in order, environment, directory, timeouts, defaults where absent);
+    each was started."""
+    if not log.rotating:
+        return []  # no static servers
+    problems = []
+    for config in log.static_configs:
+        want = STATIC_EXPECTED.get(config.name)
+        got = (
+            config.command,
+            tuple(config.args),
+            config.env_dict,
+            config.cwd,
+            float(config.startup_timeout),
+            float(config.call_timeout),
+        )
+        if want is None or got != want:
+            problems.append(
+                f"static mcp server {config.name!r} started with {got!r}, but its "
+                f"configuration says {want!r}"
+            )
+    started = {c.name for c in log.static_configs}
+    for name in sorted(set(STATIC_EXPECTED) - started):
+        problems.append(f"static mcp server {name!r} was never started")
+    return problems
 
 
 def check_rotation(log: Log) -> list[str]:

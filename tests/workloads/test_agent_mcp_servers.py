@@ -9,7 +9,7 @@ import pytest
 
 from kelpie_agent.mcp import McpServerConfig
 from kelpie_dst.scenario import load_scenario, run_scenario
-from kelpie_dst.workloads._agent_mcp_servers import SECRET, Log, check
+from kelpie_dst.workloads._agent_mcp_servers import SECRET, Log, check, check_static
 
 
 def _run(seed: int) -> Any:
@@ -63,6 +63,7 @@ def test_rotation_passes_and_repeats_its_trace() -> None:
     assert first.ok, first.result.failure and first.result.failure.describe()
     assert first.metrics["mcp.rotation.versions"] == 4
     assert first.metrics["mcp.rotation.settled_calls"] > 0
+    assert first.metrics["mcp.rotation.static_starts"] >= 2
     assert first.result.trace_hash == again.result.trace_hash
 
 
@@ -83,3 +84,15 @@ def test_the_rotation_oracle_names_each_broken_run() -> None:
         "call 3 was refused for its arguments, which are valid for the tool as version 2 of "
         "the server lists it (the update and refresh returned)",
     ]
+
+
+def test_the_static_config_oracle_names_a_server_started_wrong() -> None:
+    log = Log(rotating=True)
+    log.static_configs.append(McpServerConfig("atlas", "atlas", ("serve",)))
+    assert check_static(log) == ["static mcp server 'clock' was never started"]
+    wrong = McpServerConfig(
+        "clock", "clock-server", ("-v", "--tz", "UTC"), {"TZ": "UTC", "API_KEY": "k1"}, "/srv/clock"
+    )
+    log.static_configs.append(wrong)
+    [problem] = check_static(log)
+    assert problem.startswith("static mcp server 'clock' started with ('clock-server', ('-v',")

@@ -16,12 +16,21 @@ The oracle (:func:`check`):
   deleted server);
 - after every refresh, the agent still has the tool attached (same id);
 - every process of the server was started with its secret (an update never loses it).
+
+With ``rotate`` (off by default; ``agent_mcp_rotation``), each round's update rotates the
+secret instead of sending it back masked, and nothing else: the server "upgrades" with it
+(the process started with secret version ``v`` lists ``tick`` with an argument ``v`` that
+must equal ``v``). Once that update and the refresh after it returned, until the round's
+delete starts, the record certainly says version ``v``, and callers send ``v``. Then
+(:func:`check_rotation`) every such call ran on a process started with version ``v``'s
+secret and was never refused for its arguments: an update takes effect on the next call.
 """
 
 from __future__ import annotations
 
 import contextlib
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import attrs
@@ -30,7 +39,7 @@ import trio
 import kelpie_dst
 from kelpie_agent.agent import CreateAgent
 from kelpie_agent.errors import KelpieError
-from kelpie_agent.mcp import McpConnectionError, McpServerConfig
+from kelpie_agent.mcp import McpClient, McpConnectionError, McpServerConfig, parse_mcp_config
 from kelpie_agent.service import UnavailableError, open_agent_node
 from kelpie_agent.service import _mcp_catalog as catalog
 
@@ -42,6 +51,47 @@ __all__ = ["agent_mcp_servers", "mcp_calls_exactly_once"]
 
 SECRET = "s3cret"
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+# With ``rotate``: two static servers from an ``mcp_config.json`` document (docs/mcp.md), and
+# what each must be started with, written from that format (not by the parser).
+STATIC_CONFIG = {
+    "mcpServers": {
+        "clock": {
+            "command": "clock-server",
+            "args": ["--tz", "UTC", "-v"],
+            "env": {"TZ": "UTC", "API_KEY": "k1"},
+            "cwd": "/srv/clock",
+            "startup_timeout": 7,
+            "call_timeout": 9,
+        },
+        "atlas": {"command": "atlas", "args": ["serve"]},
+    }
+}
+STATIC_EXPECTED: dict[
+    str, tuple[str, tuple[str, ...], dict[str, str], str | None, float, float]
+] = {
+    "atlas": ("atlas", ("serve",), {}, None, 30.0, 60.0),
+    "clock": (
+        "clock-server",
+        ("--tz", "UTC", "-v"),
+        {"TZ": "UTC", "API_KEY": "k1"},
+        "/srv/clock",
+        7.0,
+        9.0,
+    ),
+}
+
+
+def secret(version: int) -> str:
+    """The secret of version ``version`` (with ``rotate``; 0 is the plain one)."""
+    return SECRET if version == 0 else f"{SECRET}-v{version}"
+
+
+def versioned_schema(version: int) -> dict[str, Any]:
+    """``tick``'s schema as the process started with version ``version``'s secret lists it."""
+    v = {"type": "integer", "minimum": version, "maximum": version}
+    return {"type": "object", "properties": {"n": {"type": "integer"}, "v": v}, "required": ["n"]}
 
 
 @attrs.define
@@ -60,6 +110,18 @@ class Log:
     next_n: dict[int, int] = attrs.Factory(dict)  # caller -> the next n it calls
     live: bool = False  # False: certainly no server record (after a delete, before a create)
     creates: int = 0  # creates started so far: a call's window without one saw no record
+    # with ``rotate``: the secret's version, the version certainly in force (None: an update,
+    # a refresh or a delete may be under way), a counter of those windows, and per call
+    # n -> (the version it was sent for, window at start, window at end, outcome)
+    version: int = 0
+    settled: int | None = None
+    window: int = 0
+    sent_for: dict[int, tuple[int, int, int, str]] = attrs.Factory(dict)
+    finished: bool = False  # the workload is done: the simulation's end stops the servers
+    rotating: bool = False  # ``rotate`` is on
+    static_configs: list[McpServerConfig] = attrs.Factory(list)  # with ``rotate``
+    static_calls: list[str] = attrs.Factory(list)
+    ran_version: dict[int, int] = attrs.Factory(dict)  # n -> the version of the process
 
 
 def ticker(log: Log) -> SimMcpServer:
@@ -74,17 +136,106 @@ def ticker(log: Log) -> SimMcpServer:
     return SimMcpServer("ticker", tools, latency=(0.01, 0.2), start_latency=(0.01, 0.1))
 
 
+def versioned_ticker(log: Log, version: int) -> SimMcpServer:
+    """With ``rotate``: the server as started with version ``version``'s secret."""
+
+    def tick(args: dict[str, Any]) -> str:
+        log.executed.append(int(args["n"]))
+        log.ran_in.setdefault(int(args["n"]), log.creates)
+        log.ran_version.setdefault(int(args["n"]), version)
+        return f"tick {args['n']} v{version}"
+
+    schema = versioned_schema(version)
+    tools = [
+        {"name": "tick", "description": "Tick once.", "input_schema": schema, "response": tick}
+    ]
+    return SimMcpServer("ticker", tools, latency=(0.01, 0.2), start_latency=(0.01, 0.1))
+
+
 @attrs.define
 class Recorder:
     server: SimMcpServer
     log: Log
+    versions: dict[int, SimMcpServer] | None = None  # with ``rotate``: by secret version
+    faults: Any = None  # with ``rotate``: the simulation's faults (what fired)
 
     def __call__(self, config: McpServerConfig) -> AbstractAsyncContextManager[Any]:
         self.log.configs.append(config)
-        return sim_mcp_transport(self.server)(config)
+        if self.versions is None:
+            return sim_mcp_transport(self.server)(config)
+        found = [v for v in range(self.log.version + 1) if secret(v) == config.env_dict.get("T")]
+        version = found[0] if found else 0
+        if version not in self.versions:
+            self.versions[version] = versioned_ticker(self.log, version)
+        return self._watched(self.versions[version], version, config)
+
+    def _failures(self) -> int:
+        fired = self.faults.fired
+        return int(fired["mcp.server_crash"] + fired["mcp.slow_start"])
+
+    @asynccontextmanager
+    async def _watched(
+        self, server: SimMcpServer, version: int, config: McpServerConfig
+    ) -> AsyncIterator[Any]:
+        """A process of ``server``; the client must keep it while it is healthy and the
+        record unchanged: its end while its version is settled, with no crash or slow start
+        fired since it started, is a problem."""
+        log, failures = self.log, self._failures()
+        try:
+            async with sim_mcp_transport(server)(config) as streams:
+                yield streams
+        finally:
+            if not log.finished and log.settled == version and self._failures() == failures:
+                log.problems.append(
+                    f"the client stopped a healthy process of version {version} while its "
+                    "record was unchanged (no crash, no slow start, no update or delete)"
+                )
 
 
-async def churn(service: Any, log: Log, rounds: int, rng: Any) -> None:
+def static_servers(log: Log) -> list[SimMcpServer]:
+    """With ``rotate``: the static servers of :data:`STATIC_CONFIG` (each has ``ping``)."""
+
+    def answer(name: str) -> Any:
+        def ping(args: dict[str, Any]) -> str:
+            log.static_calls.append(name)
+            return f"{name} ok"
+
+        return ping
+
+    schema = {"type": "object", "properties": {}}
+    return [
+        SimMcpServer(
+            name,
+            [
+                {
+                    "name": "ping",
+                    "description": "Ping.",
+                    "input_schema": schema,
+                    "response": answer(name),
+                }
+            ],
+            latency=(0.01, 0.05),
+            start_latency=(0.01, 0.05),
+        )
+        for name in sorted(STATIC_EXPECTED)
+    ]
+
+
+@attrs.define
+class StaticRecorder:
+    """With ``rotate``: starts the static servers, noting the config each start got."""
+
+    servers: list[SimMcpServer]
+    log: Log
+
+    def __call__(self, config: McpServerConfig) -> AbstractAsyncContextManager[Any]:
+        self.log.static_configs.append(config)
+        return sim_mcp_transport(*self.servers)(config)
+
+
+async def churn(
+    service: Any, log: Log, rounds: int, rng: Any, rotate: bool = False, hold: float = 0.0
+) -> None:
     """The rounds of create, update, refresh and delete; after a crash (several nodes) it
     goes on with the round it was in, reusing the record an interrupted create stored."""
     if not log.agent_id:
@@ -92,6 +243,10 @@ async def churn(service: Any, log: Log, rounds: int, rng: Any) -> None:
     agent_id = log.agent_id
     while log.round < rounds:
         number = log.round
+        if rotate:  # the static servers answer beside the managed one
+            for name in sorted(STATIC_EXPECTED):
+                with contextlib.suppress(KelpieError):
+                    await service.mcp_servers.call_tool(name, "ping", {})
         log.live = True  # from before the create starts: "no record" must be certain
         log.creates += 1
         left = [r for r in await catalog.list_servers(service) if r.server_name == "ticker"]
@@ -99,7 +254,10 @@ async def churn(service: Any, log: Log, rounds: int, rng: Any) -> None:
             left[0]
             if left
             else await catalog.create_server(
-                service, "ticker", "stdio", {"command": "ticker", "args": [], "env": {"T": SECRET}}
+                service,
+                "ticker",
+                "stdio",
+                {"command": "ticker", "args": [], "env": {"T": secret(log.version)}},
             )
         )
         tools = await catalog.server_tool_list(service, record.id)
@@ -112,17 +270,27 @@ async def churn(service: Any, log: Log, rounds: int, rng: Any) -> None:
         if tools:
             await service.attach_tool(agent_id, tools[0].id)
         await trio.sleep(rng.uniform(0.2, 1.0))
-        await catalog.update_server(
-            service, record.id, None, {"args": [f"--round={number}"], "env": {"T": "****"}}
-        )
+        if rotate:  # the secret alone changes: the next call everywhere must use it
+            log.settled, log.window = None, log.window + 1
+            log.version += 1
+            changes: dict[str, Any] = {"env": {"T": secret(log.version)}}
+        else:
+            changes = {"args": [f"--round={number}"], "env": {"T": "****"}}
+        await catalog.update_server(service, record.id, None, changes)
         try:
             await catalog.refresh_server(service, record.id)
+            if rotate:
+                log.settled, log.window = log.version, log.window + 1
         except UnavailableError:  # the server crashed or did not start: a 503, as users see
             log.refresh_failures += 1
         attached = [t.id for t in await service.list_agent_tools(agent_id)]
         if tools and tools[0].id not in attached:
             log.problems.append(f"round {number}: refresh detached {tools[0].id} from the agent")
         await trio.sleep(rng.uniform(0.2, 1.0))
+        if rotate and number == rounds - 1:
+            await trio.sleep(hold)  # the last version stays in force a while
+        if rotate:
+            log.settled, log.window = None, log.window + 1
         await catalog.delete_server(service, record.id)
         log.live = False  # only once the delete is done
         log.round += 1
@@ -136,8 +304,10 @@ async def caller(service: Any, log: Log, i: int, first: int, count: int, rng: An
         n = log.next_n[i]
         log.next_n[i] = n + 1
         live, creates = log.live, log.creates
+        settled, window = log.settled, log.window
+        args: dict[str, Any] = {"n": n} if settled is None else {"n": n, "v": settled}
         try:
-            result = await service.mcp_servers.call_tool("ticker", "tick", {"n": n})
+            result = await service.mcp_servers.call_tool("ticker", "tick", args)
             outcome = "success" if not result.is_error else "error"
         except KelpieError as error:
             outcome = f"error: {type(error).__name__}"
@@ -145,11 +315,13 @@ async def caller(service: Any, log: Log, i: int, first: int, count: int, rng: An
                 with contextlib.suppress(KelpieError):  # executor does (not retrying n)
                     await service.mcp_servers.reconnect("ticker")
         log.outcomes[n] = (outcome, live, creates, log.creates)
+        if settled is not None:
+            log.sent_for[n] = (settled, window, log.window, outcome)
         await trio.sleep(rng.uniform(0.05, 0.4))
 
 
 @workload(
-    params={"rounds": 4, "callers": 3, "calls": 12},
+    params={"rounds": 4, "callers": 3, "calls": 12, "rotate": False, "hold": 0.0},
     sizes=("callers", "calls"),
     bounds={"rounds": (1, 50), "callers": (1, 20), "calls": (1, 200)},
 )
@@ -161,22 +333,37 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
     nodes = list(ctx.topology.nodes)
     db = ctx.sim.add_node(ctx.topology.database) if ctx.topology.database else None
     server = ticker(log)
+    rotate = bool(params["rotate"])
+    log.rotating = rotate
+    versions: dict[int, SimMcpServer] | None = {} if rotate else None
     ended: dict[str, bool] = {}
     done = trio.Event()
 
     async def node_main(node: kelpie_dst.Node) -> None:
         rng = ctx.rng("mcp_servers")
+        static: McpClient | None = None
+        async with contextlib.AsyncExitStack() as stack:
+            if rotate:
+                configs = parse_mcp_config(STATIC_CONFIG)
+                transport = StaticRecorder(static_servers(log), log)
+                static = await stack.enter_async_context(McpClient(configs, transport=transport))
+            await serve(node, rng, static)
+
+    async def serve(node: kelpie_dst.Node, rng: Any, static: McpClient | None) -> None:
         async with open_agent_node(
             open_kv(node, host=db),
             sim_ports(node),
             node_id=node.name,
             llm=SimLlmClient(HelpfulPolicy(), timing=LlmTiming()),
-            mcp_transport=Recorder(server, log),
+            mcp=static,
+            mcp_transport=Recorder(server, log, versions, ctx.sim.faults),
             observer=kelpie_dst.log,
         ) as service:
             async with trio.open_nursery() as nursery:
                 if node.name == nodes[0]:
-                    nursery.start_soon(churn, service, log, params["rounds"], rng)
+                    nursery.start_soon(
+                        churn, service, log, params["rounds"], rng, rotate, float(params["hold"])
+                    )
                 calls = params["calls"]
                 for i in range(params["callers"]):
                     if nodes[i % len(nodes)] == node.name:
@@ -189,9 +376,16 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
     for name in nodes:
         ctx.sim.add_node(name, node_main)
     await done.wait()
+    log.finished = True
     ctx.metric("mcp.calls", len(log.outcomes))
     ctx.metric("mcp.executed", len(log.executed))
     ctx.metric("mcp.refresh_failures", log.refresh_failures)
+    if rotate:
+        settled = [n for n, (_, start, end, _) in log.sent_for.items() if start == end]
+        ctx.metric("mcp.rotation.settled_calls", len(settled))
+        ctx.metric("mcp.rotation.versions", log.version)
+        ctx.metric("mcp.rotation.static_starts", len(log.static_configs))
+        ctx.metric("mcp.rotation.static_calls", len(log.static_calls))
 
 
 def check(log: Log) -> list[str]:
@@ -213,9 +407,60 @@ def check(log: Log) -> list[str]:
             problems.append(f"call {n} started with no server record, yet executed")
         if not live and outcome == "success" and ended == started:
             problems.append(f"call {n} started with no server record, yet succeeded")
+    secrets = {secret(v) for v in range(log.version + 1)}
     for config in log.configs:
-        if config.env_dict.get("T") != SECRET:
+        if config.env_dict.get("T") not in secrets:
             problems.append(f"server started without its secret (args {list(config.args)})")
+    return problems + check_rotation(log) + check_static(log)
+
+
+def check_static(log: Log) -> list[str]:
+    """With ``rotate``: every start of a static server got what :data:`STATIC_CONFIG` says
+    (command, arguments in order, environment, directory, timeouts, defaults where absent);
+    each was started."""
+    if not log.rotating:
+        return []  # no static servers
+    problems = []
+    for config in log.static_configs:
+        want = STATIC_EXPECTED.get(config.name)
+        got = (
+            config.command,
+            tuple(config.args),
+            config.env_dict,
+            config.cwd,
+            float(config.startup_timeout),
+            float(config.call_timeout),
+        )
+        if want is None or got != want:
+            problems.append(
+                f"static mcp server {config.name!r} started with {got!r}, but its "
+                f"configuration says {want!r}"
+            )
+    started = {c.name for c in log.static_configs}
+    for name in sorted(set(STATIC_EXPECTED) - started):
+        problems.append(f"static mcp server {name!r} was never started")
+    return problems
+
+
+def check_rotation(log: Log) -> list[str]:
+    """With ``rotate``: a call sent, from start to end, while version ``v`` was certainly in
+    force (its update and refresh returned, its delete not started) ran, if at all, on a
+    process started with ``v``'s secret, and was not refused for arguments valid in ``v``."""
+    problems = []
+    for n, (version, start, end, outcome) in sorted(log.sent_for.items()):
+        if start != end:
+            continue  # an update, refresh or delete began meanwhile
+        ran = log.ran_version.get(n)
+        if ran is not None and ran != version:
+            problems.append(
+                f"call {n}, sent after the update to secret version {version} took effect, "
+                f"ran on a process started with version {ran}'s secret"
+            )
+        if outcome == "error: McpArgumentError":
+            problems.append(
+                f"call {n} was refused for its arguments, which are valid for the tool as "
+                f"version {version} of the server lists it (the update and refresh returned)"
+            )
     return problems
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from kelpie_agent.mcp import McpServerConfig
 from kelpie_dst.scenario import load_scenario, run_scenario
-from kelpie_dst.workloads._agent_mcp_servers import SECRET, Log, check
+from kelpie_dst.workloads._agent_mcp_servers import SECRET, Log, check, check_static
 
 
 def _run(seed: int) -> Any:
@@ -54,3 +54,45 @@ def test_the_oracle_names_each_broken_run() -> None:
         "call 4 reported success but executed 0 times",
         "server started without its secret (args [])",
     ]
+
+
+def test_rotation_passes_and_repeats_its_trace() -> None:
+    """agent_mcp_rotation (session 11, sbxF): the secret alone rotates at each update."""
+    scenario = load_scenario("agent_mcp_rotation")
+    first, again = run_scenario(scenario, 1), run_scenario(scenario, 1)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["mcp.rotation.versions"] == 4
+    assert first.metrics["mcp.rotation.settled_calls"] > 0
+    assert first.metrics["mcp.rotation.static_starts"] >= 2
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_the_rotation_oracle_names_each_broken_run() -> None:
+    log = Log(executed=[1, 2], version=2)
+    log.outcomes.update({n: ("success", True, 1, 1) for n in (1, 2)})
+    log.outcomes[3] = ("error: McpArgumentError", True, 1, 1)
+    log.ran_in.update({1: 1, 2: 1})
+    log.ran_version.update({1: 2, 2: 1})
+    log.sent_for[1] = (2, 5, 5, "success")  # ran on version 2: fine
+    log.sent_for[2] = (2, 5, 5, "success")  # ran on the old process
+    log.sent_for[3] = (2, 5, 5, "error: McpArgumentError")
+    log.sent_for[4] = (2, 5, 6, "error: McpArgumentError")  # an update began meanwhile: fine
+    log.configs.append(McpServerConfig("ticker", "t", env={"T": f"{SECRET}-v2"}))
+    assert check(log) == [
+        "call 2, sent after the update to secret version 2 took effect, ran on a process "
+        "started with version 1's secret",
+        "call 3 was refused for its arguments, which are valid for the tool as version 2 of "
+        "the server lists it (the update and refresh returned)",
+    ]
+
+
+def test_the_static_config_oracle_names_a_server_started_wrong() -> None:
+    log = Log(rotating=True)
+    log.static_configs.append(McpServerConfig("atlas", "atlas", ("serve",)))
+    assert check_static(log) == ["static mcp server 'clock' was never started"]
+    wrong = McpServerConfig(
+        "clock", "clock-server", ("-v", "--tz", "UTC"), {"TZ": "UTC", "API_KEY": "k1"}, "/srv/clock"
+    )
+    log.static_configs.append(wrong)
+    [problem] = check_static(log)
+    assert problem.startswith("static mcp server 'clock' started with ('clock-server', ('-v',")

@@ -219,7 +219,7 @@ class AgentActor:
         async def build(txn: Transaction) -> ToolOutcome:
             outcome = await result(txn) if callable(result) else result
             for key, value in outcome.writes:
-                await txn.set(key, value)
+                await (txn.delete(key) if value is None else txn.set(key, value))
             return outcome
 
         outcome = await rt.commit(build, f"tool {request.name}")

@@ -267,7 +267,7 @@ async def run_call(rt: AgentRuntime, tools: ToolSet, call: PendingCall) -> CallR
             *rt.checkpoint_writes(new),
         ]
         for key, value in writes:
-            await txn.set(key, value)
+            await (txn.delete(key) if value is None else txn.set(key, value))
         return CallResult(outcome, returned, extra, new)
 
     try:

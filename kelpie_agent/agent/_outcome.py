@@ -15,13 +15,14 @@ __all__ = ["ToolOutcome", "TxnTool", "failure"]
 @attrs.frozen
 class ToolOutcome:
     """What a tool returned (``text``: its return value as text, or the error message), the
-    writes to commit with its result, and what to apply to memory after that commit."""
+    writes to commit with its result (a value of None deletes the key), and what to apply to
+    memory after that commit."""
 
     ok: bool
     text: str
     stdout: tuple[str, ...] | None = None
     stderr: tuple[str, ...] | None = None
-    writes: tuple[tuple[bytes, bytes], ...] = ()
+    writes: tuple[tuple[bytes, bytes | None], ...] = ()
     after: tuple[Callable[[], None], ...] = attrs.field(default=(), eq=False)
     pause_minutes: int | None = None
 

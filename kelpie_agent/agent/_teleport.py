@@ -107,9 +107,10 @@ async def stored_image(rt: AgentRuntime) -> SandboxImage | None:
 
 async def capture(
     rt: AgentRuntime, sandbox: Sandbox
-) -> tuple[SandboxImage, list[tuple[bytes, bytes]]]:
+) -> tuple[SandboxImage, list[tuple[bytes, bytes | None]]]:
     """Snapshot ``sandbox`` (verified; retried) and return the image with the writes that
-    store it. ``SandboxSaveError`` when every attempt failed."""
+    store it (a value of None deletes the key). ``SandboxSaveError`` when every attempt
+    failed."""
     last: Exception | None = None
     for _ in range(SNAPSHOT_ATTEMPTS):
         try:
@@ -127,10 +128,14 @@ async def capture(
             taken_at=rt.now(),
             generation=(previous.generation + 1) if previous is not None else 1,
         )
-        writes = [
+        writes: list[tuple[bytes, bytes | None]] = [
             (chunk_key(rt.agent_id, n), data[n * CHUNK : (n + 1) * CHUNK])
             for n in range(image.chunks)
         ]
+        # a smaller image than the last one: its old last chunks go with it (None: delete),
+        # or they would stay stored for good, even after the agent is deleted
+        stale = range(image.chunks, previous.chunks if previous is not None else 0)
+        writes.extend((chunk_key(rt.agent_id, n), None) for n in stale)
         writes.append((image_key(rt.agent_id), pack(image)))
         return image, writes
     raise SandboxSaveError(

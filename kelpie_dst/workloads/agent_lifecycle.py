@@ -4,12 +4,12 @@ Server nodes (``topology.nodes``) share the database host ``topology.database``,
 the production node. A client on ``main`` makes ``agents`` memgpt agents (a ``persona`` and a
 ``human`` block, the base tools, a ``max_count_per_step`` rule on ``conversation_search``),
 then for ``span`` seconds, per agent, on random live nodes: sends it a message (with an otid,
-retried until answered), edits its ``human`` block, resets its messages, sets a tool's approval
-flag, replaces its tool list, starts a background run (in a conversation, half the time) and
-cancels the agent's runs through the same node at once, tries to relabel a block (or attach a
-standalone block) to a label the agent already has, and exports it to an agent file and
-imports that (comparing the imported history with the source's). Each acknowledged change is
-read back at once.
+retried until answered), edits its ``human`` block, resets its messages (sometimes twice in a
+row, as a client repeating it does), sets a tool's approval flag, replaces its tool list,
+starts a background run (in a conversation, half the time) and cancels the agent's runs
+through the same node at once, tries to relabel a block (or attach a standalone block) to a
+label the agent already has, and exports it to an agent file and imports that (comparing the
+imported history with the source's). Each acknowledged change is read back at once.
 
 At ``delete_at`` seconds of virtual time (after the scenario's window of crashes aimed at the
 middle of deletes has opened) it deletes every agent it made and imported, checking at once
@@ -119,6 +119,8 @@ async def _edit_human(client: Client, agent: _Agent, k: int) -> None:
 async def _reset(client: Client, log: LifecycleLog, agent: _Agent) -> None:
     await _remember_messages(client, agent)
     await client.until_done(lambda s: s.reset_messages(agent.id))
+    if client.rng.random() < 0.4:  # the client repeats it (a retry, a second click): the same
+        await client.until_done(lambda s: s.reset_messages(agent.id))
     history = await _history(client, agent.id)
     compiled = await client.until_done(lambda s: s.recompile(agent.id, dry_run=True))
     view = await client.until_done(lambda s: s.get_agent(agent.id))

@@ -20,7 +20,8 @@ Properties a user of the agent API states, judged against the client's own model
   before, while that run is still running, asks it to stop (the count is not zero);
 * **an agent file round-trips its history**: an agent imported from a file has the source's
   history at export time: the same messages in the same order, each of the same type with the
-  same text, and a tool's result in the step of its call wherever the source has it there;
+  same text, and a tool's result in the step of its call wherever the source has it there (and
+  the file of an agent the API made imports at all);
 * **a deleted agent is gone, with everything under it, forever**: after an acknowledged
   delete, the agent is not found and not listed, and none of its runs or messages can be read
   by id or found in the lists across agents; a delete whose outcome was lost (then "not
@@ -120,10 +121,14 @@ class LabelAttempt:
 
 @attrs.frozen
 class ImportSeen:
+    """An export and import of ``source``; ``refused``: the error the import of the agent's
+    own file answered (then ``imported`` is empty)."""
+
     source: str
     imported: str
     source_shape: tuple[Shape, ...]
     imported_shape: tuple[Shape, ...]
+    refused: str | None = None
 
 
 @attrs.frozen
@@ -235,6 +240,9 @@ def _cancels(log: LifecycleLog) -> list[str]:
 def _imports(log: LifecycleLog) -> list[str]:
     problems = []
     for i in log.imports:
+        if i.refused is not None:
+            problems.append(f"the import of {i.source}'s own agent file was refused: {i.refused}")
+            continue
         mine = [(kind, text) for kind, text, _, _ in i.imported_shape]
         theirs = [(kind, text) for kind, text, _, _ in i.source_shape]
         if mine != theirs:

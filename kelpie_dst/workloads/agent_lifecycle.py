@@ -29,7 +29,7 @@ import trio
 from kelpie_agent.agent import BlockCreate, CreateAgent, InputMessage
 from kelpie_agent.agent._builtins import builtin_id, default_tool_names
 from kelpie_agent.agent._tool_rules import ToolRule
-from kelpie_agent.service import AgentService, ConflictError, NotFoundError
+from kelpie_agent.service import AgentService, ConflictError, NotFoundError, ServiceError
 from kelpie_agent.service import _portability as portability
 
 from ..scenario import WorkloadContext, invariant, workload
@@ -201,6 +201,9 @@ async def _round_trip(
         raw = json.dumps(file, default=str).encode()
         new_ids = await client.once(lambda s: portability.import_agent_file_to(s, raw))
     except _FAILURES:
+        return
+    except ServiceError as error:  # the agent's own file must import
+        log.imports.append(ImportSeen(agent.id, "", _shape(before), (), f"{error!r}"))
         return
     for new in new_ids:
         copy = _Agent(new, agent.number)

@@ -149,9 +149,14 @@ def test_an_import_out_of_order_or_with_a_result_away_from_its_call_is_named() -
     log = _good()
     swapped = (COPY[0], COPY[2], COPY[1], *COPY[3:])
     apart = (*COPY[:4], ("tool_return_message", "ok", None, "call-1"))
-    log.imports = [ImportSeen("a1", "a2", SOURCE, swapped), ImportSeen("a1", "a3", SOURCE, apart)]
+    log.imports = [
+        ImportSeen("a1", "a2", SOURCE, swapped),
+        ImportSeen("a1", "a3", SOURCE, apart),
+        ImportSeen("a1", "", SOURCE, (), "InvalidError('label appears twice')"),
+    ]
     problems = check_lifecycle(log)
-    assert len(problems) == 2, problems
+    assert len(problems) == 3, problems
+    assert "the import of a1's own agent file was refused" in problems[2]
     assert "differs from its history at message 1" in problems[0]
     assert (
         "message 4, the result of tool call call-1, is no longer in its call's step"

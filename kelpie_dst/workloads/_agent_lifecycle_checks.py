@@ -17,7 +17,9 @@ Properties a user of the agent API states, judged against the client's own model
   an agent never shows two blocks with one label;
 * **a cancel reaches the runs it names**: cancelling an agent's runs through the node that
   started one of them (in the agent's own history or in one of its conversations) a moment
-  before, while that run is still running, asks it to stop (the count is not zero);
+  before, while that run is still running, asks it to stop (the count is not zero); a run no
+  cancel named (a plain send, answered before the agent's client did anything else) never
+  ends ``cancelled``;
 * **an agent file round-trips its history**: an agent imported from a file has the source's
   history at export time: the same messages in the same order, each of the same type with the
   same text, and a tool's result in the step of its call wherever the source has it there (and
@@ -155,6 +157,7 @@ class LifecycleLog:
     imports: list[ImportSeen] = attrs.Factory(list)
     deletes: list[DeleteSeen] = attrs.Factory(list)
     cancels: list[CancelSeen] = attrs.Factory(list)
+    sent_runs: list[tuple[str, str, str | None]] = attrs.Factory(list)  # agent, run, stop
 
 
 def _timeless(prompt: str) -> str:
@@ -233,6 +236,12 @@ def _cancels(log: LifecycleLog) -> list[str]:
             problems.append(
                 f"cancelling {c.agent_id}'s runs reached none, while its run {c.run_id} (in "
                 f"{where}), started through that node a moment before, was still running"
+            )
+    for agent_id, run_id, stop in log.sent_runs:
+        if stop == "cancelled":
+            problems.append(
+                f"{agent_id}'s run {run_id} of a plain send, which no cancel named (the "
+                "agent's client waited for it before anything else), ended cancelled"
             )
     return problems
 

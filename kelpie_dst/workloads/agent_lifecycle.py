@@ -77,6 +77,7 @@ class _Agent:
         self.approvals: set[str] = set()
         self.tools: set[str] = set(BASE)
         self.runs: list[str] = []
+        self.sent: list[str] = []  # the runs of plain sends: no cancel ever named them
         self.messages: set[str] = set()
 
 
@@ -109,6 +110,7 @@ async def _send(client: Client, agent: _Agent, k: int) -> None:
     message = InputMessage("user", f"note {agent.number}.{k} for the lifecycle", otid=otid)
     result = await client.until_done(lambda s: s.send_message(agent.id, [message]))
     agent.runs.append(result.run_id)
+    agent.sent.append(result.run_id)
 
 
 async def _edit_human(client: Client, agent: _Agent, k: int) -> None:
@@ -362,6 +364,10 @@ async def agent_lifecycle(ctx: WorkloadContext) -> None:
             nursery.start_soon(_agent_client, client, log, agent, imported, span)
     for agent in imported:
         await _remember_messages(client, agent)
+    for agent in agents:
+        for run_id in agent.sent:
+            run = await client.until_done(lambda s, r=run_id: s.get_run(r))  # type: ignore[misc]
+            log.sent_runs.append((agent.id, run_id, run.stop_reason))
     await trio.sleep(max(0.0, float(ctx.params["delete_at"]) - trio.current_time()))
     outcomes = {}
     for agent in [*agents, *imported]:

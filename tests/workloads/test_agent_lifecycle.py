@@ -138,10 +138,13 @@ def test_a_taken_label_accepted_is_named() -> None:
 def test_a_cancel_that_misses_a_running_run_is_named() -> None:
     log = _good()
     log.cancels = [CancelSeen("a1", "run-1", "conv-1", 0, "running")]
+    log.sent_runs = [("a2", "run-5", "end_turn"), ("a2", "run-6", "cancelled")]
     problems = check_lifecycle(log)
     assert problems == [
         "cancelling a1's runs reached none, while its run run-1 (in conversation conv-1), "
-        "started through that node a moment before, was still running"
+        "started through that node a moment before, was still running",
+        "a2's run run-6 of a plain send, which no cancel named (the agent's client waited for "
+        "it before anything else), ended cancelled",
     ]
 
 

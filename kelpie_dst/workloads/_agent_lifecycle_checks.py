@@ -14,7 +14,8 @@ Properties a user of the agent API states, judged against the client's own model
   ``tool_ids``, the agent's tools are exactly those;
 * **block labels stay unique**: relabelling a block to a label another of the agent's blocks
   has, or attaching a block with a label the agent has, is refused (409) and changes nothing;
-  an agent never shows two blocks with one label;
+  an agent never shows two blocks with one label; a block with a free label attaches, and
+  after its detach neither it nor its label is the agent's;
 * **a cancel reaches the runs it names**: cancelling an agent's runs through the node that
   started one of them (in the agent's own history or in one of its conversations) a moment
   before, while that run is still running, asks it to stop (the count is not zero); a run no
@@ -38,6 +39,7 @@ import attrs
 
 __all__ = [
     "Approval",
+    "BlockSwap",
     "CancelSeen",
     "DeleteSeen",
     "ImportSeen",
@@ -122,6 +124,18 @@ class LabelAttempt:
 
 
 @attrs.frozen
+class BlockSwap:
+    """A standalone block attached under a label the agent did not have, then detached:
+    the attach's ``outcome`` and the agent's ``(block id, label)`` pairs after each."""
+
+    agent_id: str
+    block_id: str
+    outcome: str  # "accepted" or the error's name
+    after_attach: tuple[tuple[str, str], ...]
+    after_detach: tuple[tuple[str, str], ...]
+
+
+@attrs.frozen
 class ImportSeen:
     """An export and import of ``source``; ``refused``: the error the import of the agent's
     own file answered (then ``imported`` is empty)."""
@@ -158,6 +172,7 @@ class LifecycleLog:
     deletes: list[DeleteSeen] = attrs.Factory(list)
     cancels: list[CancelSeen] = attrs.Factory(list)
     sent_runs: list[tuple[str, str, str | None]] = attrs.Factory(list)  # agent, run, stop
+    swaps: list[BlockSwap] = attrs.Factory(list)
 
 
 def _timeless(prompt: str) -> str:
@@ -225,6 +240,20 @@ def _labels(log: LifecycleLog) -> list[str]:
             )
         if len(set(a.labels_after)) != len(a.labels_after):
             problems.append(f"{a.agent_id} shows two blocks with one label: {list(a.labels_after)}")
+    for w in log.swaps:
+        label = next((lb for b, lb in w.after_attach if b == w.block_id), None)
+        if w.outcome != "accepted" or label is None:
+            problems.append(
+                f"attach of block {w.block_id} to {w.agent_id}, whose labels were free for it: "
+                f"{w.outcome}, and the agent shows {[lb for _, lb in w.after_attach]}"
+            )
+        elif [lb for _, lb in w.after_attach].count(label) != 1:
+            problems.append(f"{w.agent_id} shows two blocks labelled {label!r} after an attach")
+        if any(b == w.block_id or lb == label for b, lb in w.after_detach):
+            problems.append(
+                f"after detaching block {w.block_id} from {w.agent_id}, the agent still shows "
+                f"it or its label: {[lb for _, lb in w.after_detach]}"
+            )
     return problems
 
 

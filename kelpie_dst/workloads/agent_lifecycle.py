@@ -8,8 +8,9 @@ retried until answered), edits its ``human`` block, resets its messages (sometim
 row, as a client repeating it does), sets a tool's approval flag, replaces its tool list,
 starts a background run (in a conversation, half the time) and cancels the agent's runs
 through the same node at once, tries to relabel a block (or attach a standalone block) to a
-label the agent already has, and exports it to an agent file and imports that (comparing the
-imported history with the source's). Each acknowledged change is read back at once.
+label the agent already has, attaches a standalone block with a free label and detaches it,
+and exports it to an agent file and imports that (comparing the imported history with the
+source's). Each acknowledged change is read back at once.
 
 At ``delete_at`` seconds of virtual time (after the scenario's window of crashes aimed at the
 middle of deletes has opened) it deletes every agent it made and imported, checking at once
@@ -35,6 +36,7 @@ from kelpie_agent.service import _portability as portability
 from ..scenario import WorkloadContext, invariant, workload
 from ._agent_lifecycle_checks import (
     Approval,
+    BlockSwap,
     CancelSeen,
     DeleteSeen,
     ImportSeen,
@@ -54,6 +56,7 @@ ANSWER = "send_message"  # what the helpful model calls to answer: never needs a
 OPTIONAL = tuple(n for n in BASE if n != ANSWER)
 RULES = (ToolRule("conversation_search", "max_count_per_step", max_count_limit=2),)
 PAGE = 1000
+SCRATCH = "scratch"  # the label of the standalone blocks attached and detached again
 
 
 def _rule_key(rule: Any) -> tuple[str, str, int | None]:
@@ -194,6 +197,34 @@ async def _labels(client: Client, log: LifecycleLog, agent: _Agent, k: int) -> N
     )
 
 
+async def _scratch(client: Client, log: LifecycleLog, agent: _Agent, k: int) -> None:
+    """Attach a standalone block with a label the agent does not have, then detach it: the
+    attach is accepted, the block shows once; after the detach it is gone, its label free."""
+    block = await client.until_done(
+        lambda s: s.create_block(SCRATCH, f"scratch notes {agent.number}.{k}")
+    )
+    try:
+        await client.until_done(lambda s: s.attach_block(agent.id, block.id))
+        outcome = "accepted"
+    except Exception as error:  # a free label must be accepted
+        outcome = type(error).__name__
+    attached = await client.until_done(lambda s: s.get_agent(agent.id))
+    try:
+        await client.until_done(lambda s: s.detach_block(agent.id, block.id))
+    except NotFoundError:  # not attached: the attach's problem is recorded
+        pass
+    detached = await client.until_done(lambda s: s.get_agent(agent.id))
+    log.swaps.append(
+        BlockSwap(
+            agent.id,
+            block.id,
+            outcome,
+            tuple((b.id, b.label) for b in attached.blocks),
+            tuple((b.id, b.label) for b in detached.blocks),
+        )
+    )
+
+
 async def _round_trip(
     client: Client, log: LifecycleLog, agent: _Agent, imported: list[_Agent]
 ) -> None:
@@ -268,8 +299,10 @@ async def _agent_client(
             await _approval(client, log, agent)
         elif roll < 0.8:
             await _tool_list(client, log, agent)
-        elif roll < 0.85:
+        elif roll < 0.8:
             await _labels(client, log, agent, k)
+        elif roll < 0.85:
+            await _scratch(client, log, agent, k)
         elif roll < 0.92:
             await _cancel(client, log, agent, k)
         else:
@@ -378,6 +411,7 @@ async def agent_lifecycle(ctx: WorkloadContext) -> None:
         log.deletes.append(await _visible(client, agent, outcomes[agent.id], "after repair"))
     ctx.metric("lifecycle.resets", len(log.resets))
     ctx.metric("lifecycle.imports", len(log.imports))
+    ctx.metric("lifecycle.swaps", len(log.swaps))
     ctx.metric("lifecycle.cancels", sum(c.asked > 0 for c in log.cancels))
     ctx.metric("lifecycle.deletes_lost", sum(o != "ok" for o in outcomes.values()))
     ctx.metric("lifecycle.problems", len(check_lifecycle(log)))

@@ -9,6 +9,7 @@ import attrs
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._agent_lifecycle_checks import (
     Approval,
+    BlockSwap,
     CancelSeen,
     DeleteSeen,
     ImportSeen,
@@ -180,3 +181,20 @@ def test_anything_left_of_a_deleted_agent_is_named() -> None:
     assert "a1 was deleted (ok), yet at once runs ['run-1'] can still be read" in problems[0]
     assert "after repair its entry in the agents list, messages ['m1']" in problems[1]
     assert "the agent can still be read" in problems[2]
+
+
+def test_a_free_label_refused_or_a_detach_that_keeps_the_block_or_label_is_named() -> None:
+    log = _good()
+    base = (("b1", "persona"), ("b2", "human"))
+    log.swaps = [
+        BlockSwap("a1", "b3", "accepted", (*base, ("b3", "scratch")), base),
+        BlockSwap("a1", "b4", "ConflictError", base, base),
+        BlockSwap("a1", "b5", "accepted", (*base, ("b5", "scratch")), (*base, ("b5", "scratch"))),
+        BlockSwap("a1", "b6", "accepted", (*base, ("b6", "human")), base),
+    ]
+    problems = check_lifecycle(log)
+    assert len(problems) == 4, problems  # b6: two labels alike, and one still there after
+    assert "attach of block b4 to a1, whose labels were free for it: ConflictError" in problems[0]
+    assert "after detaching block b5 from a1, the agent still shows it" in problems[1]
+    assert "a1 shows two blocks labelled 'human' after an attach" in problems[2]
+    assert "after detaching block b6 from a1, the agent still shows it or its label" in problems[3]

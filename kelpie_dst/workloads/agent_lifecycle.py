@@ -293,17 +293,17 @@ async def _agent_client(
             await _send(client, agent, k)
         elif roll < 0.4:
             await _edit_human(client, agent, k)
-        elif roll < 0.55:
+        elif roll < 0.52:
             await _reset(client, log, agent)
-        elif roll < 0.7:
+        elif roll < 0.64:
             await _approval(client, log, agent)
-        elif roll < 0.8:
+        elif roll < 0.74:
             await _tool_list(client, log, agent)
-        elif roll < 0.8:
+        elif roll < 0.82:
             await _labels(client, log, agent, k)
-        elif roll < 0.85:
+        elif roll < 0.87:
             await _scratch(client, log, agent, k)
-        elif roll < 0.92:
+        elif roll < 0.93:
             await _cancel(client, log, agent, k)
         else:
             await _round_trip(client, log, agent, imported)

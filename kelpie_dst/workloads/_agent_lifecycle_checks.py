@@ -5,8 +5,8 @@ Properties a user of the agent API states, judged against the client's own model
 
 * **a reset leaves exactly the system message, recompiled**: right after an acknowledged
   reset, the agent's history is one system message whose text is the prompt the agent would
-  compile now (``recompile`` with ``dry_run``; but the line naming the current time), and the
-  agent reports no last run;
+  compile now (``recompile`` with ``dry_run``; but the lines naming the current time and
+  counting archival memories), and the agent reports no last run;
 * **a tool approval flag changes exactly that tool**: after every acknowledged
   ``set_tool_approval``, the tools that require approval are the ones the client asked for,
   and every other tool rule the agent was made with is still there, unchanged;
@@ -176,10 +176,14 @@ class LifecycleLog:
 
 
 def _timeless(prompt: str) -> str:
-    """A system prompt without its ``<memory_metadata>`` line naming the current time (which
-    a recompile a moment later renders differently)."""
+    """A system prompt without its ``<memory_metadata>`` lines naming the current time (which
+    a recompile a moment later renders differently) and counting archival memories (shown
+    when the serving actor has the archive loaded, which another activation may not have)."""
     return "\n".join(
-        line for line in prompt.split("\n") if not line.startswith("- The current time is:")
+        line
+        for line in prompt.split("\n")
+        if not line.startswith("- The current time is:")
+        and not (line.startswith("- ") and "total memories you created" in line)
     )
 
 

@@ -283,6 +283,16 @@ def run_id_of(index_key: bytes) -> str:
     return index_key.rsplit(b"/", 1)[1].decode()
 
 
+async def _left_over(rt: AgentRuntime) -> bool:
+    """Whether records of an agent whose record is gone are still stored (its history, its
+    archival memory, its runs): a deletion that stopped half-way."""
+    for prefix in (rt.tkeys.messages, rt.keys.passages, rt.keys.runs):
+        rows = await rt.read(partial(rt.ctx.kv.scan_prefix, prefix, limit=1), "left-over records")
+        if rows:
+            return True
+    return False
+
+
 async def delete_agent(rt: AgentRuntime) -> None:
     from ._agent_files import forget_files
     from ._conversations import delete_all_conversations
@@ -290,6 +300,10 @@ async def delete_agent(rt: AgentRuntime) -> None:
     from ._schedules import delete_all
     from ._teleport import image_keys, stored_image
 
+    if rt.agent is None and await _left_over(rt):
+        # An earlier attempt deleted the agent record, then storage failed: finish the job
+        # before answering "not found", which the service takes for "deleted" when it retries.
+        await _delete_prefixes(rt)
     rt.require()
     await delete_all(rt)  # first: a schedule must never fire for a deleted agent
     await delete_all_conversations(rt)

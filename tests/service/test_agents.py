@@ -284,3 +284,38 @@ async def test_concurrent_approval_changes_all_land() -> None:
         assert sorted(r.tool_name for r in after.agent.tool_rules) == ["add", "send_message"]
         again = await svc.set_tool_approval(agent_id, "add", True)  # already marked: unchanged
         assert sorted(r.tool_name for r in again.agent.tool_rules) == ["add", "send_message"]
+
+
+@pytest.mark.dst(seeds=2, guards="strict")
+async def test_a_delete_whose_storage_fails_half_way_is_finished_by_its_retry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Storage gives up after the agent record is deleted, before its history and runs are:
+    the service retries, the agent is "not found", and the service answers the delete as
+    done. The retry must finish the deletion first, or the acknowledged delete leaves the
+    agent's messages and runs readable (found by the agent_lifecycle scenario)."""
+    from kelpie_agent.agent import _handlers
+    from kelpie_agent.agent._errors import AgentStorageError
+
+    real = _handlers._delete_prefixes
+    failed: list[bool] = []
+
+    async def flaky(rt: Any, **kwargs: Any) -> None:
+        if not failed:
+            failed.append(True)
+            raise AgentStorageError("storage gave up (the test)")
+        await real(rt, **kwargs)
+
+    async with service_node() as svc:
+        view = await svc.create_agent(otto())
+        agent_id = view.agent.id
+        result = await svc.send_message(agent_id, user("hello"))
+        monkeypatch.setattr(_handlers, "_delete_prefixes", flaky)
+        await svc.delete_agent(agent_id)
+        assert failed
+        keys = Keys(agent_id)
+        assert await svc.kv.scan_prefix(keys.messages) == []
+        assert await svc.kv.scan_prefix(keys.runs) == []
+        with pytest.raises(NotFoundError):
+            await svc.get_run(result.run_id)
+        assert [m for m in await svc.all_messages() if m.id in view.message_ids] == []

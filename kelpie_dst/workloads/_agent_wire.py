@@ -536,24 +536,31 @@ class WireWalker:
             ),
             ("an HTTP/2.0 request line", 505, plain("GET", version="2.0")),
         ]
-        order: list[Any] = [*writes, *reads, None, "pipelined", "beside"]
-        self.rng.shuffle(order)
-        for item in order:
-            if item is None:
+        # each step: ("write", index in writes), ("read", index in reads), or a name
+        steps: list[tuple[str, int]] = [
+            *(("write", k) for k in range(len(writes))),
+            *(("read", k) for k in range(len(reads))),
+            ("http/1.0", 0),
+            ("pipelined", 0),
+            ("beside", 0),
+        ]
+        self.rng.shuffle(steps)
+        for kind, k in steps:
+            if kind == "write":
+                what, want, make = writes[k]
+                value = self._next_value()
+                await self._probe(what, want, make(value), value=value)
+            elif kind == "read":
+                what, want, send = reads[k]
+                await self._probe(what, want, send)
+            elif kind == "http/1.0":
                 await self._probe(
                     "an HTTP/1.0 request", SERVED, plain("GET", version="1.0"), want_closed=True
                 )
-            elif item == "pipelined":
+            elif kind == "pipelined":
                 await self._pipelined()
-            elif item == "beside":
-                await self._beside_slow(slow_body(self._next_value(), body_timeout + 5, False))
-            elif len(item) == 3 and callable(item[2]) and item in writes:
-                what, want, make = item
-                value = self._next_value()
-                await self._probe(what, want, make(value), value=value)
             else:
-                what, want, send = item
-                await self._probe(what, want, send)
+                await self._beside_slow(slow_body(self._next_value(), body_timeout + 5, False))
 
     async def _pipelined(self) -> None:
         """Two GETs in one write: two answers, in order, each to its own request."""
@@ -709,8 +716,13 @@ class WireWalker:
             else:
                 body["streaming"] = False
                 got = await self._json(what, "POST", path, body)
-                ending = ("stop_reason", "usage_statistics")
-                answer = Answer(what, use, types, tuple(_msg(m) for m in got["messages"]), ending)
+                shown = ("stop_reason", "usage_statistics")
+                end = tuple(
+                    k
+                    for k, field in zip(shown, ("stop_reason", "usage"), strict=True)
+                    if got.get(field)
+                )
+                answer = Answer(what, use, types, tuple(_msg(m) for m in got["messages"]), end)
             self.log.answers.append(answer)
             sent[thread].add(otid)
             run_ids = {m.run_id for m in answer.messages if m.run_id}

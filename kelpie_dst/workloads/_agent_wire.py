@@ -39,6 +39,8 @@ from kelpie_agent.http import ServerOptions
 
 from ._agent_http import IncompleteStreamError
 from ._agent_wire_checks import (
+    ANSWERED,
+    IDLE,
     SERVED,
     Answer,
     MsgSeen,
@@ -92,6 +94,9 @@ class _Raw:
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
         self.buf = b""
+        self.interim: list[int] = []  # the 1xx answers read, in order
+        self.head_only = False  # the next answer is to a HEAD: it has no body
+        self.life = -1  # the server node's incarnation when the connection opened
 
     async def send(self, data: bytes) -> None:
         try:
@@ -120,6 +125,19 @@ class _Raw:
         data, self.buf = self.buf[:n], self.buf[n:]
         return data
 
+    async def interim_within(self, within: float) -> int | None:
+        """The status of the next answer if its head comes within ``within`` seconds (a 1xx
+        is read and kept in ``interim``; a final answer stays to be read), else ``None``."""
+        with trio.move_on_after(within):
+            while b"\r\n\r\n" not in self.buf:
+                await self._more()
+            status = int(self.buf.split(b"\r\n", 1)[0].split(b" ")[1])
+            if status < 200:
+                self.buf = self.buf.split(b"\r\n\r\n", 1)[1]
+                self.interim.append(status)
+            return status
+        return None
+
     async def answer(self) -> tuple[int, dict[str, str], bytes]:
         while True:
             head = (await self._until(b"\r\n\r\n")).decode("latin-1")
@@ -131,6 +149,10 @@ class _Raw:
                 headers[name.strip().lower()] = value.strip()
             if status >= 200:
                 break
+            self.interim.append(status)
+        if self.head_only:
+            self.head_only = False
+            return status, headers, b""
         if "content-length" in headers:
             return status, headers, await self._take(int(headers["content-length"]))
         if headers.get("transfer-encoding", "").lower() == "chunked":
@@ -342,14 +364,30 @@ class WireWalker:
         self.values += 1
         return f"wire {self.values}"
 
+    def _life(self, node: str) -> int:
+        """The node's incarnation while it is up (-1 when it is down)."""
+        server = self.clients.world.sim.node(node)
+        return int(server.incarnation) if server.alive else -1
+
+    async def _open(self, node: str) -> _Raw:
+        raw = _Raw(await trio.open_tcp_stream(node, PORT))
+        raw.life = self._life(node)
+        return raw
+
     async def _read_check(self, raw: _Raw, node: str) -> bool | None:
-        """A GET of the block on ``raw``: whether it answered the block (None: unknown)."""
+        """A GET of the block on ``raw``: whether it answered the block (None: unknown). A
+        connection cut while the node that accepted it is still up was cut by its server:
+        that is a wrong answer, not an unknown one (no other fault cuts connections here)."""
         try:
             await raw.send(_head("GET", f"/v1/blocks/{self.block}", node))
             with trio.fail_after(self.clients.timeout):
                 status, _, body = await raw.answer()
-        except (*_BROKEN, trio.TooSlowError):
+        except _BROKEN:
+            return False if raw.life >= 0 and self._life(node) == raw.life else None
+        except trio.TooSlowError:
             return None
+        except (ValueError, IndexError):
+            return False  # not an HTTP answer: bytes of an earlier one were left over
         if status >= 500:
             return None
         try:
@@ -359,7 +397,7 @@ class WireWalker:
 
     async def _fresh_check(self, node: str) -> bool | None:
         try:
-            raw = _Raw(await trio.open_tcp_stream(node, PORT))
+            raw = await self._open(node)
         except OSError:
             return None
         try:
@@ -374,6 +412,7 @@ class WireWalker:
         send: Callable[[_Raw, str], Awaitable[None]],
         value: str | None = None,
         want_closed: bool | None = None,
+        want_interim: tuple[int, ...] | None = None,
     ) -> None:
         """Send a raw request (``send(raw, node)``) until a node answers it (a cut connection
         or an app's 5xx is tried again on another node), and log what came back."""
@@ -382,15 +421,21 @@ class WireWalker:
             node = self.state["node"]
             seen: WireSeen | None = None
             try:
-                raw = _Raw(await trio.open_tcp_stream(node, PORT))
+                raw = await self._open(node)
             except OSError:
                 raw = None
             if raw is not None:
                 try:
                     seen = await self._attempt(what, want, send, raw, node, want_closed)
+                    if seen is not None:
+                        seen = _with(seen, interim=tuple(raw.interim), want_interim=want_interim)
                 finally:
                     await raw.aclose()
             if seen is not None:
+                if what.startswith("expect") and want == SERVED:
+                    seen = _with(seen, want_interim=(100,))
+                elif what.startswith("expect"):
+                    seen = _with(seen, want_interim=())
                 if value is not None:
                     stored = await self._value()
                     seen = _with(seen, applied=stored == value)
@@ -419,11 +464,15 @@ class WireWalker:
                 status, headers, body = await raw.answer()
         except (*_BROKEN, trio.TooSlowError):
             return None
+        except (ValueError, IndexError):  # not an HTTP answer
+            return WireSeen(what, want, 0, want_closed=want_closed)
         if status in RETRY_APP and status != want:
             return None  # the app could not serve it now (storage, a crash): tried again
         closes = headers.get("connection", "").lower() == "close"
         seen = WireSeen(what, want, status, _detail(body), closes, want_closed=want_closed)
-        if want == SERVED and want_closed is None:
+        if want in (SERVED, ANSWERED) and want_closed is None:
+            if closes:  # HTTP/1.1 keeps the connection: the answer must not end it
+                return _with(seen, closed=True, want_closed=False)
             return _with(seen, after=await self._read_check(raw, node))
         closed = await raw.closed(5.0)
         return _with(seen, closed=closed, after=await self._fresh_check(node))
@@ -473,6 +522,24 @@ class WireWalker:
 
             return send
 
+        def expecting(value: str, size: int) -> Send:
+            """``expect: 100-continue``: the body goes after a 100, or after 5 s without one
+            (as curl does); not at all when a final answer comes first."""
+
+            async def send(raw: _Raw, node: str) -> None:
+                body = _padded(value, size)
+                extra = (*json_head, f"content-length: {len(body)}", "expect: 100-continue")
+                await raw.send(_head("PATCH", block, node, extra))
+                status = await raw.interim_within(5.0)
+                if status is None or status < 200:
+                    await raw.send(body)
+
+            return send
+
+        async def head(raw: _Raw, node: str) -> None:
+            raw.head_only = True
+            await raw.send(_head("HEAD", block, node))
+
         def plain(method: str, extra: Sequence[str] = (), version: str = "1.1") -> Send:
             async def send(raw: _Raw, node: str) -> None:
                 await raw.send(_head(method, block, node, extra, version))
@@ -483,6 +550,12 @@ class WireWalker:
         body_timeout = WIRE_SERVER.body_timeout
         pause = (header_timeout + body_timeout) / 2
         writes: list[tuple[str, int, Callable[[str], Send]]] = [
+            ("expect: 100-continue, a body of 2,000 bytes", SERVED, lambda v: expecting(v, 2000)),
+            (
+                "expect: 100-continue, a declared body of max_body_bytes + 1",
+                413,
+                lambda v: expecting(v, BODY + 1),
+            ),
             (
                 f"a body of exactly max_body_bytes ({BODY} bytes), declared",
                 SERVED,
@@ -535,6 +608,7 @@ class WireWalker:
                 slow_head(header_timeout * 0.6, False),
             ),
             ("an HTTP/2.0 request line", 505, plain("GET", version="2.0")),
+            ("a HEAD of the block", ANSWERED, head),
         ]
         # each step: ("write", index in writes), ("read", index in reads), or a name
         steps: list[tuple[str, int]] = [
@@ -543,6 +617,7 @@ class WireWalker:
             ("http/1.0", 0),
             ("pipelined", 0),
             ("beside", 0),
+            ("idle", 0),
         ]
         self.rng.shuffle(steps)
         for kind, k in steps:
@@ -559,8 +634,48 @@ class WireWalker:
                 )
             elif kind == "pipelined":
                 await self._pipelined()
+            elif kind == "idle":
+                await self._idle()
             else:
                 await self._beside_slow(slow_body(self._next_value(), body_timeout + 5, False))
+
+    async def _idle(self) -> None:
+        """Idle connections: a kept-alive one serves a GET sent within
+        ``keep_alive_timeout``, and is closed without a byte once idle longer; a new one that
+        sends nothing is closed without a byte after ``header_timeout``."""
+        keep, header = WIRE_SERVER.keep_alive_timeout, WIRE_SERVER.header_timeout
+        for what, first in (
+            (f"a kept-alive connection idle {keep * 0.6}s, then {keep * 1.6}s", True),
+            (f"a new connection that sends nothing for {header + 3}s", False),
+        ):
+            node = self.state["node"]
+            try:
+                raw = await self._open(node)
+            except OSError:
+                continue
+            try:
+                status: int | None = None
+                after: bool | None = None
+                if first:
+                    with trio.fail_after(self.clients.timeout):
+                        await raw.send(_head("GET", f"/v1/blocks/{self.block}", node))
+                        status = (await raw.answer())[0]
+                    await trio.sleep(keep * 0.6)
+                    after = await self._read_check(raw, node)
+                    closed = await raw.closed(keep * 1.6)
+                else:
+                    closed = await raw.closed(header + 3)
+            except (*_BROKEN, trio.TooSlowError, ValueError, IndexError):
+                continue  # a crash cut it: nothing to judge
+            finally:
+                await raw.aclose()
+            if first and (after is None or status in RETRY_APP):
+                continue
+            quiet = raw.buf == b""
+            seen = WireSeen(what, IDLE, status, closed=closed, after=after, quiet=quiet)
+            self.log.probes.append(seen)
+            if first and after is False:
+                self.log.probes.append(WireSeen(what, SERVED, status, after=False))
 
     async def _pipelined(self) -> None:
         """Two GETs in one write: two answers, in order, each to its own request."""
@@ -573,7 +688,7 @@ class WireWalker:
         for _ in range(TRIES):
             node = self.state["node"]
             try:
-                raw = _Raw(await trio.open_tcp_stream(node, PORT))
+                raw = await self._open(node)
             except OSError:
                 raw = None
             if raw is not None:
@@ -610,7 +725,7 @@ class WireWalker:
 
         async def slow() -> None:
             try:
-                raw = _Raw(await trio.open_tcp_stream(node, PORT))
+                raw = await self._open(node)
             except OSError:
                 return
             try:

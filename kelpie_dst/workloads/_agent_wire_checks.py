@@ -38,6 +38,9 @@ from collections.abc import Sequence
 import attrs
 
 __all__ = [
+    "ANSWERED",
+    "IDLE",
+    "SERVED",
     "Answer",
     "MsgSeen",
     "OrderSeen",
@@ -52,6 +55,11 @@ __all__ = [
 
 SERVED = 0
 """``WireSeen.want`` for a request inside every limit: the app answers it (2xx)."""
+ANSWERED = -1
+"""``WireSeen.want`` for a request the app answers as it likes (a HEAD): only what follows it
+on the connection is judged."""
+IDLE = -2
+"""``WireSeen.want`` for a connection left idle: only how the server closes it is judged."""
 
 
 @attrs.frozen
@@ -76,6 +84,9 @@ class WireSeen:
     after: bool | None = None
     applied: bool | None = None
     want_closed: bool | None = None
+    interim: tuple[int, ...] = ()  # the 1xx answers before the final one
+    want_interim: tuple[int, ...] | None = None  # None: not judged
+    quiet: bool | None = None  # an idle connection closed without a byte (None: not judged)
 
 
 @attrs.frozen
@@ -165,8 +176,22 @@ class WireLog:
 def check_wire(log: WireLog) -> list[str]:
     out: list[str] = list(log.stuck)
     for p in log.probes:
+        if p.want_interim is not None and p.interim != p.want_interim:
+            out.append(
+                f"{p.what}: the interim answers were {list(p.interim)}, not {list(p.want_interim)}"
+            )
+        if p.quiet is False:
+            out.append(f"{p.what}: the server wrote to the idle connection before closing it")
+        if p.want == IDLE:
+            if p.closed is False:
+                out.append(f"{p.what}: the server kept the idle connection open")
+            continue
         if p.status is None:
             out.append(f"{p.what}: the connection closed without an answer")
+            continue
+        if p.want == ANSWERED:
+            if p.after is False:
+                out.append(f"{p.what}: the next request on the connection got a wrong answer")
             continue
         if p.want == SERVED:
             if not 200 <= p.status < 300:

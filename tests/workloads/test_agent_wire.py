@@ -10,6 +10,8 @@ import pytest
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._agent_wire import _chunked, _padded
 from kelpie_dst.workloads._agent_wire_checks import (
+    ANSWERED,
+    IDLE,
     SERVED,
     Answer,
     MsgSeen,
@@ -29,7 +31,7 @@ def test_the_scenario_passes_and_repeats_its_trace() -> None:
     scenario = load_scenario("agent_http_wire", [])
     first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
     assert first.ok, first.result.failure and first.result.failure.describe()
-    assert first.metrics["wire.probes"] == 14
+    assert first.metrics["wire.probes"] == 19
     assert first.result.trace_hash == again.result.trace_hash
 
 
@@ -46,6 +48,9 @@ def _probes() -> list[WireSeen]:
         WireSeen("over the limit", 413, 413, True, True, True, True, False),
         WireSeen("HTTP/1.0", SERVED, 200, closes=True, closed=True, after=True, want_closed=True),
         WireSeen("a slow head", 408, 408, True, True, True, None),
+        WireSeen("expect", SERVED, 200, after=True, interim=(100,), want_interim=(100,)),
+        WireSeen("a HEAD", ANSWERED, 405, after=True),
+        WireSeen("idle", IDLE, None, closed=True, quiet=True),
     ]
 
 
@@ -67,6 +72,23 @@ def test_a_refusal_at_the_limit_a_wrong_status_or_a_harmed_connection_is_named()
     assert "a slow head: the 408 lacks connection: close" in problems
     assert "a slow head: the server kept the connection open after its 408" in problems
     assert "a slow head: the node answered the next connection wrongly" in problems
+
+
+def test_a_missing_100_a_framing_slip_and_a_noisy_or_lingering_idle_close_are_named() -> None:
+    probes = _probes()
+    probes[4] = attrs.evolve(probes[4], interim=())
+    probes[5] = attrs.evolve(probes[5], after=False)  # a HEAD answered with a body
+    probes[6] = attrs.evolve(probes[6], closed=False)
+    probes.append(WireSeen("idle 2", IDLE, 200, closed=True, quiet=False))  # a 408 to idlers
+    probes.append(WireSeen("kept", SERVED, 200, closes=True, closed=True, want_closed=False))
+    problems = check_wire(WireLog(probes=probes))
+    assert problems == [
+        "expect: the interim answers were [], not [100]",
+        "a HEAD: the next request on the connection got a wrong answer",
+        "idle: the server kept the idle connection open",
+        "idle 2: the server wrote to the idle connection before closing it",
+        "kept: the server closed the connection",
+    ]
 
 
 def _m(n: int, kind: str, run: str = "r1", **kw: object) -> MsgSeen:

@@ -247,14 +247,14 @@ class WireWalker:
         path: str,
         body: Any = None,
         params: Mapping[str, Any] | None = None,
-        before_retry: Callable[[], Awaitable[Any]] | None = None,
+        before_retry: Callable[[str], Awaitable[Any]] | None = None,
     ) -> Any:
         self.requests += 1
         http: httpx.AsyncClient = self.clients.link.http
 
         async def on(node: str, number: int) -> Any:
             if number > 1 and before_retry is not None:
-                found = await before_retry()
+                found = await before_retry(node)  # part of this attempt, not a request of its own
                 if found is not None:
                     return found
             url = f"http://{node}:{PORT}{path}"
@@ -267,6 +267,16 @@ class WireWalker:
 
         key = f"wire #{self.requests} {what}"
         return await self.clients._call(key, "", on, self.rng, self.state)
+
+    async def _get(self, node: str, path: str, params: Mapping[str, Any]) -> Any:
+        """A look-up inside an attempt of another request (its errors are that attempt's)."""
+        http: httpx.AsyncClient = self.clients.link.http
+        got = await http.get(f"http://{node}:{PORT}{path}", params=params)
+        if got.status_code >= 400:
+            raise letta_client.APIStatusError(
+                f"GET {path}: {got.status_code}", response=got, body=_body(got)
+            )
+        return got.json()
 
     async def _stream(
         self, what: str, path: str, body: Any
@@ -320,8 +330,8 @@ class WireWalker:
                 self.log.problems.append(f"wire {name}: {type(error).__name__}: {error}")
 
     async def _setup(self) -> None:
-        async def find_agent() -> Any:
-            found = await self._json("find agent", "GET", "/v1/agents/", None, {"name": AGENT})
+        async def find_agent(node: str) -> Any:
+            found = await self._get(node, "/v1/agents/", {"name": AGENT})
             return found[0] if found else None
 
         agent = await self._json(
@@ -342,8 +352,8 @@ class WireWalker:
         )
         self.agent = str(agent["id"])
 
-        async def find_block() -> Any:
-            found = await self._json("find block", "GET", "/v1/blocks/", None, {"label": "Wire-0"})
+        async def find_block(node: str) -> Any:
+            found = await self._get(node, "/v1/blocks/", {"label": "Wire-0"})
             return found[0] if found else None
 
         block = await self._json(
@@ -762,12 +772,10 @@ class WireWalker:
         for k in range(2):
             summary = f"wire-conv-{k}"
 
-            async def find(summary: str = summary) -> Any:
-                found = await self._json(
-                    "find conversation",
-                    "GET",
+            async def find(node: str, summary: str = summary) -> Any:
+                found = await self._get(
+                    node,
                     "/v1/conversations/",
-                    None,
                     {"agent_id": agent, "summary_search": summary, "limit": 10},
                 )
                 mine = [c for c in found if c.get("summary") == summary]
@@ -843,8 +851,51 @@ class WireWalker:
             run_ids = {m.run_id for m in answer.messages if m.run_id}
             if thread in runs:
                 runs[thread] |= run_ids
+        sent["refused"] = await self._refused(agent)
         await self._histories(agent, convs, sent)
         await self._runs(agent, convs, runs)
+
+    async def _refused(self, agent: str) -> set[str]:
+        """Sends with options the server documents as unsupported (Letta's defaults only):
+        each is a 422, and its turn is never stored (its otid is in no thread)."""
+        http: httpx.AsyncClient = self.clients.link.http
+        otids: set[str] = set()
+        for n, (field, value) in enumerate(
+            (("assistant_message_tool_name", "reply"), ("assistant_message_tool_kwarg", "text"))
+        ):
+            otid = f"wire-refused-{n}"
+            otids.add(otid)
+            text = f"remember refused note {n} ({MARK})"
+            body = {"messages": [{"role": "user", "content": text, "otid": otid}], field: value}
+            status: int | None = None
+            for _ in range(TRIES):
+                node = self.state["node"]
+                try:
+                    with trio.fail_after(self.clients.timeout):
+                        got = await http.post(
+                            f"http://{node}:{PORT}/v1/agents/{agent}/messages", json=body
+                        )
+                    if got.status_code not in RETRY_APP:
+                        status = got.status_code
+                        break
+                except (httpx.TransportError, trio.TooSlowError):
+                    pass
+                nodes = self.clients.world.node_names
+                if len(nodes) > 1:
+                    self.state["node"] = self.rng.choice([x for x in nodes if x != node])
+                await trio.sleep(1.0)
+            self.log.refusals.append((f"a send with {field}={value!r}", 422, status))
+        return otids
+
+    async def _retrieve(self, raw: Sequence[MsgSeen], shown: Sequence[MsgSeen]) -> None:
+        """A few messages by id (``GET /v1/messages/{id}``): each is what the history shows
+        under that id (a hidden ``send_message`` return: as stored)."""
+        kinds = {m.id: m.type for m in raw} | {m.id: m.type for m in shown}
+        ids = sorted(kinds)
+        for mid in self.rng.sample(ids, min(6, len(ids))):
+            got = await self._json(f"retrieve {mid}", "GET", f"/v1/messages/{mid}")
+            seen = tuple((str(m.get("id")), str(m.get("message_type"))) for m in got)
+            self.log.retrieved.append((mid, kinds[mid], seen))
 
     async def _list(self, what: str, path: str, **params: Any) -> list[MsgSeen]:
         got = await self._json(what, "GET", path, None, params)
@@ -859,6 +910,7 @@ class WireWalker:
             "history (shown)", path, order="asc", limit=1000, use_assistant_message=True
         )
         self.log.histories.append((f"{AGENT}'s history", tuple(raw), tuple(shown)))
+        await self._retrieve(raw, shown)
         for types in TYPED:
             use = self.rng.random() < 0.5
             full = raw if not use else shown

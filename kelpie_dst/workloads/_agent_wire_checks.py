@@ -168,6 +168,10 @@ class WireLog:
     threads: list[ThreadSeen] = attrs.field(factory=list)
     runs: list[RunsSeen] = attrs.field(factory=list)
     orders: list[OrderSeen] = attrs.field(factory=list)
+    retrieved: list[tuple[str, str, tuple[tuple[str, str], ...]]] = attrs.field(factory=list)
+    # (message id, the type the history shows it as, what GET /v1/messages/{id} gave: (id, type))
+    refusals: list[tuple[str, int, int | None]] = attrs.field(factory=list)
+    # (what, the documented status, the status answered; None: no answer came)
     problems: list[str] = attrs.field(factory=list)  # requests that failed for good
     stuck: list[str] = attrs.field(factory=list)  # raw probes no node answered
 
@@ -306,6 +310,13 @@ def check_message_views(log: WireLog) -> list[str]:
             out.append(f"{r.what}: lists runs of another conversation: {wrong}")
         if missing:
             out.append(f"{r.what}: does not list the acknowledged runs {missing}")
+    for mid, kind, retrieved in log.retrieved:
+        if not retrieved or any(i != mid for i, _ in retrieved) or retrieved[0][1] != kind:
+            shown_as = list(retrieved)
+            out.append(f"GET /v1/messages/{mid} gave {shown_as}; the history shows a {kind}")
+    for what, documented, status in log.refusals:
+        if status is not None and status != documented:
+            out.append(f"{what}: answered {status}, not {documented}")
     for o in log.orders:
         if list(o.desc) != list(reversed(o.asc)):
             out.append(f"{o.what}: newest first {list(o.desc)} is not oldest first reversed")

@@ -123,6 +123,8 @@ def _views() -> WireLog:
     log.threads = [ThreadSeen("conv-1", frozenset({"o1"}), frozenset({"o2"}), RAW)]
     log.runs = [RunsSeen("runs of conv-1", "conv-1", frozenset({"r1"}), (("r1", "conv-1"),))]
     log.orders = [OrderSeen("steps of r1", ("s1", "s2"), ("s2", "s1"))]
+    log.retrieved = [("m5", "assistant_message", (("m5", "assistant_message"),))]
+    log.refusals = [("a send with assistant_message_tool_name='reply'", 422, 422)]
     return log
 
 
@@ -141,6 +143,8 @@ def test_each_disagreement_between_views_is_named() -> None:
     log.threads[0] = attrs.evolve(log.threads[0], listed=(_m(7, "user_message", otid="o2"),))
     log.runs[0] = attrs.evolve(log.runs[0], listed=(("r2", None),))
     log.orders[0] = attrs.evolve(log.orders[0], desc=("s1", "s2"))
+    log.retrieved = [("m5", "assistant_message", (("m5", "tool_call_message"),))]
+    log.refusals = [("a send with assistant_message_tool_name='reply'", 422, 200)]
     problems = check_message_views(log)
     text = "\n".join(problems)
     assert "json, raw: tool return m3 answers 'm3', no call shown before it" in text
@@ -153,3 +157,5 @@ def test_each_disagreement_between_views_is_named() -> None:
     assert "runs of conv-1: lists runs of another conversation: ['r2']" in text
     assert "runs of conv-1: does not list the acknowledged runs ['r1']" in text
     assert "steps of r1: newest first ['s1', 's2'] is not oldest first reversed" in text
+    assert "GET /v1/messages/m5 gave [('m5', 'tool_call_message')]" in text
+    assert "assistant_message_tool_name='reply': answered 200, not 422" in text

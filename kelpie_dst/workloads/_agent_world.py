@@ -334,9 +334,11 @@ class World:
         escapes: bool = False,
         bare_sdk_nodes: int = 0,
         shapes: bool = False,
+        server: ServerOptions = SERVER,
     ) -> None:
         self.sim = sim
         self.via = via
+        self.server = server  # the HTTP server's limits and timeouts (via http)
         loop = attrs.evolve(LOOP, history_window=history_window) if history_window else LOOP
         self.service = SERVICE
         if storage_attempts:  # the runtime's and the service's own storage reads alike
@@ -475,7 +477,7 @@ class World:
                     app,
                     "0.0.0.0",
                     PORT,
-                    SERVER,
+                    self.server,
                     access_log=self._access,
                     logger=self.server_log.node(node.name),
                 )

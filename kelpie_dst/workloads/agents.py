@@ -88,6 +88,8 @@ from ._agent_stops import (
 from ._agent_surface import SurfaceWalker
 from ._agent_surface_checks import check_surface
 from ._agent_threads import Threads
+from ._agent_wire import WIRE_SERVER, WireWalker
+from ._agent_wire_checks import check_message_views, check_wire
 from ._agent_world import World
 from ._mcp_checks import check_mcp_recovers
 
@@ -116,6 +118,7 @@ __all__ = [
     "context_complete",
     "created_once",
     "every_request_completed",
+    "http_refusals_documented",
     "interrupted_runs_finished",
     "lists_directory_exactly",
     "lists_filter_exactly",
@@ -123,6 +126,7 @@ __all__ = [
     "llm_port_faithful",
     "llm_sees_one_agent",
     "memory_blocks_within_limits",
+    "message_views_agree",
     "no_acknowledged_message_lost",
     "no_mixing_across_agents",
     "polls_consistent",
@@ -191,6 +195,10 @@ PARAMS: dict[str, int | float | str | bool] = {
     # updates and deletes, steps' feedback and filters, folders' files in pages, streams with
     # include_return_message_types, agent files, the error contract) is driven and judged
     # against the model and the documented contract (via http; _agent_surface)
+    "wire": False,  # the HTTP server runs with small limits (_agent_wire.WIRE_SERVER), and
+    # after the clients raw requests at and over each limit, and a memgpt agent's message
+    # views (use_assistant_message, types, conversations, runs, orders), are judged against
+    # the documented contract (via http; _agent_wire)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -248,7 +256,7 @@ async def agents(ctx: WorkloadContext) -> None:
         raise UsageError("workload.params.conversations: needs via = 'http'")
     if float(ctx.params["poll_interval"]) and via != "http":
         raise UsageError("workload.params.poll_interval: needs via = 'http'")
-    for name in ("list_walks", "ambiguous_creates", "list_filters", "directory", "surface"):
+    for name in ("list_walks", "ambiguous_creates", "list_filters", "directory", "surface", "wire"):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
     if int(ctx.params["create_burst"]) and not float(ctx.params["list_walks"]):
@@ -283,6 +291,7 @@ async def agents(ctx: WorkloadContext) -> None:
         escapes=bool(ctx.params["stream_escapes"]),
         bare_sdk_nodes=int(ctx.params["bare_sdk_nodes"]),
         shapes=bool(ctx.params["step_shapes"]),
+        **({"server": WIRE_SERVER} if bool(ctx.params["wire"]) else {}),
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)
@@ -374,6 +383,12 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         await surface.run()
         ctx.metric("surface.requests", surface.requests)
         ctx.metric("surface.problems", len(check_surface(surface.log)))
+    if bool(ctx.params["wire"]):
+        wire = WireWalker(clients, ctx.rng("wire"))
+        ctx.state["wire"] = wire
+        await wire.run()
+        ctx.metric("wire.requests", wire.requests)
+        ctx.metric("wire.probes", len(wire.log.probes))
     by_number = {p.agent_id: p for p in plans}
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
@@ -493,7 +508,10 @@ def _server_id(ctx: WorkloadContext, plans: list[AgentPlan], number: int) -> str
     link = ctx.state.get("link", ctx.state.get("direct"))
     if not 1 <= number <= len(plans):  # not a planned agent: the surface walk's own (a900)?
         surface = ctx.state.get("surface")
-        return surface.agent if isinstance(surface, SurfaceWalker) and number == 900 else None
+        if isinstance(surface, SurfaceWalker) and number == 900:
+            return surface.agent
+        wire = ctx.state.get("wire")  # ... or the wire walk's (a901)
+        return wire.agent if isinstance(wire, WireWalker) and number == 901 else None
     return None if link is None else link.server_id(plans[number - 1])
 
 
@@ -613,6 +631,29 @@ def api_surface_contract(ctx: WorkloadContext) -> None:
     surface = ctx.state.get("surface")
     if isinstance(surface, SurfaceWalker):
         _holds(check_surface(surface.log), "the REST surface broke its contract")
+
+
+@invariant
+def http_refusals_documented(ctx: WorkloadContext) -> None:
+    """(With ``wire``.) A request inside every limit of the HTTP server is served and leaves
+    its connection usable (closed for HTTP/1.0); one over a limit gets its documented status
+    (413, 431, 408, 505) with a JSON detail and ``connection: close``, is not applied, and the
+    node serves the next connection; a slow connection delays no other (_agent_wire_checks)."""
+    wire = ctx.state.get("wire")
+    if isinstance(wire, WireWalker):
+        _holds(check_wire(wire.log), "the HTTP server broke its documented limits")
+
+
+@invariant
+def message_views_agree(ctx: WorkloadContext) -> None:
+    """(With ``wire``.) Every view of a history agrees: use_assistant_message either way shows
+    send_message as the documented type, the two readings differ by exactly that; tool returns
+    answer calls shown before them; type-filtered pages are the history filtered; a
+    conversation lists its own turns only; runs by conversation are that conversation's; a
+    list newest first is oldest first reversed (_agent_wire_checks)."""
+    wire = ctx.state.get("wire")
+    if isinstance(wire, WireWalker):
+        _holds(check_message_views(wire.log), "the message views disagree")
 
 
 @invariant

@@ -273,7 +273,7 @@ class Talker:
         shelf = rng.choice(live)
         roll = rng.random()
         if roll < 0.2:
-            name = f"arch-{self.number}-{self.k}"
+            name = f"arch-{self.number}-r{self.k}"  # never an initial arch-N-k's name
             self.k += 1
             await self.client.until_done(
                 lambda s: archives.update_archive(s, shelf.id, {"name": name})

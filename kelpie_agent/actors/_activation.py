@@ -226,6 +226,15 @@ class Activation:
                 if not self._queue and self._stop is None:
                     return "idle"
                 continue
+            assert self.held is not None
+            if trio.current_time() >= self.held.valid_until:
+                # Past the lease's local deadline before the request started (a process that
+                # was paused thaws here): another node may own the actor by now, and a handler
+                # would answer from memory that may be stale (Dlead11-4). Never started, so it
+                # is bounced with the rest of the queue, to be served by the lease's holder.
+                self._queue.appendleft(pending)
+                self.lease_lost("the lease lapsed before the request started")
+                continue
             await self._process(actor, pending)
 
     def _next(self) -> Envelope | None:

@@ -19,7 +19,7 @@ from kelpie_agent.agent import (
 )
 from kelpie_agent.embeddings import Embedder, HashingEmbedder
 from kelpie_agent.ports import Ports
-from kelpie_agent.storage import KV
+from kelpie_agent.storage import KV, Transaction
 
 from ._errors import NotFoundError, ServiceError, UnavailableError, translate
 from ._scheduler import Scheduler
@@ -56,6 +56,16 @@ class ServiceReader(Reader):
     async def __call__(self, op: Callable[[], Awaitable[T]], what: str) -> T:
         try:
             return await super().__call__(op, what)
+        except (AgentStorageError, ConnectionError) as error:
+            mapped = translate(error)
+            assert mapped is not None
+            raise mapped from error
+
+    async def transact(self, build: Callable[[Transaction], Awaitable[T]], what: str) -> T:
+        """A write the same way (step feedback, MCP server records): storage giving up is a
+        503, not the agent core's ``AgentStorageError`` (Dlead11-5)."""
+        try:
+            return await super().transact(build, what)
         except (AgentStorageError, ConnectionError) as error:
             mapped = translate(error)
             assert mapped is not None

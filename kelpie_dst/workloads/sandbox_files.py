@@ -26,7 +26,6 @@ image against the documented snapshot format and the model's final files
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import re
@@ -39,7 +38,6 @@ import kelpie_dst
 from kelpie_agent.agent import (
     CreateAgent,
     InputMessage,
-    LoopConfig,
     ToolCallMessage,
     ToolReturnMessage,
     builtin_id,
@@ -47,12 +45,11 @@ from kelpie_agent.agent import (
 from kelpie_agent.agent._codec import unpack
 from kelpie_agent.llm import LlmRequest
 from kelpie_agent.sandbox import SandboxLimits
-from kelpie_agent.service import open_agent_node
 
 from ..scenario import WorkloadContext, invariant, workload
-from ..shims import LlmTiming, SimLlmClient, open_kv, open_sandbox, sim_ports
+from ..shims import open_kv
 from ..shims.llm._turns import Call, Reply
-from ._agent_schedules import OPTIONS, SERVICE, Client
+from ._agent_schedules import Client
 from ._shell_model import (
     DISK_BYTES,
     FILE_BYTES,
@@ -66,6 +63,7 @@ from ._shell_model import (
     judge_image,
 )
 from ._tool_rule_model import result_message
+from .tool_rules import start_servers
 
 __all__ = [
     "ShellPolicy",
@@ -112,40 +110,6 @@ class FilesLog:
     images: dict[int, bytes | None] = attrs.Factory(dict)
     image_problems: dict[int, str] = attrs.Factory(dict)
     stops: dict[str, int] = attrs.Factory(dict)
-
-
-def _start_servers(ctx: WorkloadContext, log: FilesLog) -> tuple[dict[str, Any], kelpie_dst.Node]:
-    topology = ctx.topology
-    db = ctx.sim.add_node(topology.database or "db")
-    services: dict[str, Any] = {}
-    attempts = int(ctx.params["storage_attempts"])
-    limits = SandboxLimits(
-        file_size_bytes=FILE_BYTES, disk_bytes=DISK_BYTES, max_output_bytes=MAX_OUTPUT
-    )
-
-    async def server(node: kelpie_dst.Node) -> None:
-        async with contextlib.AsyncExitStack() as stack:
-            service = await stack.enter_async_context(
-                open_agent_node(
-                    open_kv(node, host=db),
-                    sim_ports(node),
-                    node_id=node.name,
-                    llm=SimLlmClient(log.policy, timing=LlmTiming()),
-                    sandbox_factory=lambda r: open_sandbox(
-                        node, name="shell-tools", network=r.network, limits=limits
-                    ),
-                    loop_config=LoopConfig(storage_attempts=attempts, tool_timeout=TOOL_TIMEOUT),
-                    dispatcher_options=OPTIONS,
-                    options=SERVICE,
-                    observer=kelpie_dst.log,
-                )
-            )
-            services[node.name] = service
-            await trio.sleep_forever()
-
-    for name in topology.nodes or ("server-1", "server-2", "server-3"):
-        ctx.sim.add_node(name, server)
-    return services, db
 
 
 async def _converse(client: Client, log: FilesLog, number: int, messages: int) -> None:
@@ -214,7 +178,12 @@ async def agent_sandbox_files(ctx: WorkloadContext) -> None:
     """Commands in the agents' sandboxes under faults; see the module docstring."""
     log = FilesLog()
     ctx.state["log"] = log
-    services, db = _start_servers(ctx, log)
+    limits = SandboxLimits(
+        file_size_bytes=FILE_BYTES, disk_bytes=DISK_BYTES, max_output_bytes=MAX_OUTPUT
+    )
+    services, db = start_servers(
+        ctx, log.policy, sandbox="shell-tools", tool_timeout=TOOL_TIMEOUT, limits=limits
+    )
     client = Client(ctx, services, "sandbox-files")
     await trio.sleep(0.5)
     for number in range(int(ctx.params["agents"])):

@@ -49,6 +49,7 @@ from kelpie_agent.agent import (
     builtin_id,
 )
 from kelpie_agent.llm import LlmRequest
+from kelpie_agent.sandbox import SandboxLimits
 from kelpie_agent.service import open_agent_node
 
 from ..scenario import WorkloadContext, invariant, workload
@@ -272,7 +273,17 @@ class RulesLog:
     stops: dict[str, int] = attrs.Factory(dict)
 
 
-def _start_servers(ctx: WorkloadContext, log: RulesLog) -> dict[str, Any]:
+def start_servers(
+    ctx: WorkloadContext,
+    policy: Any,
+    *,
+    sandbox: str,
+    tool_timeout: float = TOOL_TIMEOUT,
+    limits: SandboxLimits | None = None,
+) -> tuple[dict[str, Any], kelpie_dst.Node]:
+    """The database host and the scenario's server nodes, each an ``AgentService`` over the
+    simulated model ``policy`` and sandboxes named ``sandbox``; the services by node (filled
+    in as the nodes start) and the database node. Shared with ``sandbox_files``."""
     topology = ctx.topology
     db = ctx.sim.add_node(topology.database or "db")
     services: dict[str, Any] = {}
@@ -285,11 +296,11 @@ def _start_servers(ctx: WorkloadContext, log: RulesLog) -> dict[str, Any]:
                     open_kv(node, host=db),
                     sim_ports(node),
                     node_id=node.name,
-                    llm=SimLlmClient(log.policy, timing=LlmTiming()),
+                    llm=SimLlmClient(policy, timing=LlmTiming()),
                     sandbox_factory=lambda r: open_sandbox(
-                        node, name="rule-tools", network=r.network
+                        node, name=sandbox, network=r.network, limits=limits
                     ),
-                    loop_config=LoopConfig(storage_attempts=attempts, tool_timeout=TOOL_TIMEOUT),
+                    loop_config=LoopConfig(storage_attempts=attempts, tool_timeout=tool_timeout),
                     dispatcher_options=OPTIONS,
                     options=SERVICE,
                     observer=kelpie_dst.log,
@@ -300,7 +311,7 @@ def _start_servers(ctx: WorkloadContext, log: RulesLog) -> dict[str, Any]:
 
     for name in topology.nodes or ("server-1", "server-2", "server-3"):
         ctx.sim.add_node(name, server)
-    return services
+    return services, db
 
 
 async def _converse(client: Client, log: RulesLog, number: int, messages: int) -> None:
@@ -336,7 +347,7 @@ async def agent_tool_rules(ctx: WorkloadContext) -> None:
     """Tool rules of every kind and sandbox tools under faults; see the module docstring."""
     log = RulesLog()
     ctx.state["log"] = log
-    services = _start_servers(ctx, log)
+    services, _ = start_servers(ctx, log.policy, sandbox="rule-tools")
     client = Client(ctx, services, "tool-rules")
     draw = ctx.rng("tool-rules-draw")
     await trio.sleep(0.5)

@@ -109,11 +109,16 @@ async def test_a_fork_bomb_hits_the_process_limit(sb: ProcessSandbox) -> None:
 
 
 async def test_filling_the_disk_with_small_files_is_stopped(sb: ProcessSandbox) -> None:
-    result = await sb.exec("for i in $(seq 1 50); do head -c 1000000 /dev/zero > f$i; done")
+    # 50 files of 1 MB, one every 20 ms: the 8 MB limit is crossed after about 0.2 s, and the
+    # loop would take at least 1 s, so a measurement every 50 ms stops it long before the end
+    # even on a loaded machine (a bound on the file count alone was timing-dependent).
+    result = await sb.exec(
+        "for i in $(seq 1 50); do head -c 1000000 /dev/zero > f$i; sleep 0.02; done"
+    )
     assert result.exit_code == -signal.SIGXFSZ
     assert "disk limit of 8388608 bytes" in result.stderr
-    files = list(Path(sb.workdir).iterdir())
-    assert len(files) < 25  # stopped long before its 50 MB (it is measured every 50 ms)
+    files = {path.name for path in Path(sb.workdir).iterdir()}
+    assert "f9" in files and "f50" not in files  # over the limit, then stopped before the end
     assert (await sb.exec("rm f*; echo cleaned")).stdout == "cleaned\n"  # cleaning up is allowed
     assert (await sb.exec("head -c 1000 /dev/zero > small && echo ok")).stdout == "ok\n"
 

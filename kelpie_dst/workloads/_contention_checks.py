@@ -13,6 +13,7 @@ __all__ = [
     "Touch",
     "contention_at_most_once",
     "contention_one_activation",
+    "contention_reads_fresh",
     "contention_requests_complete",
     "contention_tally_exact",
     "contention_waits_bounded",
@@ -158,3 +159,32 @@ def contention_one_activation(ctx: WorkloadContext) -> None:
         f"{len(late)} act(s) of an activation after a newer one had acted (a stale lease "
         f"holder kept going): {'; '.join(late[:3])}"
     )
+
+
+@invariant
+def contention_reads_fresh(ctx: WorkloadContext) -> None:
+    """Reads are fresh (linearizable against the acknowledged counts): a read of the tally
+    answers at least the highest count acknowledged before the read was first issued. The
+    tally answers reads from memory, which is the truth only while its activation holds the
+    lease; a holder that lost it (a pause past its deadline, a takeover) must not answer from
+    memory, whatever happened to its process. So pauses are not excused here; the check is off
+    only where wall clocks jump or are skewed apart by the lease margin or more, where the
+    lease protocol itself cannot keep two holders apart (docs/actors.md, "Clock skew")."""
+    reads: list[Ack] = ctx.state.get("reads", [])
+    if not reads or "clock.jump" in ctx.sim.faults.active:
+        return
+    offsets = [node.clock.offset for node in ctx.sim.nodes]
+    if offsets and max(offsets) - min(offsets) >= ctx.state["margin"]:
+        return
+    acks: list[Ack] = sorted(ctx.state.get("acks", []), key=lambda a: a.acked)
+    stale = []
+    for read in reads:
+        before = [a for a in acks if a.acked < read.issued]
+        newest = max(before, key=lambda a: a.count, default=None)
+        if newest is not None and read.count < newest.count:
+            stale.append(
+                f"{read.request} on {read.node} (issued t={read.issued:.3f}, answered "
+                f"t={read.acked:.3f}) read {read.count}, but {newest.request} on {newest.node} "
+                f"had been acknowledged count {newest.count} at t={newest.acked:.3f}"
+            )
+    assert not stale, f"{len(stale)} stale read(s) of the tally: {'; '.join(stale[:3])}"

@@ -23,10 +23,23 @@ after its work, and, with ``touch_every`` > 0, every that many seconds while it 
 newer activation has touched it, an older one never does again (the holder stops using its
 lease before anyone may take over), excused only where the runtime's documented assumption is
 broken: a node paused in the last lease duration, or wall clocks skewed by faults.
+
+With ``readers`` N, N readers per node send reads (:class:`Peek`) to that node's dispatcher
+from outside it (the main node, which never pauses: as remote clients whose requests reach a
+server), at exponential gaps of ``read_every`` seconds on average until the callers are done,
+each without waiting for the ones before. The tally answers a read with the count it holds in
+memory, which it loaded when it activated and keeps after each commit. Reads must be fresh
+(``contention_reads_fresh``): a read answers at least every count acknowledged before it was
+first issued. A node paused past its lease must not serve a read that arrived meanwhile from
+memory when it thaws, since the other node may have counted by then; pauses are not excused.
+A read in the handler's hands when the pause began may answer from memory at the thaw: it was
+sent before the takeover, so it is concurrent with every count since (docs/decisions.md,
+Dlead12-1).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
@@ -53,6 +66,7 @@ from ._contention_checks import (
     Touch,
     contention_at_most_once,
     contention_one_activation,
+    contention_reads_fresh,
     contention_requests_complete,
     contention_tally_exact,
     contention_waits_bounded,
@@ -62,6 +76,7 @@ __all__ = [
     "actor_contention",
     "contention_at_most_once",
     "contention_one_activation",
+    "contention_reads_fresh",
     "contention_requests_complete",
     "contention_tally_exact",
     "contention_waits_bounded",
@@ -76,6 +91,13 @@ DONE_PREFIX = b"contention/done/"
 class Work:
     request: str
     seconds: float
+
+
+@attrs.frozen
+class Peek:
+    """A read: the count the tally holds in memory."""
+
+    request: str
 
 
 def _pack(value: Any) -> bytes:
@@ -95,12 +117,15 @@ class Tally:
         executions: dict[str, int],
         touches: list[Touch],
         touch_every: float = 0.0,
+        reads: bool = False,
     ) -> None:
         self.aid = aid
         self.ctx: ActorContext | None = None
         self.executions = executions
         self.touches = touches
         self.touch_every = touch_every
+        self.reads = reads  # answer reads from memory (loaded on activation, kept on commit)
+        self.count = 0  # with reads: the count as of this activation's last commit
 
     def _touch(self, request: str) -> None:
         assert self.ctx is not None
@@ -110,9 +135,27 @@ class Tally:
 
     async def activate(self, ctx: ActorContext) -> None:
         self.ctx = ctx
+        if self.reads:  # reads answer from memory: load it once the lease is held
+            raw = await ctx.kv.get(COUNT_KEY)
+            self.count = int(msgpack.unpackb(raw)) if raw is not None else 0
 
     async def handle(self, message: object) -> int:
-        assert self.ctx is not None and isinstance(message, Work)
+        assert self.ctx is not None
+        if isinstance(message, Peek):
+            return self.count  # from memory, without a checkpoint (nothing to cancel it)
+        assert isinstance(message, Work)
+        if not self.reads:
+            return await self._work(message)
+        try:
+            count = await self._work(message)
+        except BaseException:
+            self.ctx.invalidate()  # a commit that failed may have landed: reload next time
+            raise
+        self.count = max(self.count, count)
+        return count
+
+    async def _work(self, message: Work) -> int:
+        assert self.ctx is not None
         self.executions[message.request] = self.executions.get(message.request, 0) + 1
         self._touch(message.request)
         if self.touch_every > 0:
@@ -142,7 +185,7 @@ class _GaveUp(Exception):
     """The caller's patience ran out before its request was answered."""
 
 
-async def _ask(dispatcher: Dispatcher, work: Work, patience: float) -> Any:
+async def _ask(dispatcher: Dispatcher, work: Work | Peek, patience: float) -> Any:
     """The tally's answer; with ``patience`` > 0 the caller gives up (:class:`_GaveUp`) after
     that many seconds, as a client whose own timeout fires does."""
     if not patience:
@@ -178,6 +221,8 @@ def _retryable(error: BaseException) -> bool:
         "touch_every": 0.0,
         "renew_every": 0.0,
         "lease_margin": 0.0,
+        "readers": 0,
+        "read_every": 1.0,
     },
     sizes=("callers", "requests"),
     bounds={
@@ -192,6 +237,8 @@ def _retryable(error: BaseException) -> bool:
         "touch_every": (0, 60),
         "renew_every": (0, 60),
         "lease_margin": (0, 60),
+        "readers": (0, 50),
+        "read_every": (0.01, 60),
     },
 )
 async def actor_contention(ctx: WorkloadContext) -> None:
@@ -204,6 +251,7 @@ async def actor_contention(ctx: WorkloadContext) -> None:
     executions: dict[str, int] = {}  # request -> times an activation started it
     unknown: dict[str, int] = {}  # request -> unknown-outcome errors its caller got
     touches: list[Touch] = []  # activations acting outside the store, in time order
+    reads: list[Ack] = []  # acknowledged reads (their count: what the tally answered)
     left = {f"{name}/{c}": params["requests"] for name in names for c in range(params["callers"])}
     options = attrs.evolve(
         OPTIONS,
@@ -219,8 +267,10 @@ async def actor_contention(ctx: WorkloadContext) -> None:
         executions=executions,
         unknown=unknown,
         touches=touches,
+        reads=reads,
         margin=options.lease_margin,
     )
+    dispatchers: dict[str, Dispatcher] = {}  # each node's current dispatcher, for readers
     long_every = params["long_every"]
     finished = trio.Event()
 
@@ -267,13 +317,20 @@ async def actor_contention(ctx: WorkloadContext) -> None:
             sim_ports(node),
             node_id=node.name,
             factories={
-                TALLY.kind: lambda aid: Tally(aid, executions, touches, params["touch_every"])
+                TALLY.kind: lambda aid: Tally(
+                    aid,
+                    executions,
+                    touches,
+                    params["touch_every"],
+                    params["readers"] > 0,
+                )
             },
             options=options,
             observer=kelpie_dst.log,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(dispatcher.run)
+            dispatchers[node.name] = dispatcher
             async with trio.open_nursery() as callers:
                 for c in range(params["callers"]):
                     who = f"{node.name}/{c}"
@@ -285,9 +342,55 @@ async def actor_contention(ctx: WorkloadContext) -> None:
 
     for name in names:
         sim.add_node(name, node_main)
-    await finished.wait()
+
+    async def read(name: str, request: str, rng: Any) -> None:
+        issued = trio.current_time()
+        while not finished.is_set():
+            dispatcher = dispatchers.get(name)
+            try:
+                if dispatcher is None:
+                    raise ActorStoppedError(f"node {name} has not started")
+                count = await dispatcher.request(TALLY, Peek(request))
+            except Exception as error:
+                ctx.count(f"contention.read_error.{type(error).__name__}")
+                if not _retryable(error):
+                    raise
+                await trio.sleep(0.2 + 0.3 * rng.random())
+                continue
+            reads.append(Ack(request, name, issued, trio.current_time(), count))
+            return
+
+    async def reader(name: str, who: str) -> None:
+        """Reads the tally through node ``name``'s dispatcher from the main node, as remote
+        clients would, open loop: a read does not wait for the one before, so reads keep
+        arriving while that node is paused, and wait for it to thaw."""
+        rng = ctx.rng(f"contention/{who}")
+        async with trio.open_nursery() as nursery:
+            number = 0
+            while not finished.is_set():
+                # exponential gaps (a Poisson stream): some are long enough that the first
+                # read a paused node finds on thawing was sent after the other node took over
+                await trio.sleep(-params["read_every"] * math.log(1.0 - rng.random()))
+                nursery.start_soon(read, name, f"{who}/{number}", rng)
+                number += 1
+
+    if params["readers"] > 0:
+        async with trio.open_nursery() as nursery:
+            for name in names:
+                for r in range(params["readers"]):
+                    nursery.start_soon(reader, name, f"read/{name}/{r}")
+            await finished.wait()
+            nursery.cancel_scope.cancel()
+    else:
+        await finished.wait()
     ctx.metric("contention.acks", len(acks))
     ctx.metric("contention.touches", len(touches))
+    if params["readers"] > 0:
+        ctx.metric("contention.reads", len(reads))
+        ctx.metric(
+            "contention.max_read_wait",
+            round(max((r.acked - r.issued for r in reads), default=0.0), 3),
+        )
     ctx.metric("contention.activations", len({t.activation for t in touches}))
     waits = [a.acked - a.issued for a in acks]
     ctx.metric("contention.max_wait", round(max(waits, default=0.0), 3))

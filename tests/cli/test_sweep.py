@@ -134,6 +134,7 @@ CHEAP = frozenset(  # under about 1.5 s a seed
         "actor_contention_pauses",
         "actor_contention_patience",
         "actor_contention_storms",
+        "actor_contention_reads",
         "agent_mcp_servers",
         "agent_mcp_servers_crash",
         "agent_approvals",

@@ -15,6 +15,7 @@ from kelpie_dst.workloads._contention_checks import (
     Touch,
     contention_at_most_once,
     contention_one_activation,
+    contention_reads_fresh,
     contention_requests_complete,
     contention_waits_bounded,
 )
@@ -58,6 +59,39 @@ def test_the_storms_scenario_passes_repeats_and_its_activations_act_while_they_w
     assert first.metrics["contention.activations"] > 2
     assert first.metrics["contention.touches"] > 100
     assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_the_reads_scenario_passes_repeats_and_its_reads_wait_out_pauses() -> None:
+    """Remote readers at random times; servers that freeze past the lease: some reads were sent
+    to a frozen node and answered only when it thawed (by the lease's holder, never from the
+    thawed node's memory)."""
+    scenario = load_scenario("actor_contention_reads", ["workload.params.requests=10"])
+    first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["contention.acks"] == 2 * 2 * 10
+    assert first.metrics["contention.reads"] > 5
+    assert first.metrics["contention.max_read_wait"] > 6.0  # one waited out a pause
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+def _reads(reads: list[Ack], acks: list[Ack], *nodes: _Node, faults: tuple[str, ...] = ()) -> Any:
+    state = {"reads": reads, "acks": acks, "margin": 1.0}
+    return SimpleNamespace(sim=_sim(*nodes, faults=faults), state=state)
+
+
+def test_a_read_older_than_an_acknowledged_count_is_named() -> None:
+    acks = [Ack("n2/0/0", "n2", 1.0, 2.0, 7), Ack("n2/0/1", "n2", 2.0, 4.0, 8)]
+    nodes = (_Node("n1", paused=(0.5, 10.0)), _Node("n2"))
+    concurrent = Ack("read/n1/0/0", "n1", 3.0, 10.0, 7)  # sent before count 8 was acknowledged
+    contention_reads_fresh(_reads([concurrent], acks, *nodes))
+    stale = Ack("read/n1/0/1", "n1", 5.0, 10.0, 7)  # a pause is no excuse
+    with pytest.raises(
+        AssertionError,
+        match=r"read/n1/0/1 on n1 \(issued t=5.000, answered t=10.000\) read 7, but n2/0/1 on "
+        r"n2 had been acknowledged count 8 at t=4.000",
+    ):
+        contention_reads_fresh(_reads([concurrent, stale], acks, *nodes))
+    contention_reads_fresh(_reads([stale], acks, *nodes, faults=("clock.jump",)))
 
 
 class _Node:

@@ -135,6 +135,7 @@ CHEAP = frozenset(  # under about 1.5 s a seed
         "actor_contention_patience",
         "actor_contention_storms",
         "actor_contention_reads",
+        "agent_file_tools",
         "agent_mcp_servers",
         "agent_mcp_servers_crash",
         "agent_approvals",

@@ -47,6 +47,7 @@ class MFile:
     start: int | None = None  # 0-based first line shown
     end: int | None = None  # 0-based, exclusive
     last: tuple[int, str] = (0, "")  # (tick, id): the LRU order
+    passages: int = 0  # how many passages the file was cut into (semantic search's pool)
 
     @property
     def name(self) -> str:
@@ -307,6 +308,63 @@ class Model:
         for f in matched:
             f.last = (self.tick, f.id)
         return Outcome("\n".join(out))
+
+    # -- semantic_search_files ------------------------------------------------------------
+    def semantic(self, query: str, limit: int | None, answer: str, error: bool) -> list[str]:
+        """Judge a semantic search's answer by what any ranking must satisfy (the scores are
+        the embedder's, which the model does not recompute): the count is the limit (at most
+        50, 5 when not given) or every passage there is, entries are numbered in order and
+        grouped by file, each shows lines of the file it names, scores fall within a file and
+        the first entry is the best; then the files it named were used now."""
+        if not query.strip():
+            want = _failure("semantic_search_files", "ValueError", "Empty search query provided")
+            return [] if (answer, error) == (want.text, True) else [f"answered {answer!r}"]
+        if error:
+            return [f"refused: {answer}"]
+        head = re.compile(r"\n=== (.+?) \(passage #(\d+)\) \(score: (-?[0-9.]+)\) ===\n")
+        parts = head.split(answer)
+        entries = [
+            (parts[i], int(parts[i + 1]), float(parts[i + 2]), parts[i + 3])
+            for i in range(1, len(parts) - 3, 4)
+        ]
+        wanted = min(max(1, min(limit or 5, 50)), sum(f.passages for f in self.files))
+        names = list(dict.fromkeys(name for name, _, _, _ in entries))
+        summary = (
+            f"Found {len(entries)} matches in {len(names)} file{'s' if len(names) != 1 else ''} "
+            f"for query: '{query}'"
+        )
+        problems = []
+        if not answer.startswith(summary + "\n" + "=" * len(summary)):
+            problems.append(f"its summary is not {summary!r}: {answer[:120]!r}")
+        if len(entries) != wanted:
+            problems.append(f"{len(entries)} entries, not {wanted} (limit {limit})")
+        if [k for _, k, _, _ in entries] != list(range(1, len(entries) + 1)):
+            problems.append("its passages are not numbered 1, 2, ... in order")
+        by_name = {f.name: f for f in self.files}
+        groups = [
+            name for i, (name, _, _, _) in enumerate(entries) if i == 0 or entries[i - 1][0] != name
+        ]
+        if len(groups) != len(names):
+            problems.append(f"a file's passages are not together: {groups}")
+        for i, (name, k, score, body) in enumerate(entries):
+            f = by_name.get(name)
+            if f is None:
+                problems.append(f"passage #{k} names {name!r}, not an attached file")
+                continue
+            words = " ".join(f.text.split())  # a passage may join lines: compare words
+            shown = [" ".join(line.split()) for line in body.split("\n") if line.strip()]
+            strange = [line for line in shown if not line.startswith("...") and line not in words]
+            if strange:
+                problems.append(f"passage #{k} of {name} shows {strange[0]!r}, not in the file")
+            if i and entries[i - 1][0] == name and entries[i - 1][2] < score:
+                problems.append(f"passage #{k} of {name} scores above the one before it")
+        if entries and max(e[2] for e in entries) > entries[0][2]:
+            problems.append("the first passage is not the best match")
+        self.tick += 1
+        for name in names:
+            if name in by_name:
+                by_name[name].last = (self.tick, by_name[name].id)
+        return problems
 
 
 def _range(offset: int | None, length: int | None) -> str:

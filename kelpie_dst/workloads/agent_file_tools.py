@@ -9,13 +9,16 @@ call with the arguments the workload drew: ``open_files`` with windows at the ed
 (offset 0, the last line, one past it; lengths of 1, to the end, past the end), several files
 at once, ``close_all_others``, unknown names and bad ranges; ``grep_files`` with patterns that
 match many lines across files, one file or none, ``include`` globs, ``context_lines`` and pages
-(``offset`` at 0, 20, the last match, past it).
+(``offset`` at 0, 20, the last match, past it); ``semantic_search_files`` with limits from 0 to
+past the cap of 50.
 
 The model (``_file_tools_model``) replays every operation. Invariant ``file_tools_match_model``:
 each tool's answer (its text, or the refusal the model expects) is the model's, and the
 ``<directories>`` section of the system prompt, as the LLM is shown it before and after each
 call, is the model's rendering: which files are open, with which window, cut at the character
-limit, and which one the LRU closed.
+limit, and which one the LRU closed. A semantic search is judged by what any ranking must
+satisfy (the model does not recompute embeddings): its count, numbering, grouping, the lines it
+shows, falling scores; the files it named count as used for the LRU.
 """
 
 from __future__ import annotations
@@ -138,6 +141,13 @@ def _open_request(rng: Any, model: Model) -> dict[str, Any]:
 
 
 def _plan(rng: Any, model: Model) -> tuple[str, dict[str, Any]]:
+    if rng.random() < 0.15:
+        query = rng.choice([*WORDS, "kelp otter tide", "x3 = reef", "   "])
+        search: dict[str, Any] = {"query": query}
+        limit = rng.choice([None, 0, 1, 2, 3, 10, 50, 60])
+        if limit is not None:
+            search["limit"] = limit
+        return "semantic_search_files", search
     if rng.random() < 0.55:
         count = rng.choice([1, 1, 1, 2, 2, 3, model.max_open + 1])
         chosen: list[dict[str, Any]] = []
@@ -167,13 +177,17 @@ async def _setup(service: AgentService, ctx: WorkloadContext, model: Model) -> s
     rng = ctx.rng("file_tools/files")
     ids: dict[str, str] = {}
     for folder, description in FOLDERS:
-        record = await folders.create_folder(service, folder, description=description or None)
+        chunk = rng.randint(50, 120)  # several passages a file, for semantic search
+        record = await folders.create_folder(
+            service, folder, description=description or None, chunk_size=chunk
+        )
         ids[folder] = record.id
         count = rng.randint(2, 4)
         for k in range(count):
             python = folder == "code"
             file_name = f"{'ab'[k % 2]}{k}.{'py' if python else 'txt'}"
-            text = _text(rng, rng.randint(3, 14), python)
+            big = k == count - 1 and not python  # a long one: grep pages, 50+ passages
+            text = _text(rng, rng.randint(40, 70) if big else rng.randint(3, 14), python)
             stored = await folders.upload_file(
                 service,
                 record.id,
@@ -185,8 +199,9 @@ async def _setup(service: AgentService, ctx: WorkloadContext, model: Model) -> s
             assert stored is not None
             model.add_file(MFile(stored.id, folder, file_name, stored.created_at, text))
     for f in model.files:
-        while (await folders.process_until_done(service, f.id)) is None:
+        while (done := await folders.process_until_done(service, f.id)) is None:
             await trio.sleep(0.2)
+        f.passages = done.total_chunks or 0
     agent = (
         await service.create_agent(
             CreateAgent(
@@ -208,6 +223,18 @@ def _judge(log: FileToolsLog, number: int, op: Op, want_before: str, model: Mode
         log.problems.append(
             f"{where}: the prompt showed\n{op.before}\nnot the model's\n{want_before}"
         )
+    if op.tool == "semantic_search_files":
+        for problem in model.semantic(
+            op.args["query"], op.args.get("limit"), op.result or "", op.is_error
+        ):
+            log.problems.append(f"{where}: {problem}")
+        want_after = model.directories()
+        if op.after != want_after:
+            log.problems.append(
+                f"{where}: after it the prompt showed\n{op.after}\nnot\n{want_after}"
+            )
+        log.checked += 1
+        return
     outcome = (
         model.open_files(op.args["file_requests"], bool(op.args.get("close_all_others")))
         if op.tool == "open_files"

@@ -40,8 +40,22 @@ def _no_route_index() -> Iterator[None]:
             router.middleware_stack = stack
 
 
+@contextmanager
+def _generator_deadlines() -> Iterator[None]:
+    """Dspeed-14: trio's own generator-based deadline bookkeeping in every cancel scope."""
+    from kelpie_dst import _trio_speed
+
+    saved = _trio_speed._USABLE[:]
+    _trio_speed._USABLE[:] = [False]
+    try:
+        yield
+    finally:
+        _trio_speed._USABLE[:] = saved
+
+
 CHANGES: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "route-index": _no_route_index,
+    "trio-deadlines": _generator_deadlines,
 }
 
 

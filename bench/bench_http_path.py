@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 
+import httpx
+
 from kelpie_dst.scenario import load_scenario, run_scenario
 
 
@@ -53,9 +55,23 @@ def _generator_deadlines() -> Iterator[None]:
         _trio_speed._USABLE[:] = saved
 
 
+@contextmanager
+def _parsing_cookies() -> Iterator[None]:
+    """Dspeed-15: the workload's httpx client hands every response to ``http.cookiejar``."""
+    from kelpie_dst.net import _cookies
+
+    saved = _cookies.QuietCookies.extract_cookies
+    _cookies.QuietCookies.extract_cookies = httpx.Cookies.extract_cookies  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        _cookies.QuietCookies.extract_cookies = saved  # type: ignore[method-assign]
+
+
 CHANGES: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "route-index": _no_route_index,
     "trio-deadlines": _generator_deadlines,
+    "quiet-cookies": _parsing_cookies,
 }
 
 

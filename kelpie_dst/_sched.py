@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ._errors import DstError
+from ._trio_speed import fast_deadlines
 
 if TYPE_CHECKING:
     from ._nodes import Node
@@ -206,7 +207,8 @@ def installed_scheduler(strategy: RandomStrategy) -> Iterator[None]:
     _RUN_MODULE._r = strategy
     _RUN_MODULE._ALLOW_DETERMINISTIC_SCHEDULING = True
     try:
-        yield
+        with fast_deadlines():
+            yield
     finally:
         _RUN_MODULE._r = saved_r
         _RUN_MODULE._ALLOW_DETERMINISTIC_SCHEDULING = saved_allow

@@ -270,9 +270,12 @@ def _tls() -> ssl.SSLContext:
 async def open_http_link(
     timeout: float, background: BackgroundRuns | None = None
 ) -> AsyncIterator[HttpLink]:
-    """One connection pool for every client task; closed when the clients are done."""
+    """One connection pool for every client task; closed when the clients are done. Its
+    cookie store parses only responses that set a cookie (``kelpie_dst/net/_cookies.py``)."""
+    from kelpie_dst.net._cookies import quiet_cookies
+
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout), verify=_tls()) as http:
-        yield HttpLink(http, background)
+        yield HttpLink(quiet_cookies(http), background)
 
 
 def _tool_rules(plan: AgentPlan) -> dict[str, Any]:

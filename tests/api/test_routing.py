@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
+from starlette.routing import Match
 
 from kelpie_agent.api._app import shared_app
-from kelpie_agent.api._routing import ERROR_RESPONSES, collection_route, routes
+from kelpie_agent.api._routing import (
+    ERROR_RESPONSES,
+    IndexedRoutes,
+    _RouteIndex,
+    collection_route,
+    index_routes,
+    routes,
+)
 
 
 class Item(BaseModel):
@@ -114,3 +124,73 @@ def test_the_api_routes_are_flat() -> None:
     api = [r for r in app.router.routes if getattr(r, "path", "").startswith("/v1/")]
     assert len(api) > 100
     assert all(isinstance(r, APIRoute) for r in api)
+
+
+def _full_scan(app: FastAPI, method: str, path: str) -> tuple[str, object]:
+    """What the router's own loop picks for ``method path``: the first FULL match, else the
+    first PARTIAL one (a 405), else nothing (a 404)."""
+    scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+    partial = None
+    for route in app.router.routes:
+        match, _ = route.matches(scope)
+        if match == Match.FULL:
+            return "full", route
+        if match == Match.PARTIAL and partial is None:
+            partial = route
+    return ("partial", partial) if partial is not None else ("none", None)
+
+
+def _indexed(app: FastAPI, method: str, path: str) -> tuple[str, object]:
+    """The same choice made over the index's group for ``path``."""
+    stack = app.router.middleware_stack
+    assert isinstance(stack, IndexedRoutes)
+    index = _RouteIndex(app.router)
+    assert index.usable
+    group = index.router(path)
+    scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+    partial = None
+    for route in group.routes if group is not None else ():
+        match, _ = route.matches(scope)
+        if match == Match.FULL:
+            return "full", route
+        if match == Match.PARTIAL and partial is None:
+            partial = route
+    return ("partial", partial) if partial is not None else ("none", None)
+
+
+def test_the_route_index_picks_what_the_full_scan_picks() -> None:
+    """Every route's own path (parameters filled in, with and without a trailing slash, one
+    segment more and less), with every method, picks the same route (or 405 or 404) through
+    the index as through all the routes in order."""
+    app = shared_app()
+    paths = {"/", "", "/v1", "/v1/", "/v1/nothing", "/v1/agents/search", "/v1/agents/a//b"}
+    for route in app.router.routes:
+        path = re.sub(r"\{[^}]+\}", "x1", getattr(route, "path_format", "/"))
+        paths |= {path, path + "/", path.rstrip("/"), path + "/extra", path.rsplit("/", 1)[0]}
+        paths.add(re.sub(r"\{[^}]+\}", "search", getattr(route, "path_format", "/")))
+    methods = ("GET", "POST", "PATCH", "PUT", "DELETE", "HEAD")
+    checked = 0
+    for path in sorted(paths):
+        for method in methods:
+            assert _indexed(app, method, path) == _full_scan(app, method, path), (method, path)
+            checked += 1
+    assert checked > 1000
+
+
+@pytest.mark.trio
+async def test_a_router_the_index_cannot_describe_dispatches_as_before() -> None:
+    """A mounted app (or a ``path`` parameter) turns the index off: every request goes to the
+    router's own loop."""
+    app = FastAPI(redirect_slashes=False)
+
+    async def anything(rest: str) -> dict[str, str]:
+        return {"rest": rest}
+
+    app.add_api_route("/files/{rest:path}", anything, methods=["GET"])
+    index_routes(app)
+    assert not _RouteIndex(app.router).usable
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        got = await client.get("/files/a/b/c")
+        assert (got.status_code, got.json()) == (200, {"rest": "a/b/c"})
+        assert (await client.get("/nothing")).status_code == 404

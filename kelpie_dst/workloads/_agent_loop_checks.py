@@ -17,6 +17,9 @@ the loop may rely on (Letta's loop contract, docs/agent.md), never how Kelpie co
 * **A stream shows only what is stored** (:func:`check_streams_stored`): a message a stream
   without token streaming showed the client (a step's text and calls, a tool's result) is in
   the agent's history at the end, whether the request then succeeded or failed.
+* **A tool's failure is reported as one** (:func:`check_mcp_verdicts`): the result of a call
+  of an MCP tool whose server answers every call with ``isError`` is stored failed, whatever
+  the words of the error.
 * The model-side properties (the run's input in view, the prompt within the context window,
   retry-after kept) are checked as the model is called and arrive here as problems.
 """
@@ -32,6 +35,7 @@ __all__ = [
     "Send",
     "Stored",
     "check_endings",
+    "check_mcp_verdicts",
     "check_streams_stored",
     "check_token_streams",
 ]
@@ -56,6 +60,7 @@ class Stored:
     kind: str
     text: str
     name: str | None = None
+    status: str | None = None  # a tool return's
 
 
 @attrs.define
@@ -157,3 +162,12 @@ def check_streams_stored(sends: Iterable[Send], stored: Mapping[str, Stored]) ->
                     f"({piece.text[:40]!r}), which is not stored"
                 )
     return problems
+
+
+def check_mcp_verdicts(stored: Mapping[str, Stored], failing_tool: str) -> list[str]:
+    return [
+        f"a call of {failing_tool} (its server answers isError) is stored as {m.status}: "
+        f"{m.text[:60]!r}"
+        for m in stored.values()
+        if m.kind == "tool_return_message" and m.name == failing_tool and m.status != "error"
+    ]

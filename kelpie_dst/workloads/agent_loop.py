@@ -31,13 +31,21 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import trio
 
 import kelpie_dst
-from kelpie_agent.agent import BlockCreate, CreateAgent, InputMessage, TurnResult, builtin_id
+from kelpie_agent.agent import (
+    BlockCreate,
+    CreateAgent,
+    InputMessage,
+    ToolStore,
+    TurnResult,
+    builtin_id,
+)
 from kelpie_agent.agent._config import LoopConfig
 from kelpie_agent.agent._messages import (
     AssistantMessage,
@@ -46,10 +54,12 @@ from kelpie_agent.agent._messages import (
     ToolReturnMessage,
 )
 from kelpie_agent.llm import LlmRequest, TextBlock, ToolResult
+from kelpie_agent.mcp import McpClient, McpServerConfig
 from kelpie_agent.service import AgentService, ServiceError
 
 from ..scenario import WorkloadContext, invariant, workload
-from ..shims import LlmTiming, SimLlmClient, open_kv, sim_ports
+from ..shims import LlmTiming, SimLlmClient, open_direct_kv, open_kv, sim_ports
+from ..shims._mcp import SimMcpServer, sim_mcp_transport
 from ..shims.llm import Call, Reply
 from ..shims.llm._engine import StreamShape
 from ..shims.llm._faults import Failure
@@ -59,6 +69,7 @@ from ._agent_loop_checks import (
     Send,
     Stored,
     check_endings,
+    check_mcp_verdicts,
     check_streams_stored,
     check_token_streams,
 )
@@ -74,8 +85,11 @@ LOOP = LoopConfig(history_window=16, storage_attempts=2)
 _PERSONA = re.compile(r"I am loop agent (\d+)\.")
 _WORDS = ("kelp", "tide", "otter", "reef", "current", "swell", "foam", "shoal")
 _MAX_PROBLEMS = 20
+DESK, LOOKUP, REFUSE = "desk", "desk_lookup", "desk_refuse"
+REFUSAL = "quota exceeded for this desk today"  # an isError result that does not say "Error"
+DESK_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 SHAPES = {
-    "letta": ("long", "long", "blank", "blank", "chain", "empty"),
+    "letta": ("long", "long", "blank", "blank", "chain", "empty", "desk"),
     "memgpt": ("thoughts", "beats", "beats"),
     "chat": ("chat",),
 }
@@ -93,6 +107,7 @@ class AgentInfo:
 @attrs.define
 class LoopLog:
     agents: dict[int, AgentInfo] = attrs.Factory(dict)
+    tool_ids: dict[str, str] = attrs.Factory(dict)  # the MCP tools, by name
     sends: list[Send] = attrs.Factory(list)
     stored: dict[str, Stored] = attrs.Factory(dict)
     problems: list[str] = attrs.Factory(list)
@@ -181,6 +196,11 @@ class LoopPolicy:
             return (Call("conversation_search", {"query": query}),)
         if shape == "empty":
             return ()
+        if shape == "desk":
+            if first:
+                tool = REFUSE if probe.get("refuse") else LOOKUP
+                return (Call(tool, {"text": tag}),)
+            return (f"done {tag}",)
         if shape == "thoughts":
             return (f"thinking about {tag}",)
         if shape == "beats":
@@ -196,12 +216,13 @@ class LoopObserver:
     request, by the same call) before its ``retry-after``; a prompt must fit its agent's
     context window."""
 
-    def __init__(self, log: LoopLog) -> None:
+    def __init__(self, log: LoopLog, now: Callable[[], float] = trio.current_time) -> None:
         self.log = log
+        self.now = now
         self.refused: dict[int, tuple[LlmRequest, float, float]] = {}
 
     def observe(self, request: LlmRequest, outcome: Any, node: str | None) -> None:
-        now = trio.current_time()
+        now = self.now()
         self.log.requests += 1
         earlier = self.refused.get(id(request))
         if earlier is not None and earlier[0] is request:
@@ -279,8 +300,9 @@ class Driver:
             persona += " " + " ".join(self.rng.choice(_WORDS) for _ in range(250))
         memgpt = kind == "memgpt"
         tools: tuple[str, ...] = ("conversation_search", "send_message") if memgpt else ()
+        ids = tuple(builtin_id(t) for t in tools)
         if kind == "letta":
-            tools = ("conversation_search",)
+            ids = (builtin_id("conversation_search"), *self.log.tool_ids.values())
         window, max_tokens = {
             "letta": (32_000, LONG_MAX_TOKENS),
             "memgpt": (32_000, 1024),
@@ -290,7 +312,7 @@ class Driver:
             name=f"loop-{n}",
             agent_type="memgpt_agent" if memgpt else "letta_v1_agent",
             memory_blocks=(BlockCreate("persona", persona, limit=5000),),
-            tool_ids=tuple(builtin_id(t) for t in tools),
+            tool_ids=ids,
             context_window=window,
             max_tokens=max_tokens,
         )
@@ -315,6 +337,8 @@ class Driver:
             max_steps = rng.randint(2, 5)
         elif shape == "beats":
             probe["beats"] = rng.randint(4, 6)
+        elif shape == "desk":
+            probe["refuse"] = rng.random() < 0.5
         if shape == "blank":
             mode = "tokens"
         else:
@@ -378,19 +402,24 @@ class Driver:
             for message in page:
                 piece = _piece(message)
                 if piece is not None:
-                    self.log.stored[piece.id] = Stored(piece.id, piece.kind, piece.text, piece.name)
+                    status = message.status if isinstance(message, ToolReturnMessage) else None
+                    self.log.stored[piece.id] = Stored(
+                        piece.id, piece.kind, piece.text, piece.name, status
+                    )
             if len(page) < 100:
                 return
             after = page[-1].id
 
 
-def _start_servers(ctx: WorkloadContext, log: LoopLog) -> dict[str, AgentService]:
+def _start_servers(
+    ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node
+) -> dict[str, AgentService]:
     from kelpie_agent.service import open_agent_node
 
     topology = ctx.topology
-    db = ctx.sim.add_node(topology.database or "db")
     services: dict[str, AgentService] = {}
     timing = LlmTiming(ttft_min=0.05, ttft_max=0.3, tokens_per_second=400.0)
+    desk = _desk()
 
     async def server(node: kelpie_dst.Node) -> None:
         llm = SimLlmClient(
@@ -399,22 +428,52 @@ def _start_servers(ctx: WorkloadContext, log: LoopLog) -> dict[str, AgentService
             observer=LoopObserver(log),
             shape=StreamShape(blank_text=True),
         )
-        async with open_agent_node(
-            open_kv(node, host=db),
-            sim_ports(node),
-            node_id=node.name,
-            llm=llm,
-            loop_config=LOOP,
-            dispatcher_options=OPTIONS,
-            options=SERVICE,
-            observer=kelpie_dst.log,
-        ) as service:
+        config = McpServerConfig(DESK, "simulated", startup_timeout=10, call_timeout=10)
+        async with (
+            McpClient([config], transport=sim_mcp_transport(desk)) as mcp,
+            open_agent_node(
+                open_kv(node, host=db),
+                sim_ports(node),
+                node_id=node.name,
+                llm=llm,
+                mcp=mcp,
+                loop_config=LOOP,
+                dispatcher_options=OPTIONS,
+                options=SERVICE,
+                observer=kelpie_dst.log,
+            ) as service,
+        ):
             services[node.name] = service
             await trio.sleep_forever()
 
     for name in topology.nodes or ("server-1", "server-2"):
         ctx.sim.add_node(name, server)
     return services
+
+
+def _desk() -> SimMcpServer:
+    """The MCP server of the ``desk`` shape: a lookup that echoes, and a tool whose every
+    answer is an ``isError`` result in plain words."""
+    tools = [
+        {"name": LOOKUP, "description": "Look a text up.", "response": {"echo": "text"}},
+        {
+            "name": REFUSE,
+            "description": "Ask the desk.",
+            "input_schema": DESK_SCHEMA,
+            "response": {"error": REFUSAL},
+        },
+    ]
+    return SimMcpServer(DESK, tools, latency=(0.05, 0.2))
+
+
+async def _register(ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node) -> None:
+    """The desk's tools, registered on the database directly (an operator's provisioning)."""
+    main = ctx.sim.current_node()
+    assert main is not None
+    store = ToolStore(open_direct_kv(main, host=db), sim_ports(main))
+    for name, description in ((LOOKUP, "Look a text up."), (REFUSE, "Ask the desk.")):
+        spec = await store.add_mcp_tool(DESK, name, description, DESK_SCHEMA)
+        log.tool_ids[name] = spec.id
 
 
 @workload(
@@ -425,7 +484,9 @@ async def agent_loop(ctx: WorkloadContext) -> None:
     """The agent loop's shapes under faults; see the module docstring."""
     log = LoopLog()
     ctx.state["log"] = log
-    services = _start_servers(ctx, log)
+    db = ctx.sim.add_node(ctx.topology.database or "db")
+    await _register(ctx, log, db)
+    services = _start_servers(ctx, log, db)
     drivers: list[Driver] = []
     for kind in ("letta", "memgpt", "chat"):
         for _ in range(int(ctx.params[kind])):
@@ -445,6 +506,7 @@ async def agent_loop(ctx: WorkloadContext) -> None:
     ctx.metric("loop.rate_limited", log.rate_limited)
     ctx.metric("loop.retried", log.retried)
     ctx.metric("loop.prompt_fill", log.fill)
+    ctx.metric("loop.desk_refused", sum(m.name == REFUSE for m in log.stored.values()))
     stops: dict[str, int] = {}
     for s in log.sends:
         if s.stop_reason:
@@ -461,6 +523,7 @@ def check_loop(log: LoopLog) -> list[str]:
     )
     problems += check_token_streams(log.sends, log.stored)
     problems += check_streams_stored(log.sends, log.stored)
+    problems += check_mcp_verdicts(log.stored, REFUSE)
     return problems + log.problems
 
 

@@ -20,12 +20,17 @@ the loop may rely on (Letta's loop contract, docs/agent.md), never how Kelpie co
 * **A tool's failure is reported as one** (:func:`check_mcp_verdicts`): the result of a call
   of an MCP tool whose server answers every call with ``isError`` is stored failed, whatever
   the words of the error.
+* **A well-formed call is never refused** (:func:`check_valid_calls_run`): the model calls
+  only tools it was given, with arguments its schema accepts, so a call whose stored arguments
+  are a JSON object is never answered with an ``invalid_tool_call`` refusal (the world's only
+  broken calls are those ``max_tokens`` cut, whose arguments do not parse).
 * The model-side properties (the run's input in view, the prompt within the context window,
   retry-after kept) are checked as the model is called and arrive here as problems.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
@@ -38,6 +43,7 @@ __all__ = [
     "check_mcp_verdicts",
     "check_streams_stored",
     "check_token_streams",
+    "check_valid_calls_run",
 ]
 
 
@@ -61,6 +67,7 @@ class Stored:
     text: str
     name: str | None = None
     status: str | None = None  # a tool return's
+    call_id: str | None = None  # a tool call's or a tool return's tool_call_id
 
 
 @attrs.define
@@ -171,3 +178,28 @@ def check_mcp_verdicts(stored: Mapping[str, Stored], failing_tool: str) -> list[
         for m in stored.values()
         if m.kind == "tool_return_message" and m.name == failing_tool and m.status != "error"
     ]
+
+
+def check_valid_calls_run(stored: Mapping[str, Stored]) -> list[str]:
+    calls: dict[str | None, Stored] = {
+        m.call_id: m for m in stored.values() if m.kind == "tool_call_message"
+    }
+    problems = []
+    for m in stored.values():
+        if m.kind != "tool_return_message" or m.status != "error":
+            continue
+        if "invalid_tool_call" not in m.text or m.call_id is None:
+            continue
+        call = calls.get(m.call_id)
+        if call is None:
+            continue
+        try:
+            args = json.loads(call.text)
+        except ValueError:
+            continue  # a call cut at max_tokens: refused rightly
+        if isinstance(args, dict):
+            problems.append(
+                f"a well-formed call of {call.name} ({call.text[:60]}) was refused: "
+                f"{m.text[:120]!r}"
+            )
+    return problems

@@ -72,6 +72,7 @@ from ._agent_loop_checks import (
     check_mcp_verdicts,
     check_streams_stored,
     check_token_streams,
+    check_valid_calls_run,
 )
 from ._agent_schedules import _FAILURES, OPTIONS, SERVICE, Client
 
@@ -402,9 +403,13 @@ class Driver:
             for message in page:
                 piece = _piece(message)
                 if piece is not None:
-                    status = message.status if isinstance(message, ToolReturnMessage) else None
+                    status, call_id = None, None
+                    if isinstance(message, ToolReturnMessage):
+                        status, call_id = message.status, message.tool_call_id
+                    elif isinstance(message, ToolCallMessage):
+                        call_id = message.tool_call.tool_call_id
                     self.log.stored[piece.id] = Stored(
-                        piece.id, piece.kind, piece.text, piece.name, status
+                        piece.id, piece.kind, piece.text, piece.name, status, call_id
                     )
             if len(page) < 100:
                 return
@@ -524,6 +529,7 @@ def check_loop(log: LoopLog) -> list[str]:
     problems += check_token_streams(log.sends, log.stored)
     problems += check_streams_stored(log.sends, log.stored)
     problems += check_mcp_verdicts(log.stored, REFUSE)
+    problems += check_valid_calls_run(log.stored)
     return problems + log.problems
 
 

@@ -18,6 +18,7 @@ from kelpie_dst.workloads._agent_loop_checks import (
     check_mcp_verdicts,
     check_streams_stored,
     check_token_streams,
+    check_valid_calls_run,
 )
 from kelpie_dst.workloads.agent_loop import (
     AgentInfo,
@@ -157,3 +158,17 @@ def test_a_failed_mcp_call_stored_as_a_success_is_named() -> None:
     wrong = attrs.evolve(failed, status="success")
     [problem] = check_mcp_verdicts({"r1": wrong}, "desk_refuse")
     assert "stored as success" in problem
+
+
+def test_a_well_formed_call_refused_is_named_and_a_cut_one_is_not() -> None:
+    refusal = "Error: invalid_tool_call: conversation_search: bad arguments"
+    stored = {
+        "c1": Stored("c1", "tool_call_message", '{"query":"a"}', "conversation_search", None, "k1"),
+        "r1": Stored("r1", "tool_return_message", refusal, "conversation_search", "error", "k1"),
+        "c2": Stored("c2", "tool_call_message", '{"query":"a', "conversation_search", None, "k2"),
+        "r2": Stored("r2", "tool_return_message", refusal, "conversation_search", "error", "k2"),
+    }
+    [problem] = check_valid_calls_run(stored)
+    assert "well-formed call of conversation_search" in problem
+    del stored["r1"]
+    assert check_valid_calls_run(stored) == []

@@ -24,6 +24,9 @@ the loop may rely on (Letta's loop contract, docs/agent.md), never how Kelpie co
   only tools it was given, with arguments its schema accepts, so a call whose stored arguments
   are a JSON object is never answered with an ``invalid_tool_call`` refusal (the world's only
   broken calls are those ``max_tokens`` cut, whose arguments do not parse).
+* **Every call gets one result** (:func:`check_one_result_per_call`): no tool call has two
+  stored results, and every stored result answers a stored call (a resumed run never runs a
+  finished call again).
 * The model-side properties (the run's input in view, the prompt within the context window,
   retry-after kept) are checked as the model is called and arrive here as problems.
 """
@@ -41,6 +44,7 @@ __all__ = [
     "Stored",
     "check_endings",
     "check_mcp_verdicts",
+    "check_one_result_per_call",
     "check_streams_stored",
     "check_token_streams",
     "check_valid_calls_run",
@@ -202,4 +206,21 @@ def check_valid_calls_run(stored: Mapping[str, Stored]) -> list[str]:
                 f"a well-formed call of {call.name} ({call.text[:60]}) was refused: "
                 f"{m.text[:120]!r}"
             )
+    return problems
+
+
+def check_one_result_per_call(stored: Mapping[str, Stored]) -> list[str]:
+    calls = {m.call_id for m in stored.values() if m.kind == "tool_call_message"}
+    seen: dict[str, str] = {}
+    problems = []
+    for m in stored.values():
+        if m.kind != "tool_return_message" or m.call_id is None:
+            continue
+        if m.call_id in seen:
+            problems.append(
+                f"tool call {m.call_id} ({m.name}) has two results: {seen[m.call_id]} and {m.id}"
+            )
+        seen[m.call_id] = m.id
+        if m.call_id not in calls:
+            problems.append(f"result {m.id} ({m.name}) answers no stored call ({m.call_id})")
     return problems

@@ -70,6 +70,7 @@ from ._agent_loop_checks import (
     Stored,
     check_endings,
     check_mcp_verdicts,
+    check_one_result_per_call,
     check_streams_stored,
     check_token_streams,
     check_valid_calls_run,
@@ -79,6 +80,7 @@ from ._agent_schedules import _FAILURES, OPTIONS, SERVICE, Client
 __all__ = ["LoopObserver", "LoopPolicy", "agent_loop", "loop_contract"]
 
 PROBE = "loopprobe"
+RETRIES = 6  # tries of a send (the same otid) before the client gives up on it
 LONG_MAX_TOKENS = 40
 CHAT_WINDOW, CHAT_MAX_TOKENS = 3200, 500
 TOLERANCE = 300  # characters a prompt may exceed its window by (notes of a trimmed window)
@@ -352,18 +354,27 @@ class Driver:
     async def send(self) -> None:
         send, text = self._probe()
         self.log.sends.append(send)
-        inputs = (InputMessage("user", text),)
-        result: TurnResult | None
-        try:
-            if send.mode == "send":
-                result = await self.client.once(
-                    lambda s: s.send_message(self.agent, inputs, max_steps=send.max_steps)
-                )
-            else:
-                result = await self._stream(send, inputs)
-        except (*_FAILURES, ServiceError) as error:
-            send.failed = type(error).__name__
-            return
+        # an otid makes the send safe to retry: a retry answers with the run the first try
+        # started, resumed if a crash or a lost lease interrupted it
+        inputs = (InputMessage("user", text, otid=f"otid-{send.tag}"),)
+        result: TurnResult | None = None
+        for attempt in range(RETRIES):
+            try:
+                if send.mode == "send" or attempt:
+                    result = await self.client.once(
+                        lambda s: s.send_message(self.agent, inputs, max_steps=send.max_steps)
+                    )
+                else:
+                    result = await self._stream(send, inputs)
+            except _FAILURES as error:
+                send.failed = type(error).__name__
+                await trio.sleep(self.rng.uniform(0.5, 2.0))
+                continue
+            except ServiceError as error:
+                send.failed = type(error).__name__
+                return
+            if result is not None:
+                break
         if result is None:
             return
         send.acked = True
@@ -530,6 +541,7 @@ def check_loop(log: LoopLog) -> list[str]:
     problems += check_streams_stored(log.sends, log.stored)
     problems += check_mcp_verdicts(log.stored, REFUSE)
     problems += check_valid_calls_run(log.stored)
+    problems += check_one_result_per_call(log.stored)
     return problems + log.problems
 
 

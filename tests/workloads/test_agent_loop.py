@@ -16,6 +16,7 @@ from kelpie_dst.workloads._agent_loop_checks import (
     Stored,
     check_endings,
     check_mcp_verdicts,
+    check_one_result_per_call,
     check_streams_stored,
     check_token_streams,
     check_valid_calls_run,
@@ -172,3 +173,14 @@ def test_a_well_formed_call_refused_is_named_and_a_cut_one_is_not() -> None:
     assert "well-formed call of conversation_search" in problem
     del stored["r1"]
     assert check_valid_calls_run(stored) == []
+
+
+def test_a_call_with_two_results_or_a_result_without_a_call_is_named() -> None:
+    call = Stored("c1", "tool_call_message", "{}", "conversation_search", None, "k1")
+    first = Stored("r1", "tool_return_message", "[]", "conversation_search", "success", "k1")
+    assert check_one_result_per_call({"c1": call, "r1": first}) == []
+    again = attrs.evolve(first, id="r2")
+    orphan = attrs.evolve(first, id="r3", call_id="k9")
+    problems = check_one_result_per_call({"c1": call, "r1": first, "r2": again, "r3": orphan})
+    assert len(problems) == 2, problems
+    assert "has two results" in problems[0] and "answers no stored call" in problems[1]

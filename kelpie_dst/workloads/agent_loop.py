@@ -16,13 +16,19 @@ shapes a real model makes and the loop must end correctly:
 * ``chat`` (letta_v1 with a small context window and a large persona): 300-word answers, so
   the agent compacts by size.
 
-Sends are plain, streamed, or streamed token by token; storage fails often and the runtime
-gives up after two tries, so steps fail to commit; the model rate-limits (429 with a
-``retry-after`` of 8 s), overloads, cuts streams and stops at ``max_tokens`` now and then.
+* ``desk`` (letta_v1): a call of an MCP tool that echoes, or of one whose server answers
+  every call with an ``isError`` result in plain words, then a reply.
+
+Sends are plain, streamed, or streamed token by token, and a failed send is retried with its
+otid (a resumed run's answer is judged too); servers crash and restart; storage fails often
+and the runtime gives up after two tries, so steps fail to commit; the model rate-limits (429
+with a ``retry-after`` of 8 s), overloads, cuts streams and stops at ``max_tokens`` now and
+then.
 
 Properties (``loop_contract``; :mod:`._agent_loop_checks`, plus the model-side ones):
 endings and budgets exact, token streams adding up to what is stored, streams showing only
-what is stored, every step of a run showing the run's input, every prompt within the agent's
+what is stored, well-formed calls never refused, one result per call, failed MCP calls
+reported failed, every step of a run showing the run's input, every prompt within the agent's
 context window, and no retry of a rate-limited request before its ``retry-after``.
 """
 

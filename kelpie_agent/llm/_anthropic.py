@@ -185,6 +185,15 @@ class _EventReader:
         self.output_tokens = 0
         self.stop_reason = ""
         self.kinds: dict[int, str] = {}
+        # The API's block index -> the block's position in the port's response. They differ
+        # when the API sends blocks the port leaves out (thinking, an empty text block): a
+        # chunk's index must be its block's position, which the loop keys message ids by.
+        self.positions: dict[int, int] = {}
+
+    def _at(self, index: int) -> int:
+        if index not in self.positions:
+            self.positions[index] = len(self.positions)
+        return self.positions[index]
 
     def read(self, event: RawMessageStreamEvent) -> StreamChunk | None:
         self.events += 1
@@ -200,18 +209,18 @@ class _EventReader:
             block = event.content_block
             self.kinds[event.index] = block.type
             if block.type == "tool_use":
-                return ToolCallStart(event.index, block.id, block.name)
+                return ToolCallStart(self._at(event.index), block.id, block.name)
             if block.type == "text" and block.text:
-                return TextDelta(event.index, block.text)
+                return TextDelta(self._at(event.index), block.text)
             return None
         if event.type == "content_block_delta":
             delta, kind = event.delta, self.kinds.get(event.index)
             if delta.type == "text_delta" and kind == "text":
-                return TextDelta(event.index, delta.text)
+                return TextDelta(self._at(event.index), delta.text)
             if delta.type == "input_json_delta" and kind == "tool_use":
-                return (
-                    ToolCallDelta(event.index, delta.partial_json) if delta.partial_json else None
-                )
+                if not delta.partial_json:
+                    return None
+                return ToolCallDelta(self._at(event.index), delta.partial_json)
             if delta.type in ("text_delta", "input_json_delta"):
                 raise LlmServerError(f"{delta.type} for block {event.index} of kind {kind!r}")
             return None  # thinking, signatures, citations: not part of the port

@@ -126,6 +126,8 @@ class StreamShape:
     escapes: bool = False
     cut_anywhere: bool = False
     max_cut: int = 6
+    blank_text: bool = False  # keep a policy's whitespace-only text blocks (real models open
+    # a tool-use answer with "\n\n" now and then); off: they are dropped
 
 
 @attrs.frozen
@@ -298,7 +300,7 @@ class SimLlmEngine:
         blocks: list[AssistantBlock] = []
         for item in reply:
             if isinstance(item, str):
-                if item.strip():
+                if item.strip() or (item and self.shape.blank_text):
                     blocks.append(TextBlock(item))
             else:
                 call_id = item.id or self.new_id(sim, "toolu_01")

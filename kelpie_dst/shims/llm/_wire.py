@@ -229,7 +229,11 @@ class SseEncoder:
     def chunk(self, chunk: StreamChunk) -> bytes:
         if isinstance(chunk, StreamEnd):
             stop = {"stop_reason": chunk.stop_reason, "stop_sequence": None}
-            usage = {"output_tokens": chunk.usage.output_tokens}
+            # cumulative, as the API sends them (the input count again, not an increment)
+            usage = {
+                "input_tokens": chunk.usage.input_tokens,
+                "output_tokens": chunk.usage.output_tokens,
+            }
             data = {"type": "message_delta", "delta": stop, "usage": usage}
             return (
                 self._close()

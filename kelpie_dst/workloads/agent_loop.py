@@ -1,0 +1,561 @@
+"""The agent loop's shapes under faults, judged at its boundaries (``agent_loop``, loopH).
+
+Server nodes (``topology.nodes``) share the database host and a model (:class:`LoopPolicy`)
+that answers each run in the *shape* its input asks for (``loopprobe {"shape": ...}``), the
+shapes a real model makes and the loop must end correctly:
+
+* ``long`` (letta_v1, ``max_tokens`` 40): a plain-text answer of 30 to 50 words ending with
+  ``end-<tag>``; past 40 tokens the model stops at ``max_tokens`` with the text cut;
+* ``blank`` (letta_v1, token-streamed): a whitespace-only text block (as real models open a
+  tool-use answer with ``"\\n\\n"``), then two tool calls, then a reply;
+* ``chain`` (letta_v1): a tool call every step, so the run runs into its ``max_steps``;
+* ``empty`` (letta_v1): nothing at all, every step;
+* ``thoughts`` (memgpt): thoughts without a tool, every step;
+* ``beats`` (memgpt): 4 to 6 tool calls with heartbeats, then ``send_message``; the nodes keep
+  a small ``history_window``, so the agent compacts its context in the middle of such runs;
+* ``chat`` (letta_v1 with a small context window and a large persona): 300-word answers, so
+  the agent compacts by size.
+
+* ``desk`` (letta_v1): a call of an MCP tool that echoes, or of one whose server answers
+  every call with an ``isError`` result in plain words, then a reply.
+
+Sends are plain, streamed, or streamed token by token, and a failed send is retried with its
+otid (a resumed run's answer is judged too); servers crash and restart; storage fails often
+and the runtime gives up after two tries, so steps fail to commit; the model rate-limits (429
+with a ``retry-after`` of 8 s), overloads, cuts streams and stops at ``max_tokens`` now and
+then.
+
+Properties (``loop_contract``; :mod:`._agent_loop_checks`, plus the model-side ones):
+endings and budgets exact, token streams adding up to what is stored, streams showing only
+what is stored, well-formed calls never refused, one result per call, failed MCP calls
+reported failed, every step of a run showing the run's input, every prompt within the agent's
+context window, and no retry of a rate-limited request before its ``retry-after``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+import kelpie_dst
+from kelpie_agent.agent import (
+    BlockCreate,
+    CreateAgent,
+    InputMessage,
+    ToolStore,
+    TurnResult,
+    builtin_id,
+)
+from kelpie_agent.agent._config import LoopConfig
+from kelpie_agent.agent._messages import (
+    AssistantMessage,
+    ReasoningMessage,
+    ToolCallMessage,
+    ToolReturnMessage,
+)
+from kelpie_agent.llm import LlmRequest, TextBlock, ToolResult
+from kelpie_agent.mcp import McpClient, McpServerConfig
+from kelpie_agent.service import AgentService, ServiceError
+
+from ..scenario import WorkloadContext, invariant, workload
+from ..shims import LlmTiming, SimLlmClient, open_direct_kv, open_kv, sim_ports
+from ..shims._mcp import SimMcpServer, sim_mcp_transport
+from ..shims.llm import Call, Reply
+from ..shims.llm._engine import StreamShape
+from ..shims.llm._faults import Failure
+from ..shims.llm._summarizer import is_summary_request
+from ._agent_loop_checks import (
+    Piece,
+    Send,
+    Stored,
+    check_endings,
+    check_mcp_verdicts,
+    check_one_result_per_call,
+    check_streams_stored,
+    check_token_streams,
+    check_valid_calls_run,
+)
+from ._agent_schedules import _FAILURES, OPTIONS, SERVICE, Client
+
+__all__ = ["LoopObserver", "LoopPolicy", "agent_loop", "loop_contract"]
+
+PROBE = "loopprobe"
+RETRIES = 6  # tries of a send (the same otid) before the client gives up on it
+LONG_MAX_TOKENS = 40
+CHAT_WINDOW, CHAT_MAX_TOKENS = 3200, 500
+TOLERANCE = 300  # characters a prompt may exceed its window by (notes of a trimmed window)
+LOOP = LoopConfig(history_window=16, storage_attempts=2)
+_PERSONA = re.compile(r"I am loop agent (\d+)\.")
+_WORDS = ("kelp", "tide", "otter", "reef", "current", "swell", "foam", "shoal")
+_MAX_PROBLEMS = 20
+DESK, LOOKUP, REFUSE = "desk", "desk_lookup", "desk_refuse"
+REFUSAL = "quota exceeded for this desk today"  # an isError result that does not say "Error"
+DESK_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+SHAPES = {
+    "letta": ("long", "long", "blank", "blank", "chain", "empty", "desk"),
+    "memgpt": ("thoughts", "beats", "beats"),
+    "chat": ("chat",),
+}
+
+
+@attrs.define
+class AgentInfo:
+    number: int
+    id: str
+    kind: str  # letta, memgpt or chat
+    context_window: int
+    max_tokens: int
+
+
+@attrs.define
+class LoopLog:
+    agents: dict[int, AgentInfo] = attrs.Factory(dict)
+    tool_ids: dict[str, str] = attrs.Factory(dict)  # the MCP tools, by name
+    sends: list[Send] = attrs.Factory(list)
+    stored: dict[str, Stored] = attrs.Factory(dict)
+    problems: list[str] = attrs.Factory(list)
+    requests: int = 0
+    fill: int = 0  # the fullest prompt, per mille of its agent's context window
+    rate_limited: int = 0
+    retried: int = 0
+
+    def problem(self, text: str) -> None:
+        if len(self.problems) < _MAX_PROBLEMS:
+            self.problems.append(text)
+
+
+def _agent_of(log: LoopLog, request: LlmRequest) -> AgentInfo | None:
+    found = _PERSONA.search(request.system)
+    return log.agents.get(int(found.group(1))) if found else None
+
+
+def _input_of(request: LlmRequest) -> tuple[int, dict[str, Any]] | None:
+    """The run's input (the last user text that is a probe) and its position, if in view."""
+    for position in range(len(request.messages) - 1, -1, -1):
+        message = request.messages[position]
+        if message.role != "user":
+            continue
+        for block in message.content:
+            if isinstance(block, TextBlock) and block.text.startswith(PROBE + " "):
+                try:
+                    probe = json.loads(block.text[len(PROBE) + 1 :])
+                except ValueError:
+                    return None
+                return (position, probe) if isinstance(probe, dict) else None
+    return None
+
+
+def _results_after(request: LlmRequest, position: int) -> int:
+    return sum(
+        1
+        for message in request.messages[position + 1 :]
+        for block in message.content
+        if isinstance(block, ToolResult)
+    )
+
+
+def answer_words(tag: str, count: int) -> str:
+    """``count`` words (chosen by the tag, no randomness), then the answer's end marker."""
+    start = sum(map(ord, tag))
+    words = (_WORDS[(start + 5 * i) % len(_WORDS)] for i in range(count))
+    return " ".join(words) + f" end-{tag}"
+
+
+class LoopPolicy:
+    """The model: answers each run in the shape its input names; checks that every step of a
+    run shows the run's input."""
+
+    def __init__(self, log: LoopLog) -> None:
+        self.log = log
+
+    def respond(self, request: LlmRequest, rng: random.Random) -> Reply:
+        agent = _agent_of(self.log, request)
+        found = _input_of(request)
+        memgpt = agent is not None and agent.kind == "memgpt"
+        if found is None:
+            self.log.problem(
+                f"a step of {agent.id if agent else 'an unknown agent'} does not show its run's "
+                f"input (last turn: {request.messages[-1].text[:60]!r})"
+            )
+            return (Call("send_message", {"message": "lost"}),) if memgpt else ("lost",)
+        position, probe = found
+        shape, tag = str(probe.get("shape")), str(probe.get("tag"))
+        first = position == len(request.messages) - 1
+        done = _results_after(request, position)
+        if shape == "long":
+            return (answer_words(tag, int(probe.get("words", 30))),)
+        if shape == "chat":
+            return (answer_words(tag, 300),)
+        if shape == "blank":
+            if first:
+                return (
+                    "\n\n",
+                    Call("conversation_search", {"query": f"{tag} a"}),
+                    Call("conversation_search", {"query": f"{tag} bbbb", "limit": 3}),
+                )
+            return (f"done {tag}",)
+        if shape == "chain":
+            query = f"{tag} {rng.randint(0, 10**9)}"
+            return (Call("conversation_search", {"query": query}),)
+        if shape == "empty":
+            return ()
+        if shape == "desk":
+            if first:
+                tool = REFUSE if probe.get("refuse") else LOOKUP
+                return (Call(tool, {"text": tag}),)
+            return (f"done {tag}",)
+        if shape == "thoughts":
+            return (f"thinking about {tag}",)
+        if shape == "beats":
+            if done < int(probe.get("beats", 4)):
+                args = {"query": f"{tag} {done}", "request_heartbeat": True}
+                return (f"step {done} of {tag}", Call("conversation_search", args))
+            return (Call("send_message", {"message": f"done {tag}"}),)
+        return ("unknown shape",)
+
+
+class LoopObserver:
+    """Sees every model call: a rate-limited request must not be sent again (the same
+    request, by the same call) before its ``retry-after``; a prompt must fit its agent's
+    context window."""
+
+    def __init__(self, log: LoopLog, now: Callable[[], float] = trio.current_time) -> None:
+        self.log = log
+        self.now = now
+        self.refused: dict[int, tuple[LlmRequest, float, float]] = {}
+
+    def observe(self, request: LlmRequest, outcome: Any, node: str | None) -> None:
+        now = self.now()
+        self.log.requests += 1
+        earlier = self.refused.get(id(request))
+        if earlier is not None and earlier[0] is request:
+            self.log.retried += 1
+            _, at, wait = earlier
+            if now < at + wait - 1e-6:
+                self.log.problem(
+                    f"{node}: a request refused with 429 (retry-after {wait:g}s) at "
+                    f"{at:.3f} was sent again {now - at:.3f}s later"
+                )
+        if isinstance(outcome, Failure) and outcome.kind == "rate_limited":
+            self.log.rate_limited += 1
+            self.refused[id(request)] = (request, now, outcome.retry_after or 0.0)
+        if not is_summary_request(request):
+            self._size(request)
+
+    def _size(self, request: LlmRequest) -> None:
+        agent = _agent_of(self.log, request)
+        if agent is None:
+            return
+        tools = sum(
+            len(json.dumps(dict(t.input_schema))) + len(t.description) for t in request.tools
+        )
+        room = (agent.context_window - agent.max_tokens) * 4
+        if room - len(request.system) - tools < 4000:
+            return  # the window is smaller than the floor the loop keeps for history
+        history = 0
+        for message in request.messages:
+            for block in message.content:
+                if isinstance(block, TextBlock):
+                    history += len(block.text)
+                elif isinstance(block, ToolResult):
+                    history += len(block.content)
+                else:
+                    history += len(block.name) + len(block.arguments)
+        size = len(request.system) + tools + history
+        self.log.fill = max(self.log.fill, size * 1000 // room)
+        if size > room + TOLERANCE:
+            self.log.problem(
+                f"a prompt of {agent.id} takes {size} characters (about {size // 4} tokens) "
+                f"with max_tokens {agent.max_tokens}: over its context window of "
+                f"{agent.context_window} tokens"
+            )
+
+
+def _piece(event: object) -> Piece | None:
+    if isinstance(event, AssistantMessage):
+        return Piece(event.id, event.message_type, event.content)
+    if isinstance(event, ReasoningMessage):
+        return Piece(event.id, event.message_type, event.reasoning)
+    if isinstance(event, ToolCallMessage):
+        call = event.tool_call
+        return Piece(event.id, event.message_type, call.arguments or "", call.name)
+    if isinstance(event, ToolReturnMessage):
+        return Piece(event.id, event.message_type, event.tool_return, event.name)
+    return None
+
+
+class Driver:
+    """One agent's client."""
+
+    def __init__(self, client: Client, log: LoopLog, number: int, kind: str) -> None:
+        self.client = client
+        self.log = log
+        self.number = number
+        self.kind = kind
+        self.rng = client.rng
+        self.k = 0
+        self.agent = ""
+
+    async def make(self) -> None:
+        n, kind = self.number, self.kind
+        persona = f"I am loop agent {n}."
+        if kind == "chat":
+            persona += " " + " ".join(self.rng.choice(_WORDS) for _ in range(250))
+        memgpt = kind == "memgpt"
+        tools: tuple[str, ...] = ("conversation_search", "send_message") if memgpt else ()
+        ids = tuple(builtin_id(t) for t in tools)
+        if kind == "letta":
+            ids = (builtin_id("conversation_search"), *self.log.tool_ids.values())
+        window, max_tokens = {
+            "letta": (32_000, LONG_MAX_TOKENS),
+            "memgpt": (32_000, 1024),
+            "chat": (CHAT_WINDOW, CHAT_MAX_TOKENS),
+        }[kind]
+        request = CreateAgent(
+            name=f"loop-{n}",
+            agent_type="memgpt_agent" if memgpt else "letta_v1_agent",
+            memory_blocks=(BlockCreate("persona", persona, limit=5000),),
+            tool_ids=ids,
+            context_window=window,
+            max_tokens=max_tokens,
+        )
+        view = await self.client.until_done(lambda s: s.create_agent(request))
+        self.agent = view.agent.id
+        self.log.agents[n] = AgentInfo(n, self.agent, kind, window, max_tokens)
+
+    def _probe(self) -> tuple[Send, str]:
+        rng = self.rng
+        self.k += 1
+        shape = rng.choice(SHAPES[self.kind])
+        tag = f"t{self.number}-{self.k}"
+        probe: dict[str, Any] = {"shape": shape, "tag": tag}
+        max_steps = 8
+        marker = ""
+        if shape == "long":
+            probe["words"] = rng.randint(30, 50)
+            marker = f"end-{tag}"
+        elif shape == "chat":
+            marker = f"end-{tag}"
+        elif shape == "chain":
+            max_steps = rng.randint(2, 5)
+        elif shape == "beats":
+            probe["beats"] = rng.randint(4, 6)
+        elif shape == "desk":
+            probe["refuse"] = rng.random() < 0.5
+        if shape == "blank":
+            mode = "tokens"
+        else:
+            mode = rng.choice(
+                ("send", "stream", "tokens") if self.kind != "memgpt" else ("send", "stream")
+            )
+        send = Send(self.agent, shape, tag, max_steps, mode, marker)
+        return send, f"{PROBE} " + json.dumps(probe, sort_keys=True)
+
+    async def send(self) -> None:
+        send, text = self._probe()
+        self.log.sends.append(send)
+        # an otid makes the send safe to retry: a retry answers with the run the first try
+        # started, resumed if a crash or a lost lease interrupted it
+        inputs = (InputMessage("user", text, otid=f"otid-{send.tag}"),)
+        result: TurnResult | None = None
+        for attempt in range(RETRIES):
+            try:
+                if send.mode == "send" or attempt:
+                    result = await self.client.once(
+                        lambda s: s.send_message(self.agent, inputs, max_steps=send.max_steps)
+                    )
+                else:
+                    result = await self._stream(send, inputs)
+            except _FAILURES as error:
+                send.failed = type(error).__name__
+                await trio.sleep(self.rng.uniform(0.5, 2.0))
+                continue
+            except ServiceError as error:
+                send.failed = type(error).__name__
+                return
+            if result is not None:
+                break
+        if result is None:
+            return
+        send.acked = True
+        send.stop_reason = result.stop_reason
+        send.steps = result.usage.step_count
+        texts = [m.content for m in result.messages if isinstance(m, AssistantMessage)]
+        send.reply = texts[-1] if texts else None
+
+    async def _stream(self, send: Send, inputs: tuple[InputMessage, ...]) -> TurnResult | None:
+        service: AgentService | None = self.client.service()
+        if service is None:
+            send.failed = "no node up"
+            return None
+        with trio.fail_after(60):
+            async with service.stream_message(
+                self.agent, inputs, max_steps=send.max_steps, stream_tokens=send.mode == "tokens"
+            ) as stream:
+                async for event in stream:
+                    piece = _piece(event)
+                    if piece is not None:
+                        send.pieces.append(piece)
+            return stream.result
+
+    async def run(self, span: float) -> None:
+        deadline = trio.current_time() + span
+        while trio.current_time() < deadline:
+            await self.send()
+            await trio.sleep(self.rng.uniform(0.1, 1.0))
+
+    async def read_back(self) -> None:
+        after: str | None = None
+        while True:
+            cursor = after
+            page = await self.client.until_done(
+                lambda s: s.list_messages(self.agent, after=cursor, limit=100, order="asc")  # noqa: B023
+            )
+            for message in page:
+                piece = _piece(message)
+                if piece is not None:
+                    status, call_id = None, None
+                    if isinstance(message, ToolReturnMessage):
+                        status, call_id = message.status, message.tool_call_id
+                    elif isinstance(message, ToolCallMessage):
+                        call_id = message.tool_call.tool_call_id
+                    self.log.stored[piece.id] = Stored(
+                        piece.id, piece.kind, piece.text, piece.name, status, call_id
+                    )
+            if len(page) < 100:
+                return
+            after = page[-1].id
+
+
+def _start_servers(
+    ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node
+) -> dict[str, AgentService]:
+    from kelpie_agent.service import open_agent_node
+
+    topology = ctx.topology
+    services: dict[str, AgentService] = {}
+    timing = LlmTiming(ttft_min=0.05, ttft_max=0.3, tokens_per_second=400.0)
+    desk = _desk()
+
+    async def server(node: kelpie_dst.Node) -> None:
+        llm = SimLlmClient(
+            LoopPolicy(log),
+            timing=timing,
+            observer=LoopObserver(log),
+            shape=StreamShape(blank_text=True),
+        )
+        config = McpServerConfig(DESK, "simulated", startup_timeout=10, call_timeout=10)
+        async with (
+            McpClient([config], transport=sim_mcp_transport(desk)) as mcp,
+            open_agent_node(
+                open_kv(node, host=db),
+                sim_ports(node),
+                node_id=node.name,
+                llm=llm,
+                mcp=mcp,
+                loop_config=LOOP,
+                dispatcher_options=OPTIONS,
+                options=SERVICE,
+                observer=kelpie_dst.log,
+            ) as service,
+        ):
+            services[node.name] = service
+            await trio.sleep_forever()
+
+    for name in topology.nodes or ("server-1", "server-2"):
+        ctx.sim.add_node(name, server)
+    return services
+
+
+def _desk() -> SimMcpServer:
+    """The MCP server of the ``desk`` shape: a lookup that echoes, and a tool whose every
+    answer is an ``isError`` result in plain words."""
+    tools = [
+        {"name": LOOKUP, "description": "Look a text up.", "response": {"echo": "text"}},
+        {
+            "name": REFUSE,
+            "description": "Ask the desk.",
+            "input_schema": DESK_SCHEMA,
+            "response": {"error": REFUSAL},
+        },
+    ]
+    return SimMcpServer(DESK, tools, latency=(0.05, 0.2))
+
+
+async def _register(ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node) -> None:
+    """The desk's tools, registered on the database directly (an operator's provisioning)."""
+    main = ctx.sim.current_node()
+    assert main is not None
+    store = ToolStore(open_direct_kv(main, host=db), sim_ports(main))
+    for name, description in ((LOOKUP, "Look a text up."), (REFUSE, "Ask the desk.")):
+        spec = await store.add_mcp_tool(DESK, name, description, DESK_SCHEMA)
+        log.tool_ids[name] = spec.id
+
+
+@workload(
+    params={"letta": 2, "memgpt": 1, "chat": 1, "span": 60.0},
+    bounds={"letta": (0, 20), "memgpt": (0, 20), "chat": (0, 20), "span": (1, 3600)},
+)
+async def agent_loop(ctx: WorkloadContext) -> None:
+    """The agent loop's shapes under faults; see the module docstring."""
+    log = LoopLog()
+    ctx.state["log"] = log
+    db = ctx.sim.add_node(ctx.topology.database or "db")
+    await _register(ctx, log, db)
+    services = _start_servers(ctx, log, db)
+    drivers: list[Driver] = []
+    for kind in ("letta", "memgpt", "chat"):
+        for _ in range(int(ctx.params[kind])):
+            n = len(drivers)
+            drivers.append(Driver(Client(ctx, services, f"loop-{n}"), log, n, kind))
+    for driver in drivers:
+        await driver.make()
+    span = float(ctx.params["span"])
+    async with trio.open_nursery() as nursery:
+        for driver in drivers:
+            nursery.start_soon(driver.run, span)
+    for driver in drivers:
+        await driver.read_back()
+    ctx.metric("loop.sends", len(log.sends))
+    ctx.metric("loop.acked", sum(s.acked for s in log.sends))
+    ctx.metric("loop.requests", log.requests)
+    ctx.metric("loop.rate_limited", log.rate_limited)
+    ctx.metric("loop.retried", log.retried)
+    ctx.metric("loop.prompt_fill", log.fill)
+    ctx.metric("loop.desk_refused", sum(m.name == REFUSE for m in log.stored.values()))
+    stops: dict[str, int] = {}
+    for s in log.sends:
+        if s.stop_reason:
+            stops[s.stop_reason] = stops.get(s.stop_reason, 0) + 1
+    for reason, count in sorted(stops.items()):
+        ctx.metric(f"loop.stop.{reason}", count)
+
+
+def check_loop(log: LoopLog) -> list[str]:
+    problems = check_endings(
+        log.sends,
+        max_empty_responses=LOOP.max_empty_responses,
+        no_tool_call_nudges=LOOP.no_tool_call_nudges,
+    )
+    problems += check_token_streams(log.sends, log.stored)
+    problems += check_streams_stored(log.sends, log.stored)
+    problems += check_mcp_verdicts(log.stored, REFUSE)
+    problems += check_valid_calls_run(log.stored)
+    problems += check_one_result_per_call(log.stored)
+    return problems + log.problems
+
+
+@invariant
+def loop_contract(ctx: WorkloadContext) -> None:
+    """Endings, budgets, streams, the run's input, the context window and retry-after are
+    what the loop's contract says; see :func:`check_loop`."""
+    log: LoopLog = ctx.state["log"]
+    problems = check_loop(log)
+    shown = "; ".join(problems[:4]) + (f"; ... ({len(problems)} in all)" if problems[4:] else "")
+    assert not problems, shown

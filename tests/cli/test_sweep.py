@@ -130,6 +130,7 @@ CHEAP = frozenset(  # under about 1.5 s a seed
         "kv_scans",
         "kv_sqlite",
         "kv_ranges_sqlite",
+        "kv_skew_sqlite",
         "actor_contention",
         "actor_contention_pauses",
         "actor_contention_patience",

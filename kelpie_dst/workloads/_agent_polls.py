@@ -10,23 +10,16 @@ flags a poll that was refused for good. What a poll returns is checked too: the 
 its memory carrying that agent's marker and no other agent's, and its blocks within their
 limits (the state a client is shown mid-run is one agent's, whatever storage did).
 
-The order of what a poll shows is checked against the final read-back (session 12, coreH): an
-``AgentState``'s ``message_ids`` are the agent's in-context messages *in history order*, so the
-ids it lists that the final history holds must come in the order of their positions there
-(:func:`check_polled_order`, at the end; a pure check, no request).
-
 With ``poll_interval = 0`` (the default) nothing here runs and no random draw moves.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import trio
 
-from ._agent_checks import Msg
 from ._agent_client import AgentPlan, Clients
 
 __all__ = ["Poller"]
@@ -40,8 +33,7 @@ class Poller:
         self.plans = list(plans)
         self.interval = interval
         self.problems: list[str] = []
-        self.polls = 0
-        self.seen: list[tuple[str, str, tuple[str, ...]]] = []  # (agent, poll, message_ids)
+        self.polls, self.seen = 0, list[tuple[str, str, tuple[str, ...]]]()  # agent, poll, ids
         self._stopped = False
 
     def stop(self) -> None:
@@ -104,20 +96,24 @@ def check_polled(
 
 
 def check_polled_order(
-    seen: Sequence[tuple[str, str, Sequence[str]]], histories: Mapping[str, Sequence[Msg]]
+    seen: Sequence[tuple[str, str, Sequence[str]]], histories: Mapping[str, Sequence[Any]]
 ) -> list[str]:
-    """Problems with the order of the ``message_ids`` each poll showed (agent, poll, ids):
-    the ids the agent's final history holds must be listed in history order (a message keeps
-    its position for good: the stored system message is rewritten in place). Positions are
-    places in the read-back listing (``Msg.seq`` counts within a page), a message shown as
-    several (reasoning and tool call under one id) by its first."""
+    """Problems with the order of the ``message_ids`` each poll showed (agent, poll, ids),
+    checked against the final read-back (session 12, coreH): an ``AgentState``'s
+    ``message_ids`` are the agent's in-context messages *in history order*, so the ids the
+    agent's final history (``Msg`` lists) holds must come in the order of their places there
+    (a message keeps its place for good: the stored system message is rewritten in place).
+    Places are positions in the read-back listing (``Msg.seq`` counts within a page), a
+    message shown as several (a reasoning and a tool call under one id) by its first. A pure
+    check, run at the end (``polls_consistent``); no request."""
     problems = []
     for agent, what, ids in seen:
-        position: dict[str, int] = {}  # a message's first place in the read-back listing
+        position: dict[str, int] = {}
         for place, m in enumerate(histories.get(agent, ())):
             position.setdefault(m.id, place)
         placed = [(position[i], i) for i in ids if i in position]
-        for (before, first), (after, second) in itertools.pairwise(placed):
+        for k in range(1, len(placed)):
+            (before, first), (after, second) = placed[k - 1], placed[k]
             if before >= after:
                 problems.append(
                     f"{what}: message_ids lists {first} (listed {before} in the history) "

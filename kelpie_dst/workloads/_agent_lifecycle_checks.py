@@ -125,14 +125,17 @@ class LabelAttempt:
 
 @attrs.frozen
 class BlockSwap:
-    """A standalone block attached under a label the agent did not have, then detached:
-    the attach's ``outcome`` and the agent's ``(block id, label)`` pairs after each."""
+    """A standalone block attached under a label the agent did not have, then detached (or,
+    ``how`` = ``delete``, deleted through the blocks API, and the labels its actor's compiled
+    prompt shows counted with the agent's): the attach's ``outcome`` and the agent's
+    ``(block id, label)`` pairs after each."""
 
     agent_id: str
     block_id: str
     outcome: str  # "accepted" or the error's name
     after_attach: tuple[tuple[str, str], ...]
     after_detach: tuple[tuple[str, str], ...]
+    how: str = "detach"
 
 
 @attrs.frozen
@@ -255,8 +258,8 @@ def _labels(log: LifecycleLog) -> list[str]:
             problems.append(f"{w.agent_id} shows two blocks labelled {label!r} after an attach")
         if any(b == w.block_id or lb == label for b, lb in w.after_detach):
             problems.append(
-                f"after detaching block {w.block_id} from {w.agent_id}, the agent still shows "
-                f"it or its label: {[lb for _, lb in w.after_detach]}"
+                f"after {w.how.rstrip('e')}ing block {w.block_id} from {w.agent_id}, the agent "
+                f"still shows it or its label: {[lb for _, lb in w.after_detach]}"
             )
     return problems
 

@@ -139,6 +139,7 @@ CHEAP = frozenset(  # under about 1.5 s a seed
         "agent_mcp_servers_crash",
         "agent_approvals",
         "agent_admin",
+        "agent_lifecycle_deletes",
     }
 )
 COSTLY = frozenset(  # 7 s a seed or more

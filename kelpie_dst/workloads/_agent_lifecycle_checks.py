@@ -176,6 +176,8 @@ class LifecycleLog:
     cancels: list[CancelSeen] = attrs.Factory(list)
     sent_runs: list[tuple[str, str, str | None]] = attrs.Factory(list)  # agent, run, stop
     swaps: list[BlockSwap] = attrs.Factory(list)
+    # (block, limit, outcome of an update to exactly the limit, of one character more)
+    limits: list[tuple[str, int, str, str]] = attrs.Factory(list)
 
 
 def _timeless(prompt: str) -> str:
@@ -247,6 +249,12 @@ def _labels(log: LifecycleLog) -> list[str]:
             )
         if len(set(a.labels_after)) != len(a.labels_after):
             problems.append(f"{a.agent_id} shows two blocks with one label: {list(a.labels_after)}")
+    for block_id, limit, fits, over in log.limits:
+        if fits != "ok" or over != "refused":
+            problems.append(
+                f"block {block_id} (limit {limit}): an update to {limit} characters was {fits}, "
+                f"one to {limit + 1} {over} (must be ok, then refused)"
+            )
     for w in log.swaps:
         label = next((lb for b, lb in w.after_attach if b == w.block_id), None)
         if w.outcome != "accepted" or label is None:

@@ -442,7 +442,9 @@ async def _scratch_deleted(client: Client, log: LifecycleLog, agent: _Agent, k: 
     ``/v1/blocks`` (outside the agent's actor) while attached. Then neither the agent
     (storage's view) nor the prompt compiled by the activation that held the block
     (``recompile``, dry run, through the node where the agent is active: another node would
-    activate it afresh) may show it or its label."""
+    activate it afresh) may show it or its label. Before the delete, the block is updated
+    through ``/v1/blocks`` to a value of exactly its limit (accepted) and to one character
+    more (refused)."""
     from kelpie_agent.actors import ActorId
 
     from ._agent_prompt import prompt_blocks
@@ -450,8 +452,9 @@ async def _scratch_deleted(client: Client, log: LifecycleLog, agent: _Agent, k: 
     if k % 2 == 0:
         await _scratch(client, log, agent, k)
         return
+    limit = SCRATCH_LIMIT
     block = await client.until_done(
-        lambda s: s.create_block(SCRATCH, f"scratch notes {agent.number}.{k}")
+        lambda s: s.create_block(SCRATCH, f"scratch notes {agent.number}.{k}", limit=limit)
     )
     try:
         await client.until_done(lambda s: s.attach_block(agent.id, block.id))
@@ -459,6 +462,9 @@ async def _scratch_deleted(client: Client, log: LifecycleLog, agent: _Agent, k: 
     except Exception as error:  # a free label must be accepted
         outcome = type(error).__name__
     attached = await client.until_done(lambda s: s.get_agent(agent.id))
+    fits = await _update_outcome(client, block.id, "f" * limit)
+    over = await _update_outcome(client, block.id, "o" * (limit + 1))
+    log.limits.append((block.id, limit, fits, over))
     try:
         await client.until_done(lambda s: s.delete_block(block.id))
     except NotFoundError:  # a retry finds it gone: the first attempt landed
@@ -476,3 +482,19 @@ async def _scratch_deleted(client: Client, log: LifecycleLog, agent: _Agent, k: 
         shown += [("(in the prompt)", label) for label in prompt_blocks(prompt) or {}]
     pairs = tuple((b.id, b.label) for b in attached.blocks)
     log.swaps.append(BlockSwap(agent.id, block.id, outcome, pairs, tuple(shown), "delete"))
+
+
+SCRATCH_LIMIT = 40  # the limit of the scratch blocks ``deletes`` updates at and over it
+
+
+async def _update_outcome(client: Client, block_id: str, value: str) -> str:
+    """``ok``, ``refused`` (the 400 of a value over the limit) or another error's name."""
+    from kelpie_agent.service import InvalidError
+
+    try:
+        await client.until_done(lambda s: s.update_block(block_id, value=value))
+    except InvalidError:
+        return "refused"
+    except ServiceError as error:
+        return type(error).__name__
+    return "ok"

@@ -230,3 +230,15 @@ def test_a_deleted_block_the_actor_still_renders_is_named() -> None:
         "after deleting block b8 from a1, the agent still shows it or its label: "
         "['persona', 'human', 'persona', 'human', 'scratch']"
     ]
+
+
+def test_an_update_at_the_limit_refused_or_one_over_accepted_is_named() -> None:
+    log = _good()
+    log.limits = [("b1", 40, "ok", "refused"), ("b2", 40, "refused", "refused")]
+    log.limits.append(("b3", 40, "ok", "ok"))
+    assert check_lifecycle(log) == [
+        "block b2 (limit 40): an update to 40 characters was refused, one to 41 refused (must "
+        "be ok, then refused)",
+        "block b3 (limit 40): an update to 40 characters was ok, one to 41 ok (must be ok, then "
+        "refused)",
+    ]

@@ -16,6 +16,15 @@ stored one.
 The check reads the database host's store directly (no fault, no request, no random draw), so
 enabling it moves no seed. Compaction requests carry no memory and are skipped.
 :func:`check_fresh` is the pure checker (``tests/workloads/test_agent_fresh.py``).
+
+**The stored system message shows it too** (session 12, coreH). Like Letta's
+``rebuild_system_prompt_async``, a step rewrites the thread's stored system message (its first
+message, listed by ``GET .../messages``) in place when the memory it shows is not the memory the
+step renders, before it calls the model. So at every model call for an agent with no
+conversations (whose one thread is the one the step runs in), the memory blocks of the stored
+first message, read from the database, are the blocks the prompt shows
+(:func:`check_stored_prompt`): a rebuild that looks for the system message in the wrong place
+(the head of a history longer than the in-memory window) leaves it showing stale memory.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from kelpie_agent.llm import LlmRequest
 from ..shims._storage import SimKVStore
 from ._agent_prompt import prompt_blocks
 
-__all__ = ["FreshPrompts", "check_fresh", "stored_blocks"]
+__all__ = ["FreshPrompts", "check_fresh", "check_stored_prompt", "stored_blocks", "stored_prompt"]
 
 _MAX_PROBLEMS = 20
 EPHEMERAL = frozenset({"tool_usage_rules"})
@@ -75,6 +84,44 @@ def stored_blocks(store: SimKVStore, agent_id: str) -> dict[str, str] | None:
         return None
 
 
+def check_stored_prompt(
+    shown: Mapping[str, str], stored: Mapping[str, str] | None, labels: set[str], who: str
+) -> list[str]:
+    """The memory blocks (label -> value) a prompt showed against those of the thread's stored
+    system message (None: it shows no memory section), for the stored blocks' ``labels``."""
+    if stored is None:
+        return [f"{who}: the stored system message shows no memory, the prompt does"]
+    problems = []
+    for label in sorted(labels - EPHEMERAL):
+        got, want = stored.get(label), shown.get(label)
+        if got != want:
+            problems.append(
+                f"{who}: the stored system message shows block {label} as {str(got)[-60:]!r}, "
+                f"the prompt as {str(want)[-60:]!r}"
+            )
+    return problems
+
+
+def stored_prompt(store: SimKVStore, agent_id: str) -> str | None:
+    """The content of the agent's stored system message (the first message of its own
+    history), or None: the agent has conversations (which thread a step runs in is not
+    known here), no stored prompt first, or a record that cannot be read."""
+    keys = Keys(agent_id)
+    try:
+        if store._scan(keys.conversations, Keys.prefix_end(keys.conversations), 1, False):
+            return None
+        rows = store._scan(keys.messages, Keys.prefix_end(keys.messages), 1, False)
+        if not rows:
+            return None
+        first = unpack(rows[0][1])
+    except Exception:
+        return None
+    if getattr(first, "message_type", None) != "system_message" or first.kind != "prompt":
+        return None
+    content: str = first.content
+    return content
+
+
 class FreshPrompts:
     """A step hook of the prompt auditor: each step's memory against the database."""
 
@@ -94,6 +141,12 @@ class FreshPrompts:
             return
         self.checked += 1
         shown = {label: b.value for label, b in blocks.items()}
-        for problem in check_fresh(shown, stored, f"{where} a{agent}"):
+        problems = check_fresh(shown, stored, f"{where} a{agent}")
+        content = stored_prompt(self.store(), server_id)
+        if content is not None:
+            in_message = prompt_blocks(content)
+            kept = None if in_message is None else {k: b.value for k, b in in_message.items()}
+            problems += check_stored_prompt(shown, kept, set(stored), f"{where} a{agent}")
+        for problem in problems:
             if len(self.problems) < _MAX_PROBLEMS:
                 self.problems.append(problem)

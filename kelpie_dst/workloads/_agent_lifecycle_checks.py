@@ -125,14 +125,17 @@ class LabelAttempt:
 
 @attrs.frozen
 class BlockSwap:
-    """A standalone block attached under a label the agent did not have, then detached:
-    the attach's ``outcome`` and the agent's ``(block id, label)`` pairs after each."""
+    """A standalone block attached under a label the agent did not have, then detached (or,
+    ``how`` = ``delete``, deleted through the blocks API, and the labels its actor's compiled
+    prompt shows counted with the agent's): the attach's ``outcome`` and the agent's
+    ``(block id, label)`` pairs after each."""
 
     agent_id: str
     block_id: str
     outcome: str  # "accepted" or the error's name
     after_attach: tuple[tuple[str, str], ...]
     after_detach: tuple[tuple[str, str], ...]
+    how: str = "detach"
 
 
 @attrs.frozen
@@ -173,6 +176,8 @@ class LifecycleLog:
     cancels: list[CancelSeen] = attrs.Factory(list)
     sent_runs: list[tuple[str, str, str | None]] = attrs.Factory(list)  # agent, run, stop
     swaps: list[BlockSwap] = attrs.Factory(list)
+    # (block, limit, outcome of an update to exactly the limit, of one character more)
+    limits: list[tuple[str, int, str, str]] = attrs.Factory(list)
 
 
 def _timeless(prompt: str) -> str:
@@ -244,6 +249,12 @@ def _labels(log: LifecycleLog) -> list[str]:
             )
         if len(set(a.labels_after)) != len(a.labels_after):
             problems.append(f"{a.agent_id} shows two blocks with one label: {list(a.labels_after)}")
+    for block_id, limit, fits, over in log.limits:
+        if fits != "ok" or over != "refused":
+            problems.append(
+                f"block {block_id} (limit {limit}): an update to {limit} characters was {fits}, "
+                f"one to {limit + 1} {over} (must be ok, then refused)"
+            )
     for w in log.swaps:
         label = next((lb for b, lb in w.after_attach if b == w.block_id), None)
         if w.outcome != "accepted" or label is None:
@@ -255,8 +266,8 @@ def _labels(log: LifecycleLog) -> list[str]:
             problems.append(f"{w.agent_id} shows two blocks labelled {label!r} after an attach")
         if any(b == w.block_id or lb == label for b, lb in w.after_detach):
             problems.append(
-                f"after detaching block {w.block_id} from {w.agent_id}, the agent still shows "
-                f"it or its label: {[lb for _, lb in w.after_detach]}"
+                f"after {w.how.rstrip('e')}ing block {w.block_id} from {w.agent_id}, the agent "
+                f"still shows it or its label: {[lb for _, lb in w.after_detach]}"
             )
     return problems
 

@@ -15,7 +15,7 @@ With ``poll_interval = 0`` (the default) nothing here runs and no random draw mo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import trio
@@ -33,7 +33,7 @@ class Poller:
         self.plans = list(plans)
         self.interval = interval
         self.problems: list[str] = []
-        self.polls = 0
+        self.polls, self.seen = 0, list[tuple[str, str, tuple[str, ...]]]()  # agent, poll, ids
         self._stopped = False
 
     def stop(self) -> None:
@@ -70,6 +70,8 @@ class Poller:
             f"a{plan.number} poll {n}", plan.agent_id, attempt, rng, state
         )
         self.problems += check_polled(got, server_id, plan, self.plans, f"poll {n}")
+        ids = tuple(str(i) for i in getattr(got, "message_ids", None) or ())
+        self.seen.append((plan.agent_id, f"a{plan.number} poll {n}", ids))
 
 
 def check_polled(
@@ -90,4 +92,32 @@ def check_polled(
     for b in blocks:
         if b.limit is not None and len(b.value or "") > b.limit:
             problems.append(f"{where}: block {b.label} is over its limit {b.limit}")
+    return problems
+
+
+def check_polled_order(
+    seen: Sequence[tuple[str, str, Sequence[str]]], histories: Mapping[str, Sequence[Any]]
+) -> list[str]:
+    """Problems with the order of the ``message_ids`` each poll showed (agent, poll, ids),
+    checked against the final read-back (session 12, coreH): an ``AgentState``'s
+    ``message_ids`` are the agent's in-context messages *in history order*, so the ids the
+    agent's final history (``Msg`` lists) holds must come in the order of their places there
+    (a message keeps its place for good: the stored system message is rewritten in place).
+    Places are positions in the read-back listing (``Msg.seq`` counts within a page), a
+    message shown as several (a reasoning and a tool call under one id) by its first. A pure
+    check, run at the end (``polls_consistent``); no request."""
+    problems = []
+    for agent, what, ids in seen:
+        position: dict[str, int] = {}
+        for place, m in enumerate(histories.get(agent, ())):
+            position.setdefault(m.id, place)
+        placed = [(position[i], i) for i in ids if i in position]
+        for k in range(1, len(placed)):
+            (before, first), (after, second) = placed[k - 1], placed[k]
+            if before >= after:
+                problems.append(
+                    f"{what}: message_ids lists {first} (listed {before} in the history) "
+                    f"before {second} (listed {after})"
+                )
+                break
     return problems

@@ -302,7 +302,7 @@ async def _agent_client(
         elif roll < 0.82:
             await _labels(client, log, agent, k)
         elif roll < 0.87:
-            await _scratch(client, log, agent, k)
+            await _scratch_op(client)(client, log, agent, k)
         elif roll < 0.93:
             await _cancel(client, log, agent, k)
         else:
@@ -361,7 +361,7 @@ async def _delete(client: Client, log: LifecycleLog, agent: _Agent) -> str:
 
 
 @workload(
-    params={"agents": 3, "span": 30.0, "delete_at": 45.0, "repair_at": 60.0},
+    params={"agents": 3, "span": 30.0, "delete_at": 45.0, "repair_at": 60.0, "deletes": 0},
     sizes=("agents",),
     bounds={
         "agents": (1, 20),
@@ -425,3 +425,76 @@ def lifecycle_consistent(ctx: WorkloadContext) -> None:
     problems = check_lifecycle(log)
     shown = "; ".join(problems[:4]) + (f"; ... ({len(problems)} in all)" if problems[4:] else "")
     assert not problems, shown
+
+
+# -- deleted while attached (``deletes``; session 12, coreH) -----------------------------------
+# Laid out after everything else, so that with ``deletes = 0`` no line of the coroutines above
+# moves (the trace hash depends on line numbers: docs/decisions.md, DcoreH-3).
+
+
+def _scratch_op(client: Client) -> Callable[[Client, LifecycleLog, _Agent, int], Awaitable[None]]:
+    """With ``deletes``, every other scratch block is deleted while attached, not detached."""
+    return _scratch_deleted if client.ctx.params.get("deletes") else _scratch
+
+
+async def _scratch_deleted(client: Client, log: LifecycleLog, agent: _Agent, k: int) -> None:
+    """As :func:`_scratch` for even ``k``; for odd ``k`` the block is deleted through
+    ``/v1/blocks`` (outside the agent's actor) while attached. Then neither the agent
+    (storage's view) nor the prompt compiled by the activation that held the block
+    (``recompile``, dry run, through the node where the agent is active: another node would
+    activate it afresh) may show it or its label. Before the delete, the block is updated
+    through ``/v1/blocks`` to a value of exactly its limit (accepted) and to one character
+    more (refused)."""
+    from kelpie_agent.actors import ActorId
+
+    from ._agent_prompt import prompt_blocks
+
+    if k % 2 == 0:
+        await _scratch(client, log, agent, k)
+        return
+    limit = SCRATCH_LIMIT
+    block = await client.until_done(
+        lambda s: s.create_block(SCRATCH, f"scratch notes {agent.number}.{k}", limit=limit)
+    )
+    try:
+        await client.until_done(lambda s: s.attach_block(agent.id, block.id))
+        outcome = "accepted"
+    except Exception as error:  # a free label must be accepted
+        outcome = type(error).__name__
+    attached = await client.until_done(lambda s: s.get_agent(agent.id))
+    fits = await _update_outcome(client, block.id, "f" * limit)
+    over = await _update_outcome(client, block.id, "o" * (limit + 1))
+    log.limits.append((block.id, limit, fits, over))
+    try:
+        await client.until_done(lambda s: s.delete_block(block.id))
+    except NotFoundError:  # a retry finds it gone: the first attempt landed
+        pass
+    after = await client.until_done(lambda s: s.get_agent(agent.id))
+    shown = [(b.id, b.label) for b in after.blocks]
+    actor = ActorId("agent", agent.id)
+    holder = next((s for s in client.services.values() if actor in s.dispatcher.active()), None)
+    if holder is not None and holder.running:
+        try:
+            with trio.fail_after(60):
+                prompt = await holder.recompile(agent.id, dry_run=True)
+        except (*_FAILURES, ServiceError):
+            prompt = ""  # the node went down or storage failed: no prompt to judge
+        shown += [("(in the prompt)", label) for label in prompt_blocks(prompt) or {}]
+    pairs = tuple((b.id, b.label) for b in attached.blocks)
+    log.swaps.append(BlockSwap(agent.id, block.id, outcome, pairs, tuple(shown), "delete"))
+
+
+SCRATCH_LIMIT = 40  # the limit of the scratch blocks ``deletes`` updates at and over it
+
+
+async def _update_outcome(client: Client, block_id: str, value: str) -> str:
+    """``ok``, ``refused`` (the 400 of a value over the limit) or another error's name."""
+    from kelpie_agent.service import InvalidError
+
+    try:
+        await client.until_done(lambda s: s.update_block(block_id, value=value))
+    except InvalidError:
+        return "refused"
+    except ServiceError as error:
+        return type(error).__name__
+    return "ok"

@@ -74,7 +74,7 @@ from ._agent_http import open_http_link
 from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
-from ._agent_polls import Poller
+from ._agent_polls import Poller, check_polled_order
 from ._agent_recovery import check_clean_ends, check_recovery
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
@@ -669,10 +669,12 @@ def prompts_show_stored_memory(ctx: WorkloadContext) -> None:
 @invariant
 def polls_consistent(ctx: WorkloadContext) -> None:
     """Every agent state a client polled mid-run is the agent it asked for, its memory shows
-    that agent's marker and no other's, and its blocks fit their limits (_agent_polls)."""
+    that agent's marker and no other's, and its blocks fit their limits; its message_ids come
+    in the order of the agent's history (_agent_polls)."""
     poller = ctx.state.get("poller")
     if isinstance(poller, Poller):
-        _holds(poller.problems, "a polled agent state is wrong")
+        order = check_polled_order(poller.seen, _record(ctx).histories)
+        _holds(poller.problems + order, "a polled agent state is wrong")
 
 
 @invariant

@@ -60,8 +60,9 @@ KINDS = ("withdraw", "deposit", "audit")
         "initial": (0, 1_000_000),
         "think": (0, 60),
         "hold": (0, 60),
-        "scans": (0, 1),
+        "scans": (0, 2),
     },
+    backends=("sim", "sqlite"),
 )
 async def kv_write_skew(ctx: WorkloadContext) -> None:
     sim = ctx.sim
@@ -73,7 +74,7 @@ async def kv_write_skew(ctx: WorkloadContext) -> None:
     txns: list[Txn] = []
     own: list[OwnWrite] = []
     ctx.state.update(remaining=remaining, txns=txns, db=db, own_writes=own)
-    scans = bool(ctx.params["scans"])
+    scans = int(ctx.params["scans"])
 
     async def client(node: Node, number: int) -> None:
         kv = open_kv(node, host=db)
@@ -93,7 +94,11 @@ async def kv_write_skew(ctx: WorkloadContext) -> None:
                 other = rng.randrange(pairs)
                 keys = sorted({f"p{pair}.{rng.choice('xy')}", f"p{other}.{rng.choice('xy')}"})
                 target, amount = "", 0
-            chosen = _Scans(pair, number, own) if scans else None
+            chosen = None
+            if scans:
+                both = scans == 2  # scans in both directions, gets after the flag's toggle
+                forward = both and rng.random() < 0.5
+                chosen = _Scans(pair, number, own, forward=forward, read_back=both)
             await _run(kv, txn, keys, target, amount, hold * rng.random(), initial, chosen)
             ctx.count(f"txn.{txn.kind}.{txn.status}")
             await trio.sleep(think * rng.random())
@@ -106,11 +111,14 @@ async def kv_write_skew(ctx: WorkloadContext) -> None:
 @attrs.frozen
 class _Scans:
     """With ``scans`` (:mod:`._kv_scans`): the transaction's pair and client, and where its
-    read-your-writes observation goes."""
+    read-your-writes observation goes; with ``scans = 2``, whether its withdraw scans oldest
+    first and reads its flag back with ``get`` (``read_back``)."""
 
     pair: int
     client: int
     own: list[OwnWrite]
+    forward: bool = False
+    read_back: bool = False
 
 
 async def _run(
@@ -131,7 +139,8 @@ async def _run(
         async with kv.transaction() as tx:
             values = {}
             if scans is not None and txn.kind == "withdraw":
-                for key, (writer, number) in (await read_pair(tx, scans.pair, initial)).items():
+                pair = await read_pair(tx, scans.pair, initial, forward=scans.forward)
+                for key, (writer, number) in pair.items():
                     txn.reads[key], values[key] = writer, number
             else:
                 for key in keys:
@@ -146,7 +155,8 @@ async def _run(
             for key, number in txn.writes.items():
                 await tx.set(key.encode(), f"{txn.id}:{number}".encode())
             if scans is not None:
-                scans.own.append(await toggle_flag(tx, scans.client, txn.id))
+                own = await toggle_flag(tx, scans.client, txn.id, read_back=scans.read_back)
+                scans.own.append(own)
     except StorageUnavailableError:
         txn.status = "unknown"
         return

@@ -130,6 +130,7 @@ CHEAP = frozenset(  # under about 1.5 s a seed
         "kv_scans",
         "kv_sqlite",
         "kv_ranges_sqlite",
+        "kv_skew_sqlite",
         "actor_contention",
         "actor_contention_pauses",
         "actor_contention_patience",
@@ -140,6 +141,7 @@ CHEAP = frozenset(  # under about 1.5 s a seed
         "agent_mcp_servers_crash",
         "agent_approvals",
         "agent_admin",
+        "agent_lifecycle_deletes",
     }
 )
 COSTLY = frozenset(  # 7 s a seed or more

@@ -67,3 +67,54 @@ def test_the_hook_reads_the_agents_blocks_from_the_store() -> None:
         "t=1.000 n1 a1: the prompt shows block human as 'likes tea', the database holds "
         "'likes tea. note 7'"
     ]
+
+
+def test_the_stored_system_message_must_show_the_memory_the_prompt_shows() -> None:
+    from kelpie_dst.workloads._agent_fresh import check_stored_prompt
+
+    shown = {"human": "likes tea. note 7", "tool_usage_rules": "at most twice"}
+    labels = {"human"}
+    assert check_stored_prompt(shown, {"human": "likes tea. note 7"}, labels, "a1") == []
+    assert check_stored_prompt(shown, {"human": "likes tea"}, labels, "a1") == [
+        "a1: the stored system message shows block human as 'likes tea', the prompt as "
+        "'likes tea. note 7'"
+    ]
+    assert check_stored_prompt(shown, None, labels, "a1") == [
+        "a1: the stored system message shows no memory, the prompt does"
+    ]
+
+
+def test_the_hook_reads_the_first_stored_message_of_an_agent_without_conversations() -> None:
+    from kelpie_agent.agent._messages import SystemMessage, UserMessage
+    from kelpie_dst.workloads._agent_fresh import stored_prompt
+
+    store = SimKVStore()
+    keys = Keys("agent-1")
+    human = Block(id="block-1", label="human", value="likes tea. note 7", limit=400)
+    agent = AgentRecord(id="agent-1", name="agent-1", block_ids=("block-1",))
+    old = SystemMessage(
+        id="message-1", date=0.0, seq=1, content=_prompt({"human": "likes tea"}), kind="prompt"
+    )
+    later = UserMessage(id="message-2", date=0.0, seq=2, content="hi")
+    store._apply(
+        [
+            (keys.agent, pack(agent)),
+            (Keys.block("block-1"), pack(human)),
+            (keys.message(1), pack(old)),
+            (keys.message(2), pack(later)),
+        ]
+    )
+    assert stored_prompt(store, "agent-1") == _prompt({"human": "likes tea"})
+    fresh = FreshPrompts(lambda: store, lambda n: "agent-1")
+    good = LlmRequest(
+        model="m", system=_prompt({"human": "likes tea. note 7"}), messages=[Message("user", "hi")]
+    )
+    fresh.step(good, 1, "t=1.000 n1")
+    assert fresh.problems == [
+        "t=1.000 n1 a1: the stored system message shows block human as 'likes tea', the prompt "
+        "as 'likes tea. note 7'"
+    ]
+    store._apply([(keys.conversation_index(1.0, "conv-1"), b"")])
+    assert stored_prompt(store, "agent-1") is None  # which thread a step runs in is unknown
+    store._apply([(keys.message(1), pack(later))])
+    assert stored_prompt(store, "agent-2") is None

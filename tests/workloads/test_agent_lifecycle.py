@@ -198,3 +198,47 @@ def test_a_free_label_refused_or_a_detach_that_keeps_the_block_or_label_is_named
     assert "after detaching block b5 from a1, the agent still shows it" in problems[1]
     assert "a1 shows two blocks labelled 'human' after an attach" in problems[2]
     assert "after detaching block b6 from a1, the agent still shows it or its label" in problems[3]
+
+
+def test_the_deletes_scenario_passes_and_repeats_its_trace() -> None:
+    scenario = load_scenario("agent_lifecycle_deletes")
+    first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["lifecycle.problems"] == 0
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_a_deleted_block_the_actor_still_renders_is_named() -> None:
+    log = _good()
+    base = (("b1", "persona"), ("b2", "human"))
+    prompt = (("(in the prompt)", "persona"), ("(in the prompt)", "human"))
+    attached = (*base, ("b7", "scratch"))
+    attached_b8 = (*base, ("b8", "scratch"))
+    log.swaps = [
+        BlockSwap("a1", "b7", "accepted", attached, (*base, *prompt), "delete"),
+        BlockSwap(
+            "a1",
+            "b8",
+            "accepted",
+            attached_b8,
+            (*base, *prompt, ("(in the prompt)", "scratch")),
+            "delete",
+        ),
+    ]
+    problems = check_lifecycle(log)
+    assert problems == [
+        "after deleting block b8 from a1, the agent still shows it or its label: "
+        "['persona', 'human', 'persona', 'human', 'scratch']"
+    ]
+
+
+def test_an_update_at_the_limit_refused_or_one_over_accepted_is_named() -> None:
+    log = _good()
+    log.limits = [("b1", 40, "ok", "refused"), ("b2", 40, "refused", "refused")]
+    log.limits.append(("b3", 40, "ok", "ok"))
+    assert check_lifecycle(log) == [
+        "block b2 (limit 40): an update to 40 characters was refused, one to 41 refused (must "
+        "be ok, then refused)",
+        "block b3 (limit 40): an update to 40 characters was ok, one to 41 ok (must be ok, then "
+        "refused)",
+    ]

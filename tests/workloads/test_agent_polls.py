@@ -57,3 +57,28 @@ def test_the_scenario_passes_and_repeats_its_trace() -> None:
     assert first.ok, first.result.failure and first.result.failure.describe()
     assert first.metrics["polls"] >= 1
     assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_polled_message_ids_out_of_history_order_are_named() -> None:
+    from kelpie_dst.workloads._agent_checks import Msg
+    from kelpie_dst.workloads._agent_polls import check_polled_order
+
+    def msg(ident: str, seq: int, kind: str = "user_message") -> Msg:
+        return Msg(id=ident, seq=seq, run_id=None, type=kind, text="")
+
+    # read back in pages of two (seq counts within a page); m2 shown twice (reasoning, call)
+    history = {
+        "a1": [
+            msg("m0", 0, "system_message"),
+            msg("m1", 1),
+            msg("m2", 0, "reasoning_message"),
+            msg("m2", 1, "tool_call_message"),
+            msg("m3", 0),
+        ]
+    }
+    good = [("a1", "a1 poll 1", ("m0", "m1", "m2", "gone", "m3")), ("a1", "a1 poll 2", ("m0",))]
+    assert check_polled_order(good, history) == []
+    bad = [("a1", "a1 poll 3", ("m3", "m2", "m1", "m0"))]
+    assert check_polled_order(bad, history) == [
+        "a1 poll 3: message_ids lists m3 (listed 4 in the history) before m2 (listed 2)"
+    ]

@@ -112,3 +112,52 @@ def test_a_limited_reverse_scan_reads_the_pair_and_the_flag_flips() -> None:
         assert (second.did, second.listed) == ("deleted", False)
 
     trio.run(main)
+
+
+def test_the_sqlite_scans_both_ways_scenario_passes_and_repeats_its_trace() -> None:
+    scenario = load_scenario("kv_skew_sqlite", ["workload.params.ops=6"])
+    first, again = run_scenario(scenario, 3), run_scenario(scenario, 3)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["txns.written"] >= 1
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_own_writes_a_get_must_find_what_the_transaction_set_and_nothing_it_deleted() -> None:
+    from kelpie_dst.workloads._kv_scans import OwnWrite, check_own_writes
+
+    good = [
+        OwnWrite("T1", "q0.flag", "set", True, read_back=True, got="T1"),
+        OwnWrite("T2", "q0.flag", "deleted", False, read_back=True, got=None),
+        OwnWrite("T3", "q0.flag", "set", True),  # no read-back (scans = 1): not judged
+    ]
+    assert check_own_writes(good) == []
+    bad = [
+        OwnWrite("T4", "q1.flag", "deleted", False, read_back=True, got="T3"),
+        OwnWrite("T5", "q1.flag", "set", True, read_back=True, got=None),
+        *good,
+    ]
+    assert check_own_writes(bad) == [
+        "T4 deleted q1.flag, then its own get found 'T3', not None",
+        "T5 set q1.flag, then its own get found None, not 'T5'",
+    ]
+
+
+def test_a_limited_forward_scan_reads_the_pair_and_the_flag_reads_back() -> None:
+    import trio
+
+    from kelpie_dst.shims import SimKV
+    from kelpie_dst.workloads._kv_scans import read_pair, toggle_flag
+
+    async def main() -> None:
+        kv = SimKV()
+        async with kv.transaction() as tx:
+            await tx.set(b"p0.x", b"T1:1")
+            first = await toggle_flag(tx, 0, "T1", read_back=True)
+        async with kv.transaction() as tx:
+            pair = await read_pair(tx, 0, 2, forward=True)
+            assert pair == {"p0.x": ("T1", 1), "p0.y": (INITIAL, 2)}
+            second = await toggle_flag(tx, 0, "T2", read_back=True)
+        assert (first.did, first.listed, first.got) == ("set", True, "T1")
+        assert (second.did, second.listed, second.got) == ("deleted", False, None)
+
+    trio.run(main)

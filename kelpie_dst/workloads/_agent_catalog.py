@@ -281,8 +281,11 @@ class CatalogWalker:
             page = await sdk.agents.list(name=COPY, limit=1, order="asc")
             return page.items[0].id if page.items else None
 
+        answered: list[str] = []  # the import answered (not only found after a retry)
+
         async def make(sdk: Any) -> Any:
             got = await sdk.agents.import_file(file=("catalog.af", raw), name=COPY)
+            answered.append("yes")
             return got.agent_ids[0] if got.agent_ids else None
 
         copy = await self._create("agents.import_file", find, make)
@@ -296,7 +299,10 @@ class CatalogWalker:
             if all(f.get("processing_status") == "completed" for f in again.get("files") or ()):
                 break
             await trio.sleep(1)
-        self.log.round_trips.append(("import then export", document, again, COPY))
+        what = "import then export"
+        self.log.round_trips.append((what, document, again, COPY))
+        if not answered:  # cut mid-way and found by name: it may lack what follows the create
+            self.log.unsure.append(what)
 
     # -- 2b. PATCHes of an agent's block -----------------------------------------------------
     async def _block_patches(self) -> None:

@@ -224,6 +224,21 @@ def test_an_export_that_lost_what_the_file_held_is_named(change: Any, part: str)
     assert f": {part} " in problem
 
 
+def test_an_import_cut_before_its_folders_is_judged_on_what_the_create_commits() -> None:
+    log = _log()
+    document = _document()
+    exported = _exported(document)
+    exported["agents"][0]["source_ids"] = []
+    exported["agents"][0]["files_agents"] = []
+    log.round_trips = [("import then export", document, exported, "copy")]
+    assert len(check_catalog(log)) == 3  # folders, files, open: the import was answered
+    log.unsure.append("import then export")
+    assert check_catalog(log) == []
+    exported["blocks"][0]["read_only"] = False  # committed with the agent: still judged
+    [problem] = check_catalog(log)
+    assert ": blocks " in problem
+
+
 def test_an_export_under_another_name_or_with_other_tools_is_named() -> None:
     log = _log()
     document = _document()

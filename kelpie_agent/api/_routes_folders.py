@@ -97,7 +97,8 @@ def folders_router() -> APIRouter:
         order: Literal["asc", "desc"] = "desc",
         order_by: Literal["created_at"] = "created_at",
     ) -> list[str]:
-        """Ids of the agents the folder is attached to (in id order; cursors are ids)."""
+        """Ids of the agents the folder is attached to (in id order; cursors are ids, relative
+        to the listing order: a ``before`` page holds the agents nearest the cursor)."""
         ids = sorted(await folders.folder_agents(current_service(), folder_id))
         if order == "desc":
             ids.reverse()
@@ -105,6 +106,8 @@ def folders_router() -> APIRouter:
             ids = ids[ids.index(after) + 1 :] if after in ids else []
         if before is not None:
             ids = ids[: ids.index(before)] if before in ids else []
+            if after is None:  # only before: the page ends at the cursor
+                return ids[len(ids) - limit :] if limit else []
         return ids[:limit]
 
     @router.post("/v1/folders/{folder_id}/upload")

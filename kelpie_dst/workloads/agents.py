@@ -37,6 +37,8 @@ from kelpie_agent.agent import BUILTINS, builtin_id, default_tool_names
 from .._errors import UsageError
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import sim_ports
+from ._agent_catalog import CatalogWalker
+from ._agent_catalog_checks import check_catalog
 from ._agent_checks import (
     Ack,
     BlockPlan,
@@ -107,6 +109,7 @@ __all__ = [
     "acknowledged_is_durable",
     "agents",
     "api_surface_contract",
+    "catalog_contract",
     "check_acknowledged",
     "check_blocks",
     "check_completed",
@@ -199,6 +202,10 @@ PARAMS: dict[str, int | float | str | bool] = {
     # after the clients raw requests at and over each limit, and a memgpt agent's message
     # views (use_assistant_message, types, conversations, runs, orders), are judged against
     # the documented contract (via http; _agent_wire)
+    "catalog": False,  # after the clients, the shared catalog (archives, a folder's and a
+    # block's agents, scheduled messages, the tool search), an agent file the client writes and
+    # full-text message search are driven and judged against the model and the documented
+    # contract (via http; _agent_catalog)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -256,7 +263,15 @@ async def agents(ctx: WorkloadContext) -> None:
         raise UsageError("workload.params.conversations: needs via = 'http'")
     if float(ctx.params["poll_interval"]) and via != "http":
         raise UsageError("workload.params.poll_interval: needs via = 'http'")
-    for name in ("list_walks", "ambiguous_creates", "list_filters", "directory", "surface", "wire"):
+    for name in (
+        "list_walks",
+        "ambiguous_creates",
+        "list_filters",
+        "directory",
+        "surface",
+        "wire",
+        "catalog",
+    ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
     if int(ctx.params["create_burst"]) and not float(ctx.params["list_walks"]):
@@ -389,6 +404,14 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         await wire.run()
         ctx.metric("wire.requests", wire.requests)
         ctx.metric("wire.probes", len(wire.log.probes))
+    if bool(ctx.params["catalog"]):
+        catalog = CatalogWalker(clients, ctx.rng("catalog"))
+        ctx.state["catalog"] = catalog
+        await catalog.run()
+        ctx.metric("catalog.requests", catalog.requests)
+        ctx.metric("catalog.walks", len(catalog.log.walks))
+        ctx.metric("catalog.round_trips", len(catalog.log.round_trips))
+        ctx.metric("catalog.problems", len(check_catalog(catalog.log)))
     by_number = {p.agent_id: p for p in plans}
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
@@ -631,6 +654,20 @@ def api_surface_contract(ctx: WorkloadContext) -> None:
     surface = ctx.state.get("surface")
     if isinstance(surface, SurfaceWalker):
         _holds(check_surface(surface.log), "the REST surface broke its contract")
+
+
+@invariant
+def catalog_contract(ctx: WorkloadContext) -> None:
+    """(With ``catalog``.) The shared catalog, agent files and message search against the
+    model and the documented contract: a block made without a limit has Letta's default; the
+    archives, a folder's agents and a block's agents read the same in pages (both cursors,
+    both orders) as in one; filters keep exactly what they name; scheduled messages page with
+    an exact has_next_page; importing a document the client wrote and exporting the agent
+    gives the document back; a full-text search ranks by the share of the query's words
+    (_agent_catalog_checks)."""
+    catalog = ctx.state.get("catalog")
+    if isinstance(catalog, CatalogWalker):
+        _holds(check_catalog(catalog.log), "the catalog broke its contract")
 
 
 @invariant

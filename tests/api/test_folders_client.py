@@ -194,3 +194,38 @@ async def test_an_upload_left_unprocessed_is_processed_by_the_next_node() -> Non
 
 def test_upload_resume_same_seed_same_trace_hash() -> None:
     kelpie_dst.assert_deterministic(resume_flow, seeds=(1,), runs=2, **GUARDS)
+
+
+@pytest.mark.dst(seeds=1, **GUARDS)
+async def test_a_folders_agents_before_page_holds_the_agents_nearest_the_cursor() -> None:
+    """``folders.agents.list(before=X, limit=n)`` is the ``n`` agents just before X in the
+    listing order (Letta's cursors), both orders: a client paging back from the last agent
+    sees every agent once (it used to get the first ``n`` of the list, skipping the rest)."""
+    async with api() as a:
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=a.app), base_url=BASE)
+        client = AsyncLetta(base_url=BASE, http_client=http, max_retries=0)
+        folder = await client.folders.create(name="shared")
+        for name in ("ann", "bo", "cy", "di"):
+            agent = await client.agents.create(name=name)
+            await client.agents.folders.attach(folder.id, agent_id=agent.id)
+        for order in ("asc", "desc"):
+            whole = await client.folders.agents.list(folder.id, order=order, limit=50)
+            assert len(whole) == 4
+            assert (
+                await client.folders.agents.list(folder.id, order=order, before=whole[3], limit=2)
+                == whole[1:3]
+            )
+            assert (
+                await client.folders.agents.list(
+                    folder.id, order=order, after=whole[0], before=whole[3], limit=1
+                )
+                == whole[1:2]
+            )
+            back, anchor = [whole[3]], whole[3]
+            while page := await client.folders.agents.list(
+                folder.id, order=order, before=anchor, limit=1
+            ):
+                back[:0] = page
+                anchor = page[0]
+            assert back == whole
+        await http.aclose()

@@ -84,6 +84,12 @@ class CallSite:
     def key(self) -> str:
         return f"{self.module}:{self.line}"
 
+    @property
+    def traced(self) -> str:
+        """``module:function``, as the trace names the site: without the line, so a trace
+        (and its hash) does not move when code is added above the call (Dlead12-3)."""
+        return f"{self.module}:{self.function}"
+
     def within(self, prefixes: tuple[str, ...]) -> bool:
         """True if the site, or a frame between it and the guarded call, is in one of the
         modules (or packages) ``prefixes``."""

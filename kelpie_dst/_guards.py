@@ -367,6 +367,7 @@ class Guards:
         self.allow = allow
         self.rng = sim.rng("guards")
         self.report: Counter[tuple[str, CallSite]] = Counter()
+        self._traced: set[tuple[str, str]] = set()  # (call, module:function) in the trace
         self.violations: list[str] = []
         self.thread: int | None = None  # the thread that steps the simulation
 
@@ -378,11 +379,14 @@ class Guards:
                 "in a simulation, use the simulator's clock, streams and trio instead"
             )
             self.violations.append(message)
-            self.sim.trace_event("guard.violation", call=what, site=site.key)
+            self.sim.trace_event("guard.violation", call=what, site=site.traced)
             raise NondeterminismError(message)
         key = (what, site)
         if key not in self.report:
-            self.sim.trace_event("guard.redirect", call=what, site=site.key)
+            traced = (what, site.traced)
+            if traced not in self._traced:  # once per call and function, whatever the line
+                self._traced.add(traced)
+                self.sim.trace_event("guard.redirect", call=what, site=site.traced)
         self.report[key] += 1
 
     def install(self) -> None:

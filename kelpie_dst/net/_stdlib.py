@@ -75,7 +75,7 @@ def refuse(what: str, why: str) -> NoReturn:
     guards = _g._ACTIVE
     if guards is not None:
         guards.violations.append(message)
-        guards.sim.trace_event("guard.violation", call=what, site=site.key)
+        guards.sim.trace_event("guard.violation", call=what, site=site.traced)
     raise HostNetworkError(errno.EPERM, message)
 
 

@@ -1,12 +1,15 @@
 """Nondeterminism guards: redirect serves deterministic values, strict names the call site."""
 
 import datetime
+import importlib.util
 import os
 import random
 import secrets
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from time import time as imported_time
 
 import anyio.to_thread
@@ -64,6 +67,34 @@ def test_redirect_serves_deterministic_values() -> None:
     assert {"time.time", "uuid.uuid4", "os.urandom"} <= calls
     assert not [c for c in calls if "thread" in c]  # threads are simulated, not redirected
     assert all(site.startswith("tests.dst.test_guards:") for _c, site, _n in first.redirected)
+
+
+def _clock_program(tmp_path: Path, blank_lines: int) -> Callable[[], Awaitable[float]]:
+    """``program`` of a module of its own, with ``blank_lines`` blank lines above its calls."""
+    source = "\n" * blank_lines + (
+        "import time\n\n\nasync def program():\n"
+        "    first = time.time()\n"
+        "    return first + time.time()  # a second line of the same function\n"
+    )
+    path = tmp_path / f"guard_lines_{blank_lines}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("guard_lines", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    program: Callable[[], Awaitable[float]] = module.program
+    return program
+
+
+def test_code_added_above_a_redirected_call_does_not_move_the_trace(tmp_path: Path) -> None:
+    """The trace names a redirected site by module and function, once (Dlead12-3): blank
+    lines above the calls keep the trace hash, while the report keeps each line."""
+    high = kelpie_dst.run(_clock_program(tmp_path, 0), seed=4)
+    low = kelpie_dst.run(_clock_program(tmp_path, 3), seed=4)
+    assert high.ok and low.ok
+    assert high.trace_hash == low.trace_hash
+    assert [site for _call, site, _n in high.redirected] == ["guard_lines:5", "guard_lines:6"]
+    assert [site for _call, site, _n in low.redirected] == ["guard_lines:8", "guard_lines:9"]
 
 
 def test_originals_are_restored_after_a_run() -> None:

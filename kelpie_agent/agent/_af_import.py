@@ -52,6 +52,8 @@ async def _tool(tools: ToolStore, tool: ToolDef, override: bool) -> str:
     }
     if tool.return_char_limit:
         options["return_char_limit"] = tool.return_char_limit
+    if tool.metadata:  # Letta's metadata_, kept with the tool it describes
+        options["metadata"] = dict(tool.metadata)
     made = await (tools.upsert if existing is not None else tools.create)(
         tool.source_code, **options
     )

@@ -123,6 +123,7 @@ class ToolStore:
         return_char_limit: int = DEFAULT_RETURN_CHAR_LIMIT,
         name: str | None = None,
         default_requires_approval: bool = False,
+        metadata: Mapping[str, Any] | None = None,
     ) -> ToolSpec:
         """A custom tool from Python source (not stored); the schema comes from the source
         unless ``json_schema`` (Letta's ``{name, description, parameters}``) is given."""
@@ -157,6 +158,7 @@ class ToolStore:
             created_at=now,
             updated_at=now,
             default_requires_approval=default_requires_approval,
+            metadata=dict(metadata or {}),
         )
 
     async def create(self, source_code: str, **options: Any) -> ToolSpec:

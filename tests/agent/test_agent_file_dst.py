@@ -166,7 +166,10 @@ async def test_a_file_written_to_lettas_schema_imports() -> None:
     kv = node_kv()
     ports = sim_ports()
     env = make_env(Scripted([]))
-    plan = parse_agent_file(FIXTURE.read_bytes())
+    document = json.loads(FIXTURE.read_text())
+    refund_def = next(t for t in document["tools"] if t["name"] == "refund")
+    refund_def["metadata_"] = {"team": "billing"}  # Letta's tool metadata survives the import
+    plan = parse_agent_file(json.dumps(document))
     (create, request), actors = await _importer(env, kv)
     [agent_id] = await import_agent_file(
         plan,
@@ -202,7 +205,7 @@ async def test_a_file_written_to_lettas_schema_imports() -> None:
         "semantic_search_files",
     ]
     refund = next(t for t in view.tools if t.name == "refund")
-    assert refund.default_requires_approval
+    assert refund.default_requires_approval and dict(refund.metadata) == {"team": "billing"}
     assert [(b.label, b.read_only) for b in view.blocks] == [("persona", False), ("human", True)]
     shapes = [letta_json(m)["message_type"] for m in await stored_messages(kv, agent_id)]
     assert shapes == [

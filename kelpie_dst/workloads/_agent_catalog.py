@@ -177,7 +177,7 @@ class CatalogWalker:
                 {
                     "label": "human",
                     "value": "kelp farmer",
-                    "limit": 300,
+                    "limit": len("kelp farmer"),  # exactly at its limit: must be accepted
                     "read_only": True,
                     "description": "who talks",
                     "metadata": {"shelf": 1},

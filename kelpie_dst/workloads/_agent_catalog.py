@@ -35,11 +35,11 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-import letta_client
 import trio
 
 from ._agent_catalog_checks import CatalogLog, ScheduleWalk, SearchSeen
 from ._agent_lists import Walk, walk
+from ._agent_walker import SdkWalker
 
 __all__ = ["CatalogWalker"]
 
@@ -80,81 +80,34 @@ PATCH_CHOICES: dict[str, tuple[Any, ...]] = {
 }
 
 
-def _method(sdk: Any, path: str) -> Any:
-    method = sdk
-    for name in path.split("."):
-        method = getattr(method, name)
-    return method
-
-
-class CatalogWalker:
+class CatalogWalker(SdkWalker):
     """Drives the catalog areas and logs what it read (see the module docstring)."""
 
+    PREFIX = "catalog"
+
     def __init__(self, clients: Any, rng: Any) -> None:
-        self.clients = clients
-        self.rng = rng
-        self.state = {"node": rng.choice(clients.world.node_names)}
+        super().__init__(clients, rng)
         self.log = CatalogLog()
-        self.requests = 0
+        self.problems = self.log.problems
         self.tool: str | None = None
         self.source: str | None = None
         self.bare: str | None = None
         self.copy: str | None = None
 
-    # -- requests --------------------------------------------------------------------------
-    async def _call(self, what: str, attempt: Callable[[Any, int], Awaitable[Any]]) -> Any:
-        self.requests += 1
-        key = f"catalog #{self.requests} {what}"
-
-        async def on(node: str, number: int) -> Any:
-            return await attempt(self.clients.link.sdk(node), number)
-
-        return await self.clients._call(key, "", on, self.rng, self.state)
-
-    async def _sdk(self, path: str, *args: Any, **kwargs: Any) -> Any:
-        """``sdk.<path>(*args, **kwargs)`` until it is answered (for calls safe to repeat)."""
-
-        async def attempt(sdk: Any, _: int) -> Any:
-            return await _method(sdk, path)(*args, **kwargs)
-
-        return await self._call(path, attempt)
-
-    async def _create(self, what: str, find: Callable[[Any], Awaitable[Any]], make: Any) -> Any:
-        """Made once: a retry first looks the thing up (the first attempt may have landed)."""
-
-        async def attempt(sdk: Any, number: int) -> Any:
-            if number > 1:
-                found = await find(sdk)
-                if found is not None:
-                    return found
-            try:
-                return await make(sdk)
-            except (letta_client.BadRequestError, letta_client.ConflictError):
-                found = await find(sdk) if number > 1 else None
-                if found is None:
-                    raise
-                return found
-
-        return await self._call(what, attempt)
-
     async def run(self) -> None:
-        for phase in (
-            self._agents,
-            self._agent_file,
-            self._block_patches,
-            self._search,
-            self._archives,
-            self._shared_lists,
-            self._schedules,
-            self._tools,
-        ):
-            if phase != self._agents and self.source is None:
-                continue
-            try:
-                await phase()
-            except Exception as error:  # a request the client must not retry: recorded
-                name = phase.__name__.strip("_")
-                self.log.problems.append(f"catalog {name}: {type(error).__name__}: {error}")
+        await self._phases(
+            (
+                self._agents,
+                self._agent_file,
+                self._block_patches,
+                self._search,
+                self._archives,
+                self._shared_lists,
+                self._schedules,
+                self._tools,
+            ),
+            lambda phase: phase == self._agents or self.source is not None,
+        )
 
     # -- 1. agents, a tool, a block ----------------------------------------------------------
     async def _agent_named(self, name: str, **fields: Any) -> str:

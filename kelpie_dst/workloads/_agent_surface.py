@@ -57,6 +57,7 @@ from ._agent_surface_checks import (
     StreamSeen,
     SurfaceLog,
 )
+from ._agent_walker import SdkWalker
 from ._agent_world import PORT
 
 __all__ = ["SurfaceWalker"]
@@ -172,78 +173,35 @@ def _step(s: Any) -> StepSeen:
     return StepSeen(str(s.id), s.feedback, tuple(s.tags or ()), str(s.run_id or ""))
 
 
-class SurfaceWalker:
+class SurfaceWalker(SdkWalker):
     """Drives the surface areas and logs what it read (see the module docstring)."""
 
+    PREFIX = "surface"
+
     def __init__(self, clients: Any, rng: Any) -> None:
-        self.clients = clients
-        self.rng = rng
-        self.state = {"node": rng.choice(clients.world.node_names)}
+        super().__init__(clients, rng)
         self.log = SurfaceLog()
-        self.requests = 0
+        self.problems = self.log.problems
         self.agent: str | None = None
         self.folder: str | None = None
 
-    # -- requests --------------------------------------------------------------------------
-    async def _call(self, what: str, attempt: Callable[[Any, int], Awaitable[Any]]) -> Any:
-        """One request until it is answered, on the SDK of the node in turn
-        (``attempt(sdk, number)``; number 1 is the first attempt)."""
-        self.requests += 1
-        key = f"surface #{self.requests} {what}"
-
-        async def on(node: str, number: int) -> Any:
-            return await attempt(self.clients.link.sdk(node), number)
-
-        return await self.clients._call(key, "", on, self.rng, self.state)
-
-    async def _sdk(self, path: str, *args: Any, **kwargs: Any) -> Any:
-        """``sdk.<path>(*args, **kwargs)`` until it is answered (for calls safe to repeat)."""
-
-        async def attempt(sdk: Any, _: int) -> Any:
-            return await _method(sdk, path)(*args, **kwargs)
-
-        return await self._call(path, attempt)
-
     async def run(self) -> None:
-        for phase in (
-            self._blocks,
-            self._agent,
-            self._stream,
-            self._delete_block,
-            self._steps,
-            self._folders,
-            self._agent_file,
-            self._deletes,
-            self._http_layer,
-            self._errors,
-        ):
-            if phase not in (self._blocks, self._agent, self._errors) and self.agent is None:
-                continue
-            try:
-                await phase()
-            except Exception as error:  # a request the client must not retry: recorded
-                name = phase.__name__.strip("_")
-                self.log.problems.append(f"surface {name}: {type(error).__name__}: {error}")
-
-    async def _create(self, what: str, find: Callable[[Any], Awaitable[Any]], make: Any) -> Any:
-        """Made once: a retry first looks the thing up (the first attempt may have landed),
-        and again if its create collides with the name (a first attempt still in flight
-        landed between the look-up and the create)."""
-
-        async def attempt(sdk: Any, number: int) -> Any:
-            if number > 1:
-                found = await find(sdk)
-                if found is not None:
-                    return found
-            try:
-                return await make(sdk)
-            except (letta_client.BadRequestError, letta_client.ConflictError):
-                found = await find(sdk) if number > 1 else None
-                if found is None:
-                    raise
-                return found
-
-        return await self._call(what, attempt)
+        first = (self._blocks, self._agent, self._errors)  # the rest need the agent
+        await self._phases(
+            (
+                self._blocks,
+                self._agent,
+                self._stream,
+                self._delete_block,
+                self._steps,
+                self._folders,
+                self._agent_file,
+                self._deletes,
+                self._http_layer,
+                self._errors,
+            ),
+            lambda phase: phase in first or self.agent is not None,
+        )
 
     # -- 1. standalone blocks ----------------------------------------------------------------
     async def _make_block(self, label: str, fields: dict[str, Any]) -> Any:
@@ -925,10 +883,3 @@ class SurfaceWalker:
                 self.state["node"] = self.rng.choice([n for n in nodes if n != self.state["node"]])
             await trio.sleep(1.0)
         return None
-
-
-def _method(sdk: Any, path: str) -> Any:
-    method = sdk
-    for name in path.split("."):
-        method = getattr(method, name)
-    return method

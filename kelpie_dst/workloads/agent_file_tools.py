@@ -223,37 +223,30 @@ def _judge(log: FileToolsLog, number: int, op: Op, want_before: str, model: Mode
         log.problems.append(
             f"{where}: the prompt showed\n{op.before}\nnot the model's\n{want_before}"
         )
-    if op.tool == "semantic_search_files":
-        for problem in model.semantic(
-            op.args["query"], op.args.get("limit"), op.result or "", op.is_error
-        ):
-            log.problems.append(f"{where}: {problem}")
-        want_after = model.directories()
-        if op.after != want_after:
-            log.problems.append(
-                f"{where}: after it the prompt showed\n{op.after}\nnot\n{want_after}"
-            )
-        log.checked += 1
-        return
-    outcome = (
-        model.open_files(op.args["file_requests"], bool(op.args.get("close_all_others")))
-        if op.tool == "open_files"
-        else model.grep(
-            op.args["pattern"],
-            op.args.get("include"),
-            op.args.get("context_lines"),
-            op.args.get("offset"),
-        )
-    )
-    if op.result != outcome.text or op.is_error != outcome.error:
-        log.problems.append(
-            f"{where}: answered (error={op.is_error})\n{op.result}\nnot the model's "
-            f"(error={outcome.error})\n{outcome.text}"
-        )
+    log.problems += [f"{where}: {problem}" for problem in _answer_problems(op, model)]
     want_after = model.directories()
     if op.after != want_after:
         log.problems.append(f"{where}: after it the prompt showed\n{op.after}\nnot\n{want_after}")
     log.checked += 1
+
+
+def _answer_problems(op: Op, model: Model) -> list[str]:
+    """Replay ``op`` on the model; what is wrong with the answer the tool gave."""
+    if op.tool == "semantic_search_files":
+        return model.semantic(op.args["query"], op.args.get("limit"), op.result or "", op.is_error)
+    if op.tool == "open_files":
+        want = model.open_files(op.args["file_requests"], bool(op.args.get("close_all_others")))
+    else:
+        args = op.args
+        want = model.grep(
+            args["pattern"], args.get("include"), args.get("context_lines"), args.get("offset")
+        )
+    if (op.result, op.is_error) == (want.text, want.error):
+        return []
+    return [
+        f"answered (error={op.is_error})\n{op.result}\nnot the model's "
+        f"(error={want.error})\n{want.text}"
+    ]
 
 
 @workload(

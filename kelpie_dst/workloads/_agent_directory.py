@@ -24,7 +24,7 @@ must not retry is also recorded as failed (``every_request_completed``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from kelpie_agent.agent import IdentityStore
@@ -40,6 +40,7 @@ from ._agent_directory_checks import (
     ToolSeen,
     Walk,
 )
+from ._agent_walker import SdkWalker
 
 __all__ = ["DirectoryWalker"]
 
@@ -115,37 +116,15 @@ def _tool(t: Any) -> ToolSeen:
     )
 
 
-class DirectoryWalker:
+class DirectoryWalker(SdkWalker):
     """Drives the directory areas and logs what it read (see the module docstring)."""
 
+    PREFIX = "dir"
+
     def __init__(self, clients: Any, rng: Any) -> None:
-        self.clients = clients
-        self.rng = rng
-        self.state = {"node": rng.choice(clients.world.node_names)}
+        super().__init__(clients, rng)
         self.log = DirectoryLog()
-        self.requests = 0
-
-    async def _call(self, what: str, attempt: Callable[[Any, int], Awaitable[Any]]) -> Any:
-        """One request until it is answered, on the SDK of the node in turn
-        (``attempt(sdk, number)``; number 1 is the first attempt)."""
-        self.requests += 1
-        key = f"dir #{self.requests} {what}"
-
-        async def on(node: str, number: int) -> Any:
-            return await attempt(self.clients.link.sdk(node), number)
-
-        return await self.clients._call(key, "", on, self.rng, self.state)
-
-    async def _sdk(self, path: str, *args: Any, **kwargs: Any) -> Any:
-        """``sdk.<path>(*args, **kwargs)`` until it is answered (for calls safe to repeat)."""
-
-        async def attempt(sdk: Any, _: int) -> Any:
-            method = sdk
-            for name in path.split("."):
-                method = getattr(method, name)
-            return await method(*args, **kwargs)
-
-        return await self._call(path, attempt)
+        self.problems = self.log.problems
 
     async def run(self) -> None:
         try:

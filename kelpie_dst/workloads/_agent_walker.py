@@ -1,7 +1,7 @@
 """What the REST-surface clients share: one request at a time through the real letta_client SDK,
 each retried until it is answered on the node in turn, and phases whose refused requests are
 logged rather than raised (``agent_api_surface``'s :class:`SurfaceWalker`, ``agent_catalog``'s
-:class:`CatalogWalker`)."""
+:class:`CatalogWalker`, ``agent_directory``'s :class:`DirectoryWalker`)."""
 
 from __future__ import annotations
 

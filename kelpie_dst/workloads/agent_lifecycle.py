@@ -197,18 +197,26 @@ async def _labels(client: Client, log: LifecycleLog, agent: _Agent, k: int) -> N
     )
 
 
-async def _scratch(client: Client, log: LifecycleLog, agent: _Agent, k: int) -> None:
-    """Attach a standalone block with a label the agent does not have, then detach it: the
-    attach is accepted, the block shows once; after the detach it is gone, its label free."""
+async def _attach_scratch(
+    client: Client, agent: _Agent, k: int, **fields: Any
+) -> tuple[Any, str, Any]:
+    """A standalone block with a label the agent does not have, attached -> (the block, the
+    attach's outcome: ``accepted`` or the error's name, the agent read after it)."""
     block = await client.until_done(
-        lambda s: s.create_block(SCRATCH, f"scratch notes {agent.number}.{k}")
+        lambda s: s.create_block(SCRATCH, f"scratch notes {agent.number}.{k}", **fields)
     )
     try:
         await client.until_done(lambda s: s.attach_block(agent.id, block.id))
         outcome = "accepted"
     except Exception as error:  # a free label must be accepted
         outcome = type(error).__name__
-    attached = await client.until_done(lambda s: s.get_agent(agent.id))
+    return block, outcome, await client.until_done(lambda s: s.get_agent(agent.id))
+
+
+async def _scratch(client: Client, log: LifecycleLog, agent: _Agent, k: int) -> None:
+    """Attach a standalone block with a label the agent does not have, then detach it: the
+    attach is accepted, the block shows once; after the detach it is gone, its label free."""
+    block, outcome, attached = await _attach_scratch(client, agent, k)
     try:
         await client.until_done(lambda s: s.detach_block(agent.id, block.id))
     except NotFoundError:  # not attached: the attach's problem is recorded
@@ -453,15 +461,7 @@ async def _scratch_deleted(client: Client, log: LifecycleLog, agent: _Agent, k: 
         await _scratch(client, log, agent, k)
         return
     limit = SCRATCH_LIMIT
-    block = await client.until_done(
-        lambda s: s.create_block(SCRATCH, f"scratch notes {agent.number}.{k}", limit=limit)
-    )
-    try:
-        await client.until_done(lambda s: s.attach_block(agent.id, block.id))
-        outcome = "accepted"
-    except Exception as error:  # a free label must be accepted
-        outcome = type(error).__name__
-    attached = await client.until_done(lambda s: s.get_agent(agent.id))
+    block, outcome, attached = await _attach_scratch(client, agent, k, limit=limit)
     fits = await _update_outcome(client, block.id, "f" * limit)
     over = await _update_outcome(client, block.id, "o" * (limit + 1))
     log.limits.append((block.id, limit, fits, over))

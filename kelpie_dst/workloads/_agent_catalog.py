@@ -178,6 +178,7 @@ class CatalogWalker(SdkWalker):
             if tool.get("name") == "cat_probe":
                 tool["default_requires_approval"] = True
                 tool["return_char_limit"] = 777
+                tool["metadata_"] = {"shelf": "tools"}  # Letta's tool metadata, kept on import
         start = int(self.rng.randint(2, 8))
         end = start + int(self.rng.randint(2, 6))
         text = "\n".join(f"tide table row {n}" for n in range(1, FILE_LINES + 1))

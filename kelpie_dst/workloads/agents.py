@@ -72,6 +72,8 @@ from ._agent_directory import DirectoryWalker
 from ._agent_directory_checks import check_directory
 from ._agent_filters import FilterWalker, plan_tags
 from ._agent_fresh import FreshPrompts
+from ._agent_handover import HandoverWalker
+from ._agent_handover_checks import check_handover
 from ._agent_http import open_http_link
 from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
@@ -121,6 +123,7 @@ __all__ = [
     "context_complete",
     "created_once",
     "every_request_completed",
+    "handover_contract",
     "http_refusals_documented",
     "interrupted_runs_finished",
     "lists_directory_exactly",
@@ -206,6 +209,11 @@ PARAMS: dict[str, int | float | str | bool] = {
     # block's agents, scheduled messages, the tool search), an agent file the client writes and
     # full-text message search are driven and judged against the model and the documented
     # contract (via http; _agent_catalog)
+    "handover": False,  # after the clients, one more client sends each request to another
+    # node than the last (its agent's lease moves): detaches and deletes of what is not there,
+    # tool runs through the API, sends retried with their otid after other runs, a background
+    # run read at once, an agent file's steps and statuses, sandbox files across nodes, judged
+    # against the documented contract (via http; _agent_handover)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -271,6 +279,7 @@ async def agents(ctx: WorkloadContext) -> None:
         "surface",
         "wire",
         "catalog",
+        "handover",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
@@ -412,6 +421,15 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("catalog.walks", len(catalog.log.walks))
         ctx.metric("catalog.round_trips", len(catalog.log.round_trips))
         ctx.metric("catalog.problems", len(check_catalog(catalog.log)))
+    if bool(ctx.params["handover"]):
+        handover = HandoverWalker(clients, ctx.rng("handover"))
+        ctx.state["handover"] = handover
+        await handover.run()
+        ctx.metric("handover.requests", handover.requests)
+        ctx.metric("handover.missing", len(handover.log.missing))
+        ctx.metric("handover.tag_runs", len(handover.log.tag_runs))
+        ctx.metric("handover.sandbox_reads", sum(k == "read" for k, _, _ in handover.log.sandbox))
+        ctx.metric("handover.problems", len(_handover_problems(ctx, handover)))
     by_number = {p.agent_id: p for p in plans}
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
@@ -534,7 +552,10 @@ def _server_id(ctx: WorkloadContext, plans: list[AgentPlan], number: int) -> str
         if isinstance(surface, SurfaceWalker) and number == 900:
             return surface.agent
         wire = ctx.state.get("wire")  # ... or the wire walk's (a901)
-        return wire.agent if isinstance(wire, WireWalker) and number == 901 else None
+        if isinstance(wire, WireWalker) and number == 901:
+            return wire.agent
+        handover = ctx.state.get("handover")  # ... or the handover walk's (a902)
+        return handover.agent if isinstance(handover, HandoverWalker) and number == 902 else None
     return None if link is None else link.server_id(plans[number - 1])
 
 
@@ -668,6 +689,28 @@ def catalog_contract(ctx: WorkloadContext) -> None:
     catalog = ctx.state.get("catalog")
     if isinstance(catalog, CatalogWalker):
         _holds(check_catalog(catalog.log), "the catalog broke its contract")
+
+
+def _handover_problems(ctx: WorkloadContext, handover: HandoverWalker) -> list[str]:
+    retries = [
+        e.time
+        for e in _world(ctx).journal.entries
+        if isinstance(e, Observed) and e.kind == "service.retry"
+    ]
+    return check_handover(handover.log, retries)
+
+
+@invariant
+def handover_contract(ctx: WorkloadContext) -> None:
+    """(With ``handover``.) Requests that cross nodes, against the documented contract: a
+    missing thing is a 404 (unless the server retried after an unknown outcome); a tool run
+    through the API runs at most once per request that reached the server; a send retried with
+    its otid after other runs is answered as it first was; a run create_async answered exists
+    at once; an agent file's steps and results' statuses survive import and export; a sandbox's
+    files follow its agent to other nodes (_agent_handover_checks)."""
+    handover = ctx.state.get("handover")
+    if isinstance(handover, HandoverWalker):
+        _holds(_handover_problems(ctx, handover), "requests across nodes broke the contract")
 
 
 @invariant

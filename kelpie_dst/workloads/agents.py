@@ -283,6 +283,8 @@ async def agents(ctx: WorkloadContext) -> None:
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
+    if ctx.params["handover"] and float(ctx.params["poll_interval"]):
+        raise UsageError("workload.params.handover: runs alongside the clients, not with polls")
     if int(ctx.params["create_burst"]) and not float(ctx.params["list_walks"]):
         raise UsageError("workload.params.create_burst: needs list_walks (the walk checks it)")
     topology = ctx.topology
@@ -350,7 +352,13 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
     )
     creates = Creates(clients, int(ctx.params["ambiguous_creates"]))
     interval = float(ctx.params["poll_interval"])
-    if interval:
+    handover = HandoverWalker(clients, ctx.rng("handover")) if ctx.params["handover"] else None
+    if handover is not None:  # alongside the clients, while the faults go on
+        ctx.state["handover"] = handover
+        async with trio.open_nursery() as outer:
+            outer.start_soon(handover.run)
+            await _clients(clients, plans, count, threads, creates)
+    elif interval:
         poller = Poller(clients, plans, interval)
         ctx.state["poller"] = poller
         async with trio.open_nursery() as outer:
@@ -421,13 +429,11 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("catalog.walks", len(catalog.log.walks))
         ctx.metric("catalog.round_trips", len(catalog.log.round_trips))
         ctx.metric("catalog.problems", len(check_catalog(catalog.log)))
-    if bool(ctx.params["handover"]):
-        handover = HandoverWalker(clients, ctx.rng("handover"))
-        ctx.state["handover"] = handover
-        await handover.run()
+    if handover is not None:
         ctx.metric("handover.requests", handover.requests)
         ctx.metric("handover.missing", len(handover.log.missing))
         ctx.metric("handover.tag_runs", len(handover.log.tag_runs))
+        ctx.metric("handover.tag_resent", sum(r.sent - 1 for r in handover.log.tag_runs))
         ctx.metric("handover.sandbox_reads", sum(k == "read" for k, _, _ in handover.log.sandbox))
         ctx.metric("handover.problems", len(_handover_problems(ctx, handover)))
     by_number = {p.agent_id: p for p in plans}

@@ -1,7 +1,7 @@
 """Requests that cross nodes, judged by what the client was answered (``handover``).
 
-With ``handover`` on, once the agents' clients are done (the faults go on), one more client
-sends its requests to random nodes, hopping after failures, so its agent's lease moves from
+With ``handover`` on, alongside the agents' clients (while the faults go on: after the
+clients they have healed), one more client sends its requests to random nodes, hopping after failures, so its agent's lease moves from
 node to node between (and during) requests, and the service's own retries across nodes (after a
 lost lease, storage giving up, a node going down) decide what the client is told. It logs what
 it was answered for :func:`._agent_handover_checks.check_handover` (``handover_contract``):

@@ -130,6 +130,32 @@ DOC_HISTORY: list[dict[str, Any]] = [
         ],
     },
     {"role": "assistant", "content": [{"type": "text", "text": "the south table is missing"}]},
+    {"role": "user", "content": [{"type": "text", "text": "drop the old tables"}]},
+    {  # a call that waited for approval, and the client's denial
+        "role": "approval",
+        "content": [],
+        "tool_calls": [
+            {
+                "id": "call-tide-3",
+                "type": "function",
+                "function": {"name": "handover_probe", "arguments": '{"note": "drop"}'},
+            }
+        ],
+    },
+    {
+        "role": "approval",
+        "content": [],
+        "approval_request_id": "message-7",
+        "approvals": [
+            {
+                "type": "approval",
+                "tool_call_id": "call-tide-3",
+                "approve": False,
+                "reason": "keep them",
+            }
+        ],
+    },
+    {"role": "assistant", "content": [{"type": "text", "text": "the old tables stay"}]},
 ]
 
 

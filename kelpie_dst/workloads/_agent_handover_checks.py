@@ -113,7 +113,8 @@ def _parts(content: object) -> tuple[tuple[str, str], ...]:
 
 def message_shape(message: Mapping[str, Any]) -> Shape:
     """What a user reads in one message of an agent file: its role, its content parts, its
-    calls (id, name, arguments) and, for a result, the call it answers and its status."""
+    calls (id, name, arguments), for a result the call it answers and its status, and for an
+    approval response each decision (type, call, approve, reason, status)."""
     calls = tuple(
         (str(c.get("id")), str(c["function"].get("name")), str(c["function"].get("arguments")))
         for c in message.get("tool_calls") or ()
@@ -122,12 +123,17 @@ def message_shape(message: Mapping[str, Any]) -> Shape:
         (str(r.get("tool_call_id")), str(r.get("status")))
         for r in message.get("tool_returns") or ()
     )
+    approvals = tuple(
+        tuple(str(a.get(k)) for k in ("type", "tool_call_id", "approve", "reason", "status"))
+        for a in message.get("approvals") or ()
+    )
     return (
         str(message.get("role")),
         _parts(message.get("content")),
         calls,
         message.get("tool_call_id"),
         returns,
+        approvals,
     )
 
 

@@ -95,8 +95,11 @@ def test_a_run_not_found_after_create_async_is_named() -> None:
 def test_a_step_split_on_export_or_a_status_lost_on_import_is_named() -> None:
     log = _log()
     split = list(_written())
-    role, parts, calls, call_id, returns = split[1]
-    split[1:2] = [(role, parts, (), call_id, returns), (role, (), calls, call_id, returns)]
+    role, parts, calls, call_id, returns, approvals = split[1]
+    split[1:2] = [
+        (role, parts, (), call_id, returns, approvals),
+        (role, (), calls, call_id, returns, approvals),
+    ]
     log.files[0] = FileRoundTrip(
         "import then export", _written(), tuple(split), log.files[0].statuses
     )
@@ -109,6 +112,18 @@ def test_a_step_split_on_export_or_a_status_lost_on_import_is_named() -> None:
         (("call-tide-1", "success"), ("call-tide-2", "success")),
     )
     assert any("lists its tool results" in p for p in check_handover(log))
+
+
+def test_an_approval_decision_changed_on_the_way_is_named() -> None:
+    log = _log()
+    flipped = [
+        (*shape[:5], tuple((*d[:2], "True", *d[3:]) for d in shape[5])) for shape in _written()
+    ]
+    assert flipped != list(_written())  # the document has a denial
+    log.files[0] = FileRoundTrip(
+        "import then export", _written(), tuple(flipped), log.files[0].statuses
+    )
+    assert any("not the document's" in p for p in check_handover(log))
 
 
 def test_a_failed_request_is_a_problem() -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from ._agent_tools_model import TOOLS, ToolCase, expected_result, result_matches
+from ._agent_tools_model import TOOLS, VERSION, ToolCase, expected_result, result_matches
 
 __all__ = [
     "ListSeen",
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 _DEFAULT_LIMIT = 50_000  # Letta's FUNCTION_RETURN_CHAR_LIMIT: tools without a limit of their own
-_BY_NAME = {case.name: case for case in TOOLS}
+_BY_NAME = {case.name: case for case in (*TOOLS, VERSION)}
 
 
 @attrs.define

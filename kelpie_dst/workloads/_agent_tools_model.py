@@ -17,9 +17,12 @@ import attrs
 __all__ = [
     "LONG_LIMIT",
     "MCP_BLOCKS",
+    "MCP_REFUSAL",
     "MCP_SERVER",
     "MCP_TOOLS",
     "TOOLS",
+    "VERSION",
+    "VERSION_1",
     "ToolCase",
     "expected_result",
     "long_text",
@@ -28,8 +31,10 @@ __all__ = [
 LONG_LIMIT = 150  # tc_long's own return_char_limit
 MCP_SERVER = "shelf"
 MCP_BLOCKS = ("first shelf line", "second shelf line", "third: the end")
-MCP_TOOLS = ("shelf_a", "shelf_b", "shelf_c", "shelf_d", "shelf_multi")
-"""The shelf server's tools, listed two a page: ``shelf_multi`` is on the third page."""
+MCP_TOOLS = ("shelf_a", "shelf_b", "shelf_c", "shelf_d", "shelf_multi", "shelf_shut")
+"""The shelf server's tools, listed two a page: ``shelf_multi`` and ``shelf_shut`` (whose every
+answer is an ``isError`` result in plain words) are on the third page."""
+MCP_REFUSAL = "the shelf is shut today"
 
 
 @attrs.frozen
@@ -171,6 +176,29 @@ LONG = ToolCase(
     return_char_limit=LONG_LIMIT,
 )
 TOOLS = (SHAPE, KINDS, NOISY, FAIL, LONG)
+VERSION_1 = '''def tc_version(text: str) -> str:
+    """Answer the text, version 1.
+
+    Args:
+        text: The text.
+    """
+    return "v1 " + text
+'''
+VERSION = ToolCase(
+    "tc_version",
+    '''def tc_version(text: str, times: int) -> str:
+    """Answer the text repeated, version 2.
+
+    Args:
+        text: The text.
+        times: How many times.
+    """
+    return "v2 " + text * times
+''',
+    {"text": _p("string", "The text."), "times": _p("integer", "How many times.")},
+    ("text", "times"),
+)
+"""``tc_version`` after its source is updated (``PATCH /v1/tools/{id}``) from VERSION_1."""
 
 
 def long_text(n: int) -> str:
@@ -206,6 +234,12 @@ def expected_result(name: str, args: Mapping[str, Any]) -> tuple[str, Any] | Non
         return "error", f"Error executing function tc_fail: ValueError: {args['reason']}"
     if name == LONG.name:
         return "value", long_text(int(args["n"]))
+    if name == VERSION.name:
+        if "times" in args:
+            return "value", "v2 " + str(args["text"]) * int(args["times"])
+        return "value", "v1 " + str(args["text"])
+    if name == "shelf_shut":
+        return "error", MCP_REFUSAL
     if name == "shelf_multi":
         return "value", "\n".join(MCP_BLOCKS)
     if name in MCP_TOOLS:

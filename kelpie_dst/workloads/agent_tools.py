@@ -12,8 +12,9 @@ as any REST client would send it), hopping to another node after a failure:
 2. lists the tools by ``name``, ``names`` and ``tool_types``, and upserts one tool again;
 3. makes a memgpt agent and a letta_v1 agent with all of them and the shelf's tools (the
    memgpt agent first);
-4. runs tools directly (``POST /v1/agents/{id}/tools/{name}/run``), with good arguments and
-   with a required one missing;
+4. runs tools directly (``POST /v1/agents/{id}/tools/{name}/run``), with good arguments,
+   with a required one missing and with one of the wrong type; updates one tool's source (a
+   second, required parameter) and runs it again;
 5. sends each agent probes whose model calls one tool, and reads the histories back;
 6. detaches one custom tool from the letta agent and lists both agents' tools.
 
@@ -51,9 +52,12 @@ from ._agent_tools_model import (
     KIND_VALUES,
     LONG_LIMIT,
     MCP_BLOCKS,
+    MCP_REFUSAL,
     MCP_SERVER,
     MCP_TOOLS,
     TOOLS,
+    VERSION,
+    VERSION_1,
 )
 
 __all__ = ["agent_tools", "tools_contract"]
@@ -104,12 +108,16 @@ def _shelf() -> SimMcpServer:
     def echo(name: str) -> Any:
         return lambda args: f"{name}: {args.get('text', '')}"
 
+    responses: dict[str, Any] = {
+        "shelf_multi": lambda args: MCP_BLOCKS,  # a tuple: three text blocks
+        "shelf_shut": {"error": MCP_REFUSAL},
+    }
     tools = [
         {
             "name": name,
             "description": f"The shelf's {name}.",
             "input_schema": MCP_SCHEMA,
-            "response": (lambda args: MCP_BLOCKS) if name == "shelf_multi" else echo(name),
+            "response": responses.get(name, echo(name)),
         }
         for name in MCP_TOOLS
     ]
@@ -201,6 +209,8 @@ class ToolsClient:
             self.log.schemas.append((f"PUT /v1/tools/ ({case.name}) answered", case.name, tool))
             seen = await self.ok("GET", f"/v1/tools/{tool['id']}")
             self.log.schemas.append((f"GET /v1/tools/{{id}} ({case.name})", case.name, seen))
+        tool = await self.ok("PUT", "/v1/tools/", {"source_code": VERSION_1})
+        self.ids[VERSION.name] = str(tool["id"])
 
     # -- 2. lists --------------------------------------------------------------------------
     async def _list(self, what: str, params: Any, expected: tuple[str, ...]) -> None:
@@ -210,6 +220,7 @@ class ToolsClient:
 
     async def lists(self) -> None:
         mine = [case.name for case in TOOLS]
+        every = [*mine, VERSION.name]
         one = self.rng.choice(mine)
         await self._list(f"GET /v1/tools/?name={one}", [("name", one)], (one,))
         two = sorted(self.rng.sample(mine, 2))
@@ -223,12 +234,13 @@ class ToolsClient:
         types = {str(t["tool_type"]) for t in got}
         if types - {"custom"}:
             self.log.problems.append(f"GET /v1/tools/?tool_types=custom listed types {types}")
-        names = tuple(sorted(str(t["name"]) for t in got if str(t["name"]) in mine))
+        names = tuple(sorted(str(t["name"]) for t in got if str(t["name"]) in every))
         self.log.lists.append(
-            ListSeen("GET /v1/tools/?tool_types=custom", names, tuple(sorted(mine)), exact=True)
+            ListSeen("GET /v1/tools/?tool_types=custom", names, tuple(sorted(every)), exact=True)
         )
-        # an upsert of a tool that exists keeps it, under its id, and makes no second one
-        again = self.rng.choice(TOOLS)
+        # an upsert of a tool that exists keeps it, under its id, and makes no second one (a
+        # tool without a limit of its own: whether an upsert keeps one is not documented)
+        again = self.rng.choice([c for c in TOOLS if c.return_char_limit is None])
         tool = await self.ok("PUT", "/v1/tools/", {"source_code": again.source, "tags": ["again"]})
         if str(tool["id"]) != self.ids[again.name]:
             self.log.problems.append(
@@ -245,7 +257,7 @@ class ToolsClient:
         found = await self.ok("GET", "/v1/agents/", params=[("name", name), ("limit", 5)])
         if found:
             return str(found[0]["id"])
-        tool_ids = [*extra, *(self.ids[c.name] for c in TOOLS), *self.log.mcp_ids.values()]
+        tool_ids = [*extra, *self.ids.values(), *self.log.mcp_ids.values()]
         body = {
             "name": name,
             "agent_type": agent_type,
@@ -295,18 +307,36 @@ class ToolsClient:
             ("shelf_multi", {}, False),
             (rng.choice(MCP_TOOLS[:4]), {"text": "tide"}, False),
             ("shelf_d", {"text": "last page"}, False),
+            ("shelf_shut", {"text": "open"}, False),
+            ("tc_kinds", {"kind": 5}, True),  # not a string
+            ("tc_version", {"text": "a"}, False),
         ]
         cases += [("tc_kinds", {"kind": kind}, False) for kind in KIND_VALUES]
         rng.shuffle(cases)
         return cases
 
     async def runs(self) -> None:
-        for tool, args, refused in self._run_cases():
+        await self._runs(self._run_cases())
+
+    async def _runs(self, cases: list[tuple[str, dict[str, Any], bool]]) -> None:
+        for tool, args, refused in cases:
             kind = self.rng.choice(("memgpt", "letta"))
             path = f"/v1/agents/{self.agents[kind]}/tools/{tool}/run"
             status, data = await self.request("POST", path, {"args": args})
             what = f"run {tool}({json.dumps(args, sort_keys=True)}) on the {kind} agent"
             self.log.runs.append(RunSeen(what, tool, args, refused, status, data))
+
+    async def update_version(self) -> None:
+        """A new source for tc_version (a second, required parameter): the answer and reads
+        show the new schema, and runs and calls from now on use it."""
+        path = f"/v1/tools/{self.ids[VERSION.name]}"
+        tool = await self.ok("PATCH", path, {"source_code": VERSION.source})
+        self.log.schemas.append((f"PATCH {path} answered", VERSION.name, tool))
+        seen = await self.ok("GET", path)
+        self.log.schemas.append((f"GET {path} after the PATCH", VERSION.name, seen))
+        await self._runs(
+            [("tc_version", {"text": "a"}, True), ("tc_version", {"text": "b", "times": 2}, False)]
+        )
 
     # -- 5. the loop -----------------------------------------------------------------------
     def _probe(self, k: int) -> dict[str, Any]:
@@ -322,10 +352,14 @@ class ToolsClient:
             return {"tool": "tc_noisy", "args": {"text": f"note {k}"}, "tag": tag}
         if choice < 0.72:
             return {"tool": "tc_fail", "args": {"reason": f"reason {k}"}, "tag": tag}
-        if choice < 0.82:
+        if choice < 0.78:
             return {"tool": "tc_shape", "args": {"city": f"c{k}", "units": "k"}, "tag": tag}
-        if choice < 0.9:
+        if choice < 0.84:
+            return {"tool": "tc_version", "args": {"text": f"w{k}", "times": 2}, "tag": tag}
+        if choice < 0.88:
             return {"tool": "shelf_multi", "args": {}, "tag": tag}
+        if choice < 0.92:
+            return {"tool": "shelf_shut", "args": {"text": f"t{k}"}, "tag": tag}
         return {"tool": rng.choice(MCP_TOOLS[:4]), "args": {"text": f"t{k}"}, "tag": tag}
 
     async def sends(self, count: int) -> None:
@@ -375,7 +409,7 @@ class ToolsClient:
         status, data = await self.request("PATCH", path)
         if status not in (200, 404):  # 404: a first try that landed (the lists judge it)
             self.log.problems.append(f"PATCH {path} answered {status}: {str(data)[:200]}")
-        mine = tuple(case.name for case in TOOLS)
+        mine = (*(case.name for case in TOOLS), VERSION.name)
         for kind in ("letta", "memgpt"):
             got = await self.ok(
                 "GET", f"/v1/agents/{self.agents[kind]}/tools", params=[("limit", 1000)]
@@ -411,6 +445,7 @@ async def agent_tools(ctx: WorkloadContext) -> None:
             await client.lists()
             await client.make_agents()
             await client.runs()
+            await client.update_version()
             await client.sends(int(ctx.params["sends"]))
             await client.read_back()
             await client.detach()

@@ -191,3 +191,19 @@ def test_strings_are_results_as_they_are(kind: str) -> None:
     value = KIND_VALUES[kind]
     assert check_runs([_run("tc_kinds", {"kind": kind}, _ok(value))]) == []
     assert check_runs([_run("tc_kinds", {"kind": kind}, _ok(json.dumps(value)))]) != []
+
+
+def test_an_mcp_error_answered_as_a_success_is_named() -> None:
+    from kelpie_dst.workloads._agent_tools_model import MCP_REFUSAL
+
+    good = _run("shelf_shut", {}, {"status": "error", "func_return": MCP_REFUSAL})
+    bad = _run("shelf_shut", {}, _ok(MCP_REFUSAL))
+    assert check_runs([good]) == []
+    assert len(check_runs([bad])) == 1
+
+
+def test_a_stale_source_after_an_update_is_named() -> None:
+    fresh = _run("tc_version", {"text": "b", "times": 2}, _ok("v2 bb"))
+    stale = _run("tc_version", {"text": "b", "times": 2}, _ok("v1 b"))
+    assert check_runs([fresh]) == []
+    assert len(check_runs([stale])) == 1

@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from ._agent_tools_model import TOOLS, VERSION, ToolCase, expected_result, result_matches
+from ._agent_tools_model import GIVEN, TOOLS, VERSION, ToolCase, expected_result, result_matches
 
 __all__ = [
     "ListSeen",
@@ -37,6 +37,7 @@ __all__ = [
     "StoredCall",
     "ToolsLog",
     "check_lists",
+    "check_refusals",
     "check_runs",
     "check_schemas",
     "check_stored",
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 _DEFAULT_LIMIT = 50_000  # Letta's FUNCTION_RETURN_CHAR_LIMIT: tools without a limit of their own
-_BY_NAME = {case.name: case for case in (*TOOLS, VERSION)}
+_BY_NAME = {case.name: case for case in (*TOOLS, VERSION, GIVEN)}
 
 
 @attrs.define
@@ -85,6 +86,7 @@ class ToolsLog:
     sends: list[tuple[str, str, int]] = attrs.Factory(list)
     stored: list[StoredCall] = attrs.Factory(list)
     mcp_ids: dict[str, str] = attrs.Factory(dict)
+    refusals: list[tuple[str, int, str]] = attrs.Factory(list)  # bad sources: status, detail
     problems: list[str] = attrs.Factory(list)
 
 
@@ -104,10 +106,11 @@ def check_schemas(schemas: list[tuple[str, str, Any]]) -> list[str]:
             continue
         if schema.get("name") != name or tool.get("name") != name:
             problems.append(f"{what}: named {tool.get('name')!r}/{schema.get('name')!r}")
-        if schema.get("description") != _summary(case):
+        described = case.description or _summary(case)
+        if schema.get("description") != described or tool.get("description") != described:
             problems.append(
-                f"{what}: description {schema.get('description')!r}, not the docstring's "
-                f"summary {_summary(case)!r}"
+                f"{what}: description {tool.get('description')!r}/"
+                f"{schema.get('description')!r}, not {described!r}"
             )
         params = schema.get("parameters") or {}
         props = params.get("properties") or {}
@@ -255,9 +258,19 @@ def check_stored(stored: list[StoredCall]) -> list[str]:
     return problems
 
 
+def check_refusals(refusals: list[tuple[str, int, str]]) -> list[str]:
+    """A source that cannot be a tool is refused with 400, naming ``source_code``."""
+    return [
+        f"{what}: answered {status} {detail[:160]} (not a 400 naming source_code)"
+        for what, status, detail in refusals
+        if status != 400 or "source_code" not in detail
+    ]
+
+
 def check_tools(log: ToolsLog) -> list[str]:
     return (
         check_schemas(log.schemas)
+        + check_refusals(log.refusals)
         + check_lists(log.lists)
         + check_runs(log.runs)
         + check_stored(log.stored)

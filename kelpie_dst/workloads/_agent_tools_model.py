@@ -15,11 +15,15 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "BAD_SOURCES",
+    "GIVEN",
+    "GIVEN_SCHEMA",
     "LONG_LIMIT",
     "MCP_BLOCKS",
     "MCP_REFUSAL",
     "MCP_SERVER",
     "MCP_TOOLS",
+    "SCRATCH",
     "TOOLS",
     "VERSION",
     "VERSION_1",
@@ -46,6 +50,7 @@ class ToolCase:
     properties: Mapping[str, Any] = attrs.field(hash=False)
     required: tuple[str, ...]
     return_char_limit: int | None = None
+    description: str | None = None  # given with the upsert (else: the docstring's summary)
 
 
 def _p(kind: Any, description: str, **extra: Any) -> dict[str, Any]:
@@ -120,6 +125,7 @@ KINDS = ToolCase(
 ''',
     {"kind": _p("string", "words, none, map, list, number, wide or empty.")},
     ("kind",),
+    description="Kinds of values, as the client describes them.",
 )
 KIND_VALUES: dict[str, Any] = {
     "words": 'plain words, "quoted"',
@@ -199,6 +205,46 @@ VERSION = ToolCase(
     ("text", "times"),
 )
 """``tc_version`` after its source is updated (``PATCH /v1/tools/{id}``) from VERSION_1."""
+GIVEN_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"word": {"type": "string", "description": "A given word.", "maxLength": 12}},
+    "required": ["word"],
+}
+GIVEN = ToolCase(
+    "tc_given",
+    '''def tc_given(word: str) -> str:
+    """What the docstring says.
+
+    Args:
+        word: What the docstring says of it.
+    """
+    return word + "!"
+''',
+    GIVEN_PARAMETERS["properties"],
+    ("word",),
+    description="Given description.",
+)
+"""A tool upserted with its ``json_schema`` given: the given schema is the tool's."""
+GIVEN_SCHEMA = {
+    "name": "tc_given",
+    "description": "Given description.",
+    "parameters": GIVEN_PARAMETERS,
+}
+SCRATCH = '''def tc_scratch(text: str) -> str:
+    """A tool made to be deleted.
+
+    Args:
+        text: Anything.
+    """
+    return text
+'''
+BAD_SOURCES = (
+    ("a parameter without a type hint", "def tc_bad(x):\n    return x\n"),
+    ("an async def", "async def tc_bad(x: str) -> str:\n    return x\n"),
+    ("*args", "def tc_bad(*xs: str) -> str:\n    return ''\n"),
+    ("a syntax error", "def tc_bad(x: str) -> str\n    return x\n"),
+)
+"""Sources that cannot be tools: each upsert is refused with 400 naming ``source_code``."""
 
 
 def long_text(n: int) -> str:
@@ -238,6 +284,8 @@ def expected_result(name: str, args: Mapping[str, Any]) -> tuple[str, Any] | Non
         if "times" in args:
             return "value", "v2 " + str(args["text"]) * int(args["times"])
         return "value", "v1 " + str(args["text"])
+    if name == GIVEN.name:
+        return "value", str(args["word"]) + "!"
     if name == "shelf_shut":
         return "error", MCP_REFUSAL
     if name == "shelf_multi":

@@ -8,7 +8,9 @@ as any REST client would send it), hopping to another node after a failure:
 
 1. upserts five custom tools (``_agent_tools_model.TOOLS``: keyword-only and defaulted
    parameters of every documented type, a tool that talks on stdout and stderr, one that
-   raises, one with a ``return_char_limit`` of its own) and reads each back;
+   raises, one with a ``return_char_limit`` of its own, one with a description given) and
+   reads each back; tries four sources that cannot be tools; upserts a tool with its
+   ``json_schema`` given; makes a tool and deletes it;
 2. lists the tools by ``name``, ``names`` and ``tool_types``, and upserts one tool again;
 3. makes a memgpt agent and a letta_v1 agent with all of them and the shelf's tools (the
    memgpt agent first);
@@ -49,12 +51,16 @@ from ..shims.llm import Call, Reply
 from ._agent_schedules import OPTIONS, SERVICE
 from ._agent_tools_checks import ListSeen, RunSeen, StoredCall, ToolsLog, check_tools
 from ._agent_tools_model import (
+    BAD_SOURCES,
+    GIVEN,
+    GIVEN_SCHEMA,
     KIND_VALUES,
     LONG_LIMIT,
     MCP_BLOCKS,
     MCP_REFUSAL,
     MCP_SERVER,
     MCP_TOOLS,
+    SCRATCH,
     TOOLS,
     VERSION,
     VERSION_1,
@@ -204,6 +210,8 @@ class ToolsClient:
             body: dict[str, Any] = {"source_code": case.source}
             if case.return_char_limit is not None:
                 body["return_char_limit"] = case.return_char_limit
+            if case.description is not None:
+                body["description"] = case.description
             tool = await self.ok("PUT", "/v1/tools/", body)
             self.ids[case.name] = str(tool["id"])
             self.log.schemas.append((f"PUT /v1/tools/ ({case.name}) answered", case.name, tool))
@@ -211,6 +219,30 @@ class ToolsClient:
             self.log.schemas.append((f"GET /v1/tools/{{id}} ({case.name})", case.name, seen))
         tool = await self.ok("PUT", "/v1/tools/", {"source_code": VERSION_1})
         self.ids[VERSION.name] = str(tool["id"])
+
+    async def definitions(self) -> None:
+        """Sources that cannot be tools (refused), a tool whose json_schema is given, and a
+        tool made and deleted (gone from reads and lists)."""
+        for what, source in BAD_SOURCES:
+            status, data = await self.request("PUT", "/v1/tools/", {"source_code": source})
+            self.log.refusals.append((f"PUT /v1/tools/ with {what}", status, str(data)))
+        body = {"source_code": GIVEN.source, "json_schema": GIVEN_SCHEMA}
+        tool = await self.ok("PUT", "/v1/tools/", body)
+        self.ids[GIVEN.name] = str(tool["id"])
+        self.log.schemas.append(("PUT /v1/tools/ (tc_given, json_schema given)", GIVEN.name, tool))
+        seen = await self.ok("GET", f"/v1/tools/{tool['id']}")
+        self.log.schemas.append(("GET /v1/tools/{id} (tc_given)", GIVEN.name, seen))
+        scratch = await self.ok("PUT", "/v1/tools/", {"source_code": SCRATCH})
+        path = f"/v1/tools/{scratch['id']}"
+        status, data = await self.request("DELETE", path)
+        if status not in (200, 404):  # 404: a first try that landed
+            self.log.problems.append(f"DELETE {path} answered {status}: {str(data)[:200]}")
+        status, data = await self.request("GET", path)
+        if status != 404:
+            self.log.problems.append(f"GET {path} after its delete answered {status}, not 404")
+        await self._list(
+            "GET /v1/tools/?name=tc_scratch after its delete", [("name", "tc_scratch")], ()
+        )
 
     # -- 2. lists --------------------------------------------------------------------------
     async def _list(self, what: str, params: Any, expected: tuple[str, ...]) -> None:
@@ -220,7 +252,7 @@ class ToolsClient:
 
     async def lists(self) -> None:
         mine = [case.name for case in TOOLS]
-        every = [*mine, VERSION.name]
+        every = [*mine, VERSION.name, GIVEN.name]
         one = self.rng.choice(mine)
         await self._list(f"GET /v1/tools/?name={one}", [("name", one)], (one,))
         two = sorted(self.rng.sample(mine, 2))
@@ -310,6 +342,8 @@ class ToolsClient:
             ("shelf_shut", {"text": "open"}, False),
             ("tc_kinds", {"kind": 5}, True),  # not a string
             ("tc_version", {"text": "a"}, False),
+            ("tc_given", {"word": "kelp"}, False),
+            ("tc_given", {"word": "a word far too long"}, True),  # over the given maxLength
         ]
         cases += [("tc_kinds", {"kind": kind}, False) for kind in KIND_VALUES]
         rng.shuffle(cases)
@@ -409,7 +443,7 @@ class ToolsClient:
         status, data = await self.request("PATCH", path)
         if status not in (200, 404):  # 404: a first try that landed (the lists judge it)
             self.log.problems.append(f"PATCH {path} answered {status}: {str(data)[:200]}")
-        mine = (*(case.name for case in TOOLS), VERSION.name)
+        mine = (*(case.name for case in TOOLS), VERSION.name, GIVEN.name)
         for kind in ("letta", "memgpt"):
             got = await self.ok(
                 "GET", f"/v1/agents/{self.agents[kind]}/tools", params=[("limit", 1000)]
@@ -442,6 +476,7 @@ async def agent_tools(ctx: WorkloadContext) -> None:
         _start_servers(ctx, db)
         try:
             await client.upsert_tools()
+            await client.definitions()
             await client.lists()
             await client.make_agents()
             await client.runs()

@@ -16,15 +16,18 @@ from kelpie_dst.workloads._agent_tools_checks import (
     StoredCall,
     ToolsLog,
     check_lists,
+    check_refusals,
     check_runs,
     check_schemas,
     check_stored,
     check_tools,
 )
 from kelpie_dst.workloads._agent_tools_model import (
+    GIVEN,
     LONG_LIMIT,
     MCP_BLOCKS,
     TOOLS,
+    VERSION,
     long_text,
 )
 
@@ -39,11 +42,12 @@ def test_the_scenario_passes_and_repeats_its_trace() -> None:
 
 
 def _tool(case_name: str) -> dict[str, Any]:
-    case = next(c for c in TOOLS if c.name == case_name)
+    case = next(c for c in (*TOOLS, VERSION, GIVEN) if c.name == case_name)
     start = case.source.index(f"def {case.name}(")
-    summary = case.source[start:].split('"""')[1].strip().splitlines()[0]
+    summary = case.description or case.source[start:].split('"""')[1].strip().splitlines()[0]
     return {
         "name": case.name,
+        "description": summary,
         "json_schema": {
             "name": case.name,
             "description": summary,
@@ -58,7 +62,7 @@ def _tool(case_name: str) -> dict[str, Any]:
 
 
 def test_the_documented_schemas_pass() -> None:
-    schemas = [("read", case.name, _tool(case.name)) for case in TOOLS]
+    schemas = [("read", case.name, _tool(case.name)) for case in (*TOOLS, VERSION, GIVEN)]
     assert check_schemas(schemas) == []
 
 
@@ -207,3 +211,20 @@ def test_a_stale_source_after_an_update_is_named() -> None:
     stale = _run("tc_version", {"text": "b", "times": 2}, _ok("v1 b"))
     assert check_runs([fresh]) == []
     assert len(check_runs([stale])) == 1
+
+
+def test_a_bad_source_accepted_or_refused_without_naming_it_is_named() -> None:
+    good = ("PUT with an async def", 400, "{'detail': 'source_code line 1: ...'}")
+    accepted = ("PUT with *args", 200, "{'id': 'tool-1'}")
+    crashed = ("PUT with a syntax error", 500, "{'detail': 'internal error'}")
+    assert check_refusals([good]) == []
+    assert len(check_refusals([accepted, crashed])) == 2
+
+
+def test_a_given_description_ignored_is_named() -> None:
+    tool = _tool("tc_kinds")
+    tool["description"] = tool["json_schema"]["description"] = (
+        "Answer a value of the kind asked for."
+    )
+    [problem] = check_schemas([("read", "tc_kinds", tool)])
+    assert "Kinds of values, as the client describes them." in problem

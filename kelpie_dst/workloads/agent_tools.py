@@ -1,8 +1,8 @@
 """Tools as users write and call them, over REST, under faults (``agent_tools``, toolI).
 
 Server nodes (``topology.nodes``) share the database host, a sandbox each, a static MCP
-server (``shelf``, which lists its tools two a page and answers ``shelf_multi`` in three text
-blocks) and a model (:class:`ToolsPolicy`) that calls exactly the tool its input names
+server (``shelf``, which lists its tools two a page, answers ``shelf_multi`` in three text
+blocks and ``shelf_shut`` with an ``isError`` result) and a model (:class:`ToolsPolicy`) that calls exactly the tool its input names
 (``toolprobe {"tool": ..., "args": ...}``) and then answers. One client, over HTTP (raw JSON,
 as any REST client would send it), hopping to another node after a failure:
 

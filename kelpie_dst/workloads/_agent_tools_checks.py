@@ -37,6 +37,7 @@ __all__ = [
     "StoredCall",
     "ToolsLog",
     "check_lists",
+    "check_memory",
     "check_refusals",
     "check_runs",
     "check_schemas",
@@ -87,6 +88,7 @@ class ToolsLog:
     stored: list[StoredCall] = attrs.Factory(list)
     mcp_ids: dict[str, str] = attrs.Factory(dict)
     refusals: list[tuple[str, int, str]] = attrs.Factory(list)  # bad sources: status, detail
+    memory: list[tuple[str, str, str]] = attrs.Factory(list)  # what, read, expected
     problems: list[str] = attrs.Factory(list)
 
 
@@ -267,9 +269,19 @@ def check_refusals(refusals: list[tuple[str, int, str]]) -> list[str]:
     ]
 
 
+def check_memory(memory: list[tuple[str, str, str]]) -> list[str]:
+    """What a built-in memory tool run directly did is what a read after it shows."""
+    return [
+        f"{what}: read {got[:160]!r}, not {expected[:160]!r}"
+        for what, got, expected in memory
+        if got != expected
+    ]
+
+
 def check_tools(log: ToolsLog) -> list[str]:
     return (
         check_schemas(log.schemas)
+        + check_memory(log.memory)
         + check_refusals(log.refusals)
         + check_lists(log.lists)
         + check_runs(log.runs)

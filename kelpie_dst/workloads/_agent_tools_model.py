@@ -284,6 +284,14 @@ def expected_result(name: str, args: Mapping[str, Any]) -> tuple[str, Any] | Non
         if "times" in args:
             return "value", "v2 " + str(args["text"]) * int(args["times"])
         return "value", "v1 " + str(args["text"])
+    if name == "memory_rethink":
+        return "value", (
+            f"The core memory block with label `{args['label']}` has been edited. Review the "
+            "changes and make sure they are as expected (correct indentation, no duplicate "
+            "lines, etc). Edit the memory block again if necessary."
+        )
+    if name == "archival_memory_insert":
+        return "value", "None"
     if name == GIVEN.name:
         return "value", str(args["word"]) + "!"
     if name == "shelf_shut":

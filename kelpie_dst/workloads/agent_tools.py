@@ -2,8 +2,9 @@
 
 Server nodes (``topology.nodes``) share the database host, a sandbox each, a static MCP
 server (``shelf``, which lists its tools two a page, answers ``shelf_multi`` in three text
-blocks and ``shelf_shut`` with an ``isError`` result) and a model (:class:`ToolsPolicy`) that calls exactly the tool its input names
-(``toolprobe {"tool": ..., "args": ...}``) and then answers. One client, over HTTP (raw JSON,
+blocks and ``shelf_shut`` with an ``isError`` result) and a model (:class:`ToolsPolicy`) that
+calls exactly the tool its input names (``toolprobe {"tool": ..., "args": ...}``) and then
+answers. One client, over HTTP (raw JSON,
 as any REST client would send it), hopping to another node after a failure:
 
 1. upserts five custom tools (``_agent_tools_model.TOOLS``: keyword-only and defaulted
@@ -18,7 +19,9 @@ as any REST client would send it), hopping to another node after a failure:
    with a required one missing and with one of the wrong type; updates one tool's source (a
    second, required parameter) and runs it again;
 5. sends each agent probes whose model calls one tool, and reads the histories back;
-6. detaches one custom tool from the letta agent and lists both agents' tools.
+6. runs built-in memory tools directly: ``memory_rethink`` creates a block and rewrites it,
+   ``archival_memory_search`` finds what ``archival_memory_insert`` stored;
+7. detaches one custom tool from the letta agent and lists both agents' tools.
 
 ``tools_contract`` (:mod:`._agent_tools_checks`) judges what it read against the workload's
 model of each tool (:mod:`._agent_tools_model`): schemas as the documented rules give them,
@@ -311,7 +314,10 @@ class ToolsClient:
         self.agents["memgpt"] = await self._agent(
             "tools-memgpt", "memgpt_agent", (builtin_id("send_message"),)
         )
-        self.agents["letta"] = await self._agent("tools-letta", "letta_v1_agent", ())
+        builtins = ("memory_rethink", "archival_memory_insert", "archival_memory_search")
+        self.agents["letta"] = await self._agent(
+            "tools-letta", "letta_v1_agent", tuple(builtin_id(name) for name in builtins)
+        )
 
     # -- 4. direct runs --------------------------------------------------------------------
     def _run_cases(self) -> list[tuple[str, dict[str, Any], bool]]:
@@ -434,7 +440,58 @@ class ToolsClient:
                         )
                     )
 
-    # -- 6. a detach -----------------------------------------------------------------------
+    # -- 6. built-in tools run directly ---------------------------------------------------
+    async def memory_runs(self) -> None:
+        """memory_rethink creates a block, then rewrites it; a passage inserted by a direct
+        run is found by a direct search. Each run and the reads after it are logged."""
+        agent = self.agents["letta"]
+        label = "tc-notes"
+        for value in ("first note of the shelf", "second note of the shelf"):
+            args = {"label": label, "new_memory": value}
+            path = f"/v1/agents/{agent}/tools/memory_rethink/run"
+            status, data = await self.request("POST", path, {"args": args})
+            self.log.runs.append(
+                RunSeen(
+                    f"run memory_rethink({value!r})", "memory_rethink", args, False, status, data
+                )
+            )
+            status, block = await self.request(
+                "GET", f"/v1/agents/{agent}/core-memory/blocks/{label}"
+            )
+            got = (
+                block.get("value")
+                if status == 200 and isinstance(block, dict)
+                else f"{status} {block}"
+            )
+            self.log.memory.append(
+                (f"block {label} after memory_rethink({value!r})", str(got), value)
+            )
+        text = f"kelp passage {self.rng.randint(0, 999)}"
+        args = {"content": text}
+        path = f"/v1/agents/{agent}/tools/archival_memory_insert/run"
+        status, data = await self.request("POST", path, {"args": args})
+        self.log.runs.append(
+            RunSeen(
+                "run archival_memory_insert", "archival_memory_insert", args, False, status, data
+            )
+        )
+        search: dict[str, Any] = {"query": text, "top_k": 3}
+        path = f"/v1/agents/{agent}/tools/archival_memory_search/run"
+        status, data = await self.request("POST", path, {"args": search})
+        found = data.get("func_return") if status == 200 and isinstance(data, dict) else None
+        try:
+            contents = [hit.get("content") for hit in json.loads(str(found))]
+        except (ValueError, AttributeError, TypeError):
+            contents = [f"{status} {str(data)[:120]}"]
+        self.log.memory.append(
+            (
+                "archival_memory_search run after the insert run",
+                text if text in contents else str(contents),
+                text,
+            )
+        )
+
+    # -- 7. a detach -----------------------------------------------------------------------
     async def detach(self) -> None:
         """Detach one custom tool from the letta agent: its tools lose exactly that one, and
         the memgpt agent's keep it."""
@@ -483,6 +540,7 @@ async def agent_tools(ctx: WorkloadContext) -> None:
             await client.update_version()
             await client.sends(int(ctx.params["sends"]))
             await client.read_back()
+            await client.memory_runs()
             await client.detach()
         except GaveUpError as error:
             client.log.problems.append(f"the client gave up: {error}")

@@ -16,6 +16,7 @@ from kelpie_dst.workloads._agent_tools_checks import (
     StoredCall,
     ToolsLog,
     check_lists,
+    check_memory,
     check_refusals,
     check_runs,
     check_schemas,
@@ -228,3 +229,11 @@ def test_a_given_description_ignored_is_named() -> None:
     )
     [problem] = check_schemas([("read", "tc_kinds", tool)])
     assert "Kinds of values, as the client describes them." in problem
+
+
+def test_a_memory_run_whose_effect_is_not_read_back_is_named() -> None:
+    good = ("block tc-notes after memory_rethink", "first note", "first note")
+    lost = ("block tc-notes after memory_rethink", "404 no block labelled tc-notes", "first note")
+    assert check_memory([good]) == []
+    [problem] = check_memory([lost])
+    assert "404" in problem

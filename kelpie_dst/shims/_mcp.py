@@ -275,16 +275,18 @@ class _Process:
             await trio.sleep_forever()
         await trio.sleep(self.draw(tool.latency))
         try:
-            produced = tool.respond(arguments)
+            produced: Any = tool.respond(arguments)
             if inspect.isawaitable(produced):
                 produced = await produced
-            text, is_error = _as_text(produced), tool.fails
+            # a tuple is several text blocks, one per item (a list is one JSON value)
+            items = produced if isinstance(produced, tuple) else (produced,)
+            texts, is_error = [_as_text(item) for item in items], tool.fails
         except Exception as error:  # the tool failed: an isError result, like a real server
-            text, is_error = f"Error executing tool {tool.name}: {error}", True
+            texts, is_error = [f"Error executing tool {tool.name}: {error}"], True
         if self.faults.loses_reply(tool.name):  # the effect happened; the answer never comes
             self.trace("mcp.reply_lost", tool=tool.name)
             await trio.sleep_forever()
-        content = [{"type": "text", "text": text}]
+        content = [{"type": "text", "text": text} for text in texts]
         return {"result": {"content": content, "isError": is_error}}
 
     def draw(self, bounds: tuple[float, float]) -> float:

@@ -96,6 +96,17 @@ def test_the_tool_definition_format() -> None:
     ]
 
 
+def test_a_tuple_is_several_text_blocks() -> None:
+    async def main(sim: kelpie_dst.Simulation) -> tuple[str, tuple[Any, ...]]:
+        tools = [{"name": "blocks", "response": lambda args: ("one", "two", {"n": 3})}]
+        server = SimMcpServer("blocks", tools)
+        async with client_for(server) as client:
+            result = await client.call_tool("blocks", "blocks", {})
+            return result.text, tuple(b["text"] for b in result.content)
+
+    assert run(main) == ('one\ntwo\n{"n": 3}', ("one", "two", '{"n": 3}'))
+
+
 def test_calls_take_virtual_time() -> None:
     async def main(sim: kelpie_dst.Simulation) -> tuple[float, list[float]]:
         server = SimMcpServer("slow", TOOLS, latency=[0.5, 1.5], start_latency=3)

@@ -29,18 +29,32 @@ class Interrupt:
 
     DEADLOCK = "deadlock"
     TIME_LIMIT = "time_limit"
+    LIVELOCK = "livelock"
+
+
+DEFAULT_LIVELOCK_STEPS = 500_000
+"""Task steps at one virtual instant before a run fails as a livelock. A normal seed of the
+shipped scenarios takes at most a few hundred (timers, latencies and timeouts move time on);
+a loop that yields (``sleep(0)``, a retry with no delay, a timer already due) but never waits
+keeps trio busy at one instant forever, and the run would hang instead of failing."""
 
 
 class VirtualClock(trio.abc.Clock):
     """A jumping virtual clock. Time starts at 0 and moves only while trio is idle."""
 
-    def __init__(self, time_limit: float = math.inf) -> None:
+    def __init__(
+        self, time_limit: float = math.inf, livelock_steps: int = DEFAULT_LIVELOCK_STEPS
+    ) -> None:
         self._now = 0.0
         self.time_limit = time_limit
         self.interrupt: str | None = None
         self.on_interrupt: Callable[[], None] | None = None
         self.host: _Host | None = None
         self.jumps = 0
+        # livelock: task steps run since time last moved (0 turns the check off)
+        self.livelock_steps = livelock_steps
+        self._instant = 0.0
+        self.instant_steps = 0
 
     # -- trio.abc.Clock --------------------------------------------------------------------
     def start_clock(self) -> None:
@@ -81,6 +95,16 @@ class VirtualClock(trio.abc.Clock):
             self._now = when
             self.jumps += 1
 
+    def count_steps(self, steps: int) -> None:
+        """Called by the scheduler for each batch of tasks it runs: a run that keeps trio busy
+        for :attr:`livelock_steps` task steps without time moving is stopped as a livelock."""
+        if self._now != self._instant:
+            self._instant = self._now
+            self.instant_steps = 0
+        self.instant_steps += steps
+        if self.instant_steps > self.livelock_steps > 0 and self.interrupt is None:
+            self._stop(Interrupt.LIVELOCK)
+
     # -- host side ---------------------------------------------------------------------------
     def _stop(self, why: str) -> None:
         self.interrupt = why
@@ -89,3 +113,4 @@ class VirtualClock(trio.abc.Clock):
 
     def clear_interrupt(self) -> None:
         self.interrupt = None
+        self.instant_steps = 0  # a fresh budget for the tear-down (cancelled tasks unwinding)

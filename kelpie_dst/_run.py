@@ -10,6 +10,7 @@ import attrs
 import outcome
 import trio
 
+from ._clock import DEFAULT_LIVELOCK_STEPS
 from ._errors import FailureKind, NondeterminismError
 from ._faults import Fault
 from ._nodes import Node
@@ -42,6 +43,7 @@ def run(
     pct_horizon: int | None = None,
     watchdog: float = DEFAULT_WATCHDOG,
     preemption: bool = True,
+    livelock_steps: int = DEFAULT_LIVELOCK_STEPS,
 ) -> RunResult:
     """Run ``async def main()`` (or ``main(sim)``) in a fresh simulation; never raises for a
     failure of the program, which is reported in :attr:`RunResult.failure`.
@@ -65,6 +67,9 @@ def run(
       naming the thread or task and its line (docs/threads.md).
     * ``preemption``: seeded preemption points inside simulated threads (on by default), so
       races between threads on plain data are found.
+    * ``livelock_steps``: task steps the program may run at one virtual instant (time not
+      moving) before the run fails as a livelock, a liveness violation listing the tasks
+      (docs/faults.md); 0 turns the check off.
     """
     config = make_config(
         seed=seed,
@@ -80,6 +85,7 @@ def run(
         record=record,
         watchdog=watchdog,
         preemption=preemption,
+        livelock_steps=livelock_steps,
     )
     takes_sim = check_main_signature(main)
     if config.strategy == "pct" and pct_horizon is None:

@@ -240,6 +240,13 @@ class Session:
                 f"deadlock at t={now:.6f}s: no task can run and no timer is pending; "
                 "blocked tasks are listed below"
             )
+        elif why == Interrupt.LIVELOCK:
+            message = (
+                f"livelock at t={now:.6f}s: tasks ran {self.sim.clock.instant_steps:,} steps "
+                f"without virtual time moving (simulation.livelock_steps = "
+                f"{self.sim.config.livelock_steps:,}): something yields but never waits; "
+                "the tasks are listed below"
+            )
         else:
             message = (
                 f"virtual time limit of {self.sim.config.max_time:g}s reached before the "

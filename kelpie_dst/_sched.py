@@ -33,6 +33,7 @@ from ._errors import DstError
 from ._trio_speed import fast_deadlines
 
 if TYPE_CHECKING:
+    from ._clock import VirtualClock
     from ._nodes import Node
 
 __all__ = [
@@ -75,11 +76,14 @@ class RandomStrategy(random.Random):
         self.numbers: dict[trio.lowlevel.Task, int] = {}
         self._next_number = 0
         self.ran: list[int] | None = None
+        self.clock: VirtualClock | None = None  # told each batch's size (livelock check)
 
     def shuffle(self, x: MutableSequence[Any]) -> None:
         if self.pausing:
             self._park(x)
         self.steps += len(x)
+        if self.clock is not None:
+            self.clock.count_steps(len(x))
         self._order(x)
         if self.ran is not None:
             # trio pops tasks from the end of the batch: the last one runs first.

@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from ._buggify import Buggify
-from ._clock import VirtualClock
+from ._clock import DEFAULT_LIVELOCK_STEPS, VirtualClock
 from ._errors import UsageError
 from ._faults import Fault, FaultInjector, FaultPlan
 from ._guards import POLICIES, Guards
@@ -64,6 +64,8 @@ class SimConfig:
     # seconds of real time a call may block outside the model before the run fails (exit 2)
     watchdog: float = DEFAULT_WATCHDOG
     preemption: bool = True  # seeded preemption points inside simulated threads
+    # task steps at one virtual instant before the run fails as a livelock (0: never)
+    livelock_steps: int = DEFAULT_LIVELOCK_STEPS
 
 
 def make_config(
@@ -82,6 +84,7 @@ def make_config(
     pct_horizon: int | None = None,
     watchdog: float = DEFAULT_WATCHDOG,
     preemption: bool = True,
+    livelock_steps: int = DEFAULT_LIVELOCK_STEPS,
 ) -> SimConfig:
     """A :class:`SimConfig` from the keyword options shared by ``run`` and ``open_simulation``."""
     plan = FaultPlan(
@@ -91,6 +94,11 @@ def make_config(
         raise UsageError(f"max_time must be a positive number of seconds, got {max_time!r}")
     if isinstance(watchdog, bool) or not isinstance(watchdog, int | float) or not watchdog > 0:
         raise UsageError(f"watchdog must be a positive number of seconds, got {watchdog!r}")
+    steps = livelock_steps
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise UsageError(
+            f"livelock_steps must be a whole number of task steps (0: off), got {livelock_steps!r}"
+        )
     return SimConfig(
         seed=seed,
         strategy=strategy,
@@ -105,6 +113,7 @@ def make_config(
         pct_horizon=pct_horizon,
         watchdog=float(watchdog),
         preemption=bool(preemption),
+        livelock_steps=livelock_steps,
     )
 
 
@@ -116,7 +125,7 @@ class Simulation:
         self.config = config
         self.seed = config.seed
         self._streams: dict[str, RngStream] = {}
-        self.clock = VirtualClock(config.max_time)
+        self.clock = VirtualClock(config.max_time, config.livelock_steps)
         self.trace = trace if trace is not None else Trace(record=config.record)
         self.nodes: list[Node] = []
         self._by_name: dict[str, Node] = {}
@@ -135,6 +144,7 @@ class Simulation:
             )
         else:
             self.strategy = strategy_cls(sched_seed)
+        self.strategy.clock = self.clock
         self.network = SimNetwork(self)
         self.threads = ThreadRuntime(self)
         self._nursery: trio.Nursery | None = None

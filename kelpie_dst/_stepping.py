@@ -19,6 +19,7 @@ from typing import IO, Any, TypeVar
 import outcome
 import trio
 
+from ._clock import DEFAULT_LIVELOCK_STEPS
 from ._errors import DstError
 from ._faults import Fault
 from ._runner import Session, simulation_crashed
@@ -184,6 +185,7 @@ def open_simulation(
     pct_horizon: int | None = None,
     watchdog: float = DEFAULT_WATCHDOG,
     preemption: bool = True,
+    livelock_steps: int = DEFAULT_LIVELOCK_STEPS,
 ) -> SimulationHandle:
     """Open a persistent simulation; the options are those of :func:`kelpie_dst.run`. A trace
     file given by path is complete once the handle is closed. There is no program to calibrate
@@ -203,6 +205,7 @@ def open_simulation(
         pct_horizon=pct_horizon,
         watchdog=watchdog,
         preemption=preemption,
+        livelock_steps=livelock_steps,
     )
     if not isinstance(trace_file, str | os.PathLike):
         return SimulationHandle(Simulation(config, Trace(record=record, file=trace_file)))

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from .._clock import DEFAULT_LIVELOCK_STEPS
 from .._entry import format_duration
 from .._faults import Fault, fault_types
 from .._rng import RngStream
@@ -139,6 +140,8 @@ class SimOptions:
     """Seconds of real time a call may block outside the simulation before the run fails."""
     preemption: bool = True
     """Seeded preemption points inside simulated threads."""
+    livelock_steps: int = DEFAULT_LIVELOCK_STEPS
+    """Task steps at one virtual instant before the run fails as a livelock (0: never)."""
 
 
 @attrs.frozen

@@ -142,6 +142,7 @@ def _run(
         buggify=options.buggify,
         watchdog=options.watchdog,
         preemption=options.preemption,
+        livelock_steps=options.livelock_steps,
         faults=scenario.faults_for(seed),
         swarm=False,
         max_time=scenario.deadline,

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._clock import DEFAULT_LIVELOCK_STEPS
 from .._faults import fault_types
 from ..threads._watchdog import DEFAULT_WATCHDOG
 from ._model import (
@@ -136,7 +137,16 @@ def _read_script(doc: Doc, file: Path) -> dict[str, Any]:
 
 def simulation(doc: Doc) -> SimOptions:
     doc.only(
-        ("strategy", "pct_depth", "guards", "guard_allow", "buggify", "watchdog", "preemption")
+        (
+            "strategy",
+            "pct_depth",
+            "guards",
+            "guard_allow",
+            "buggify",
+            "watchdog",
+            "preemption",
+            "livelock_steps",
+        )
     )
     watchdog = doc.raw("watchdog", DEFAULT_WATCHDOG)
     if isinstance(watchdog, bool) or not isinstance(watchdog, int | float) or not watchdog > 0:
@@ -152,6 +162,7 @@ def simulation(doc: Doc) -> SimOptions:
         buggify=doc.flag("buggify", True),
         watchdog=float(watchdog),
         preemption=doc.flag("preemption", True),
+        livelock_steps=doc.integer("livelock_steps", DEFAULT_LIVELOCK_STEPS, minimum=0),
     )
 
 

@@ -92,6 +92,12 @@ class Send:
     failed: str | None = None
 
 
+_LOOP_ENDINGS = frozenset(
+    ("end_turn", "max_steps", "no_tool_call", "invalid_llm_response", "max_tokens_exceeded")
+)
+"""Stop reasons the loop chooses itself (not a failure of the model, the storage or a tool)."""
+
+
 def check_endings(
     sends: Iterable[Send], *, max_empty_responses: int, no_tool_call_nudges: int
 ) -> list[str]:
@@ -116,11 +122,32 @@ def check_endings(
                 f"{where}: stopped with invalid_llm_response after {s.steps} model calls; "
                 f"{max_empty_responses} reminders allow {max_empty_responses + 1}"
             )
-        if s.stop_reason == "no_tool_call" and s.steps != no_tool_call_nudges + 1:
+        allowed = min(no_tool_call_nudges + 1, s.max_steps)  # a nudge needs a step after it
+        if s.stop_reason == "no_tool_call" and s.steps != allowed:
             problems.append(
                 f"{where}: stopped with no_tool_call after {s.steps} model calls; "
-                f"{no_tool_call_nudges} nudge(s) allow {no_tool_call_nudges + 1}"
+                f"{no_tool_call_nudges} nudge(s) allow {allowed}"
             )
+        if s.shape == "thoughts" and s.stop_reason in _LOOP_ENDINGS - {"no_tool_call"}:
+            problems.append(
+                f"{where}: a model that never calls a tool ended the run {s.stop_reason}, "
+                f"not no_tool_call"
+            )
+        if s.shape == "required" and s.stop_reason in _LOOP_ENDINGS:
+            # text, a reminder, the required tool (again while it fails), then a reply: a run
+            # may end before the tool succeeded only at its last step (a reminder needs a step
+            # after it), so with max_steps 1 the text ends it
+            early = s.stop_reason == "end_turn" and s.steps is not None and s.steps < s.max_steps
+            if early and s.reply != f"done {s.tag}":
+                problems.append(
+                    f"{where}: ended end_turn after {s.steps} model calls with an uncalled "
+                    f"required_before_exit tool (last reply {s.reply!r})"
+                )
+            if s.max_steps == 1 and (s.stop_reason, s.steps) != ("end_turn", 1):
+                problems.append(
+                    f"{where}: ended {s.stop_reason} after {s.steps} model calls; a text answer "
+                    "at the last step ends the run end_turn (no reminder fits)"
+                )
         never = s.shape == "empty" and s.max_steps > max_empty_responses + 1
         if never and s.stop_reason in ("end_turn", "max_steps"):
             problems.append(f"{where}: a model that never answers ended the run {s.stop_reason}")

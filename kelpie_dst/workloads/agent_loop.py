@@ -10,11 +10,17 @@ shapes a real model makes and the loop must end correctly:
   tool-use answer with ``"\\n\\n"``), then two tool calls, then a reply;
 * ``chain`` (letta_v1): a tool call every step, so the run runs into its ``max_steps``;
 * ``empty`` (letta_v1): nothing at all, every step;
-* ``thoughts`` (memgpt): thoughts without a tool, every step;
+* ``thoughts`` (memgpt): thoughts without a tool, every step, with a ``max_steps`` of 8, 1 or 2
+  (so the one reminder a memgpt agent gets sometimes does not fit the step budget);
 * ``beats`` (memgpt): 4 to 6 tool calls with heartbeats, then ``send_message``; the nodes keep
   a small ``history_window``, so the agent compacts its context in the middle of such runs;
 * ``chat`` (letta_v1 with a small context window and a large persona): 300-word answers, so
   the agent compacts by size.
+* ``required`` (letta_v1 with a ``required_before_exit`` rule on ``conversation_search``,
+  ``ruled`` agents): a text answer without the tool, then, when reminded, the tool (again
+  while it fails), then a reply; ``max_steps`` is 1, 2, 3 or 8, so the reminder sometimes does
+  not fit the budget (then the text ends the run: a reminder is only sent when a step is left
+  to answer it).
 
 * ``desk`` (letta_v1): a call of an MCP tool that echoes, or of one whose server answers
   every call with an ``isError`` result in plain words, then a reply.
@@ -48,6 +54,7 @@ from kelpie_agent.agent import (
     BlockCreate,
     CreateAgent,
     InputMessage,
+    ToolRule,
     ToolStore,
     TurnResult,
     builtin_id,
@@ -101,14 +108,17 @@ SHAPES = {
     "letta": ("long", "long", "blank", "blank", "chain", "empty", "desk"),
     "memgpt": ("thoughts", "beats", "beats"),
     "chat": ("chat",),
+    "ruled": ("required",),
 }
+RULED_TOOL = "conversation_search"
+REMINDED = "ToolRuleViolated"  # the loop's reminder of an uncalled required_before_exit tool
 
 
 @attrs.define
 class AgentInfo:
     number: int
     id: str
-    kind: str  # letta, memgpt or chat
+    kind: str  # letta, memgpt, chat or ruled
     context_window: int
     max_tokens: int
 
@@ -212,6 +222,19 @@ class LoopPolicy:
             return (f"done {tag}",)
         if shape == "thoughts":
             return (f"thinking about {tag}",)
+        if shape == "required":
+            results = [
+                block
+                for message in request.messages[position + 1 :]
+                for block in message.content
+                if isinstance(block, ToolResult)
+            ]
+            if any('"status": "OK"' in block.content for block in results):
+                return (f"done {tag}",)
+            last = request.messages[-1].content
+            if results or any(isinstance(b, TextBlock) and REMINDED in b.text for b in last):
+                return (Call(RULED_TOOL, {"query": f"{tag} required"}),)  # reminded, or failed
+            return (f"skip {tag}",)
         if shape == "beats":
             if done < int(probe.get("beats", 4)):
                 args = {"query": f"{tag} {done}", "request_heartbeat": True}
@@ -312,10 +335,15 @@ class Driver:
         ids = tuple(builtin_id(t) for t in tools)
         if kind == "letta":
             ids = (builtin_id("conversation_search"), *self.log.tool_ids.values())
+        rules: tuple[ToolRule, ...] = ()
+        if kind == "ruled":
+            ids = (builtin_id(RULED_TOOL),)
+            rules = (ToolRule(RULED_TOOL, "required_before_exit"),)
         window, max_tokens = {
             "letta": (32_000, LONG_MAX_TOKENS),
             "memgpt": (32_000, 1024),
             "chat": (CHAT_WINDOW, CHAT_MAX_TOKENS),
+            "ruled": (32_000, 1024),
         }[kind]
         request = CreateAgent(
             name=f"loop-{n}",
@@ -324,6 +352,7 @@ class Driver:
             tool_ids=ids,
             context_window=window,
             max_tokens=max_tokens,
+            tool_rules=rules,
         )
         view = await self.client.until_done(lambda s: s.create_agent(request))
         self.agent = view.agent.id
@@ -346,6 +375,10 @@ class Driver:
             max_steps = rng.randint(2, 5)
         elif shape == "beats":
             probe["beats"] = rng.randint(4, 6)
+        elif shape == "thoughts":  # the nudge at the step budget's edge (no draw: the other
+            max_steps = (8, 1, 2)[self.k % 3]  # shapes keep their seeds' choices)
+        elif shape == "required":  # the reminder at the step budget's edge
+            max_steps = (8, 1, 2, 3)[self.k % 4]
         elif shape == "desk":
             probe["refuse"] = rng.random() < 0.5
         if shape == "blank":
@@ -499,8 +532,14 @@ async def _register(ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node) -> 
 
 
 @workload(
-    params={"letta": 2, "memgpt": 1, "chat": 1, "span": 60.0},
-    bounds={"letta": (0, 20), "memgpt": (0, 20), "chat": (0, 20), "span": (1, 3600)},
+    params={"letta": 2, "memgpt": 1, "chat": 1, "ruled": 0, "span": 60.0},
+    bounds={
+        "letta": (0, 20),
+        "memgpt": (0, 20),
+        "chat": (0, 20),
+        "ruled": (0, 20),
+        "span": (1, 3600),
+    },
 )
 async def agent_loop(ctx: WorkloadContext) -> None:
     """The agent loop's shapes under faults; see the module docstring."""
@@ -510,7 +549,7 @@ async def agent_loop(ctx: WorkloadContext) -> None:
     await _register(ctx, log, db)
     services = _start_servers(ctx, log, db)
     drivers: list[Driver] = []
-    for kind in ("letta", "memgpt", "chat"):
+    for kind in ("letta", "memgpt", "chat", "ruled"):
         for _ in range(int(ctx.params[kind])):
             n = len(drivers)
             drivers.append(Driver(Client(ctx, services, f"loop-{n}"), log, n, kind))

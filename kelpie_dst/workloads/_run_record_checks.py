@@ -19,11 +19,13 @@ import attrs
 __all__ = [
     "FAILED",
     "Answer",
+    "Compacted",
     "Listed",
     "Run",
     "Shown",
     "ThreadWatch",
     "check_answers",
+    "check_compactions",
     "check_completion_order",
     "check_filters",
     "check_runs",
@@ -38,6 +40,7 @@ FAILED = ("error", "llm_api_error")
 COMPLETED = ("end_turn", "max_steps", "requires_approval", "max_tokens_exceeded")
 TAG = re.compile(r"\bL(\d+)(o|c\d+)-(\d+)\b")
 DENIED = "request to call tool denied"
+TRUNCATED = "... [truncated]"  # what a clipped summary ends with (docs/http-api.md)
 
 
 def expected_status(stop_reason: str) -> str | None:
@@ -277,6 +280,53 @@ def check_answers(
 
 
 @attrs.define
+class Compacted:
+    """An acknowledged on-demand compaction (``messages.compact``) and its answer. ``idle``:
+    no run of the thread was open (the client's last send there was answered)."""
+
+    thread: str
+    mode: str
+    clip: int | None
+    percentage: float
+    idle: bool
+    before: int
+    after: int
+    summary: str
+
+
+def check_compactions(compactions: Iterable[Compacted], history_window: int) -> list[str]:
+    """What an on-demand compaction answers: never more messages in context after than
+    before; when it compacted (the count changed), a summary clipped to ``clip_chars`` is
+    exactly that long plus the truncation mark (every summary of this world is longer); on an
+    idle thread ``all`` leaves the summary alone in context, and ``sliding_window`` keeps at
+    most ``max(1, int(history_window * percentage))`` messages besides the summary."""
+    problems: list[str] = []
+    for c in compactions:
+        where = f"compaction of {c.thread} ({c.mode}, clip {c.clip}, {c.percentage})"
+        if c.after > c.before:
+            problems.append(f"{where}: {c.before} messages before, {c.after} after")
+        if c.before == c.after:
+            continue
+        if c.clip is not None and (
+            len(c.summary) != c.clip + len(TRUNCATED) or not c.summary.endswith(TRUNCATED)
+        ):
+            problems.append(
+                f"{where}: a summary of {len(c.summary)} characters "
+                f"(ending {c.summary[-20:]!r}) for clip_chars {c.clip}"
+            )
+        if not c.idle:
+            continue
+        if c.mode == "all" and c.after != 1:
+            problems.append(f"{where}: {c.after} messages in context after it, not the summary")
+        keep = max(1, int(history_window * c.percentage))
+        if c.mode == "sliding_window" and c.after - 1 > keep:
+            problems.append(
+                f"{where}: keeps {c.after - 1} messages besides the summary, more than {keep}"
+            )
+    return problems
+
+
+@attrs.define
 class ThreadWatch:
     """The model's view of every prompt: a prompt belongs to the thread of its run's input
     (the last probe in it); it must show no input of another thread, and every input of its
@@ -289,6 +339,11 @@ class ThreadWatch:
     def problem(self, text: str) -> None:
         if len(self.problems) < 20:
             self.problems.append(text)
+
+    def forget(self, thread: str) -> None:
+        """A compaction with ``clip_chars`` may cut quotes out of the summary: the thread's
+        inputs count again from its next prompt on."""
+        self.seen.pop(thread, None)
 
     def prompt(self, thread: str, inputs: Iterable[str], text: str) -> None:
         """``thread``: the run input's thread; ``inputs``: the tags of the inputs the prompt

@@ -36,13 +36,16 @@ Properties (``run_records_consistent``; the pure parts in :mod:`._run_record_che
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
 from collections.abc import AsyncGenerator
+from datetime import datetime
 from typing import Any
 
 import attrs
+import httpx
 import trio
 
 import kelpie_dst
@@ -50,6 +53,7 @@ from kelpie_agent.agent import (
     ApprovalDecision,
     ApprovalRequestMessage,
     BlockCreate,
+    CompactMessages,
     CreateAgent,
     InputMessage,
     TurnResult,
@@ -63,6 +67,8 @@ from kelpie_agent.agent._messages import (
     ToolReturnMessage,
     UserMessage,
 )
+from kelpie_agent.api import create_app
+from kelpie_agent.http import serve
 from kelpie_agent.llm import (
     ChunkStream,
     LlmBadRequestError,
@@ -75,18 +81,23 @@ from kelpie_agent.llm import (
 )
 from kelpie_agent.service import AgentService, NotFoundError, ServiceError
 
+from .._errors import NodeDownError
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_kv, sim_ports
 from ..shims.llm import Call, Reply
 from ..shims.llm._summarizer import is_summary_request
+from ._agent_http import RETRY_STATUS, _tls
 from ._agent_schedules import _FAILURES, OPTIONS, SERVICE, Client
+from ._agent_world import PORT, SERVER
 from ._run_record_checks import (
     Answer,
+    Compacted,
     Listed,
     Run,
     Shown,
     ThreadWatch,
     check_answers,
+    check_compactions,
     check_completion_order,
     check_filters,
     check_runs,
@@ -113,6 +124,7 @@ class RecordsLog:
     conversations: dict[str, list[str]] = attrs.Factory(dict)  # agent id -> its conversations
     runs: list[Run] = attrs.Factory(list)
     answers: list[Answer] = attrs.Factory(list)
+    compactions: list[Compacted] = attrs.Factory(list)
     watch: ThreadWatch = attrs.Factory(ThreadWatch)
     problems: list[str] = attrs.Factory(list)
     sends: int = 0
@@ -294,9 +306,17 @@ class ThreadDriver:
     """The client of one thread (an agent's own history, or one of its conversations)."""
 
     def __init__(
-        self, client: Client, log: RecordsLog, number: int, agent: str, conv: str | None, label: str
+        self,
+        client: Client,
+        reader: Reader,
+        log: RecordsLog,
+        number: int,
+        agent: str,
+        conv: str | None,
+        label: str,
     ) -> None:
         self.client = client
+        self.reader = reader
         self.log = log
         self.rng = client.rng
         self.number = number
@@ -305,6 +325,7 @@ class ThreadDriver:
         self.label = label
         self.k = 0
         self.stuck = False
+        self.idle = True  # no run of this thread is open (the last send was answered)
 
     async def _send(self, inputs: tuple[InputMessage, ...], tries: int) -> TurnResult | None:
         agent, conv = self.agent, self.conv
@@ -339,7 +360,10 @@ class ThreadDriver:
         rng = self.rng
         self.k += 1
         tag = f"L{self.number}{self.label}-{self.k}"
-        shape = rng.choices(("reply", "ask", "fail"), weights=(6, 3, 1))[0]
+        shape = rng.choices(("reply", "ask", "fail", "compact"), weights=(6, 3, 1, 1))[0]
+        if shape == "compact":
+            await self._compact()
+            return
         probe: dict[str, Any] = {"shape": shape}
         if shape == "reply":
             probe["words"] = rng.randint(200, 300)
@@ -348,6 +372,7 @@ class ThreadDriver:
         text = f"{tag} {PROBE} {json.dumps(probe, sort_keys=True)}"
         self.log.sends += 1
         result = await self._send((InputMessage("user", text, otid=f"otid-{tag}"),), RETRIES)
+        self.idle = result is not None and result.stop_reason != "requires_approval"
         if result is None:
             return
         self._record(result, tag)
@@ -398,6 +423,32 @@ class ThreadDriver:
         for answer in answers:
             answer.acked = True
         self._record(done, tag)
+        self.idle = done.stop_reason != "requires_approval"
+
+    async def _compact(self) -> None:
+        """``messages.compact`` on this thread, in a mode, clip and percentage drawn here."""
+        rng = self.rng
+        mode = rng.choice(("sliding_window", "all"))
+        clip = rng.randint(300, 1200) if rng.random() < 0.5 else None
+        percentage = rng.choice((0.2, 0.3, 0.5))
+        request = CompactMessages(mode, None, clip, percentage, thread=self.conv)
+        thread = f"L{self.number}{self.label}"
+        if clip is not None:
+            self.log.watch.forget(thread)
+        agent, idle = self.agent, self.idle
+        for _ in range(RETRIES):
+            try:
+                before, after, summary = await self.reader.compact(agent, request)
+            except _FAILURES:
+                await trio.sleep(self.rng.uniform(0.5, 2.0))
+                continue
+            except Refused:
+                self.log.refused += 1
+                return
+            self.log.compactions.append(
+                Compacted(thread, mode, clip, percentage, idle, before, after, summary)
+            )
+            return
 
     async def run(self, span: float) -> None:
         deadline = trio.current_time() + span
@@ -419,83 +470,253 @@ class Reads:
     steps: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
 
 
-async def _page(
-    client: Client, agent: str, conv: str | None, after: str | None
-) -> list[AgentMessage]:
-    return await client.until_done(
-        lambda s: s.list_messages(agent, after=after, limit=100, order="asc", conversation_id=conv)
-    )
+class Refused(Exception):
+    """The server answered a request with a refusal (not a failure worth retrying)."""
 
 
-async def _thread(client: Client, agent: str, conv: str | None) -> list[Shown]:
-    out: list[Shown] = []
-    after: str | None = None
-    while True:
-        page = await _page(client, agent, conv, after)
-        out += [_shown(m) for m in page]
-        if len(page) < 100:
-            return out
-        after = page[-1].id
+class DirectReader:
+    """The read API through a live node's service (Python calls)."""
 
+    def __init__(self, client: Client) -> None:
+        self.client = client
 
-async def _by_completion(client: Client, agent: str, order: str) -> list[str]:
-    listed = await client.until_done(
-        lambda s: s.list_conversations(
-            agent_id=agent, order_by="last_run_completion", order=order, limit=100
+    async def _page(self, agent: str, conv: str | None, after: str | None) -> list[Shown]:
+        page = await self.client.until_done(
+            lambda s: s.list_messages(
+                agent, after=after, limit=100, order="asc", conversation_id=conv
+            )
         )
+        return [_shown(m) for m in page]
+
+    async def thread(self, agent: str, conv: str | None) -> list[Shown]:
+        out: list[Shown] = []
+        after: str | None = None
+        while True:
+            page = await self._page(agent, conv, after)
+            out += page
+            if len(page) < 100:
+                return out
+            after = page[-1].id
+
+    async def runs(self, agent: str, **filters: Any) -> list[Listed]:
+        records = await self.client.until_done(
+            lambda s: s.list_runs(agent_ids=[agent], limit=1000, order="asc", **filters)
+        )
+        return [_listed(r) for r in records]
+
+    async def by_completion(self, agent: str, order: str) -> list[str]:
+        listed = await self.client.until_done(
+            lambda s: s.list_conversations(
+                agent_id=agent, order_by="last_run_completion", order=order, limit=100
+            )
+        )
+        return [c.id for c in listed]
+
+    async def run(self, rid: str) -> tuple[Listed, list[Shown], list[tuple[int, int]]] | None:
+        try:
+            record = await self.client.until_done(lambda s: s.get_run(rid))
+        except NotFoundError:
+            return None
+        messages = await self.client.until_done(lambda s: s.run_messages(rid, limit=1000))
+        steps = await self.client.until_done(lambda s: s.run_steps(rid, limit=1000))
+        return (
+            _listed(record),
+            [_shown(m) for m in messages],
+            [(x.prompt_tokens, x.completion_tokens) for x in steps],
+        )
+
+    async def compact(self, agent: str, request: CompactMessages) -> tuple[int, int, str]:
+        """One attempt (``_FAILURES`` when the node failed, :class:`Refused` when refused)."""
+        try:
+            result = await self.client.once(lambda s: s.compact_messages(agent, request))
+        except ServiceError as error:
+            raise Refused(str(error)) from None
+        return result.num_messages_before, result.num_messages_after, result.summary
+
+
+def _epoch(value: str | None) -> float | None:
+    return datetime.fromisoformat(value).timestamp() if value else None
+
+
+def _json_shown(m: dict[str, Any]) -> Shown:
+    kind = m.get("message_type", "")
+    if kind == "tool_return_message":
+        return Shown(
+            m["id"],
+            m.get("run_id"),
+            kind,
+            m.get("tool_call_id"),
+            m.get("status"),
+            str(m.get("tool_return", "")),
+        )
+    if kind in ("tool_call_message", "approval_request_message"):
+        call = m.get("tool_call") or {}
+        return Shown(
+            m["id"],
+            m.get("run_id"),
+            kind,
+            call.get("tool_call_id"),
+            None,
+            str(call.get("arguments", "")),
+        )
+    return Shown(m["id"], m.get("run_id"), kind, None, None, str(m.get("content", "")))
+
+
+def _json_listed(r: dict[str, Any], usage: tuple[int, int, int] = (0, 0, 0)) -> Listed:
+    return Listed(
+        r["id"],
+        r["agent_id"],
+        r.get("conversation_id"),
+        r["status"],
+        r.get("stop_reason"),
+        usage,
+        _epoch(r.get("completed_at")),
+        _epoch(r.get("created_at")) or 0.0,
     )
-    return [c.id for c in listed]
 
 
-async def _runs(client: Client, agent: str, **filters: Any) -> list[Listed]:
-    records = await client.until_done(
-        lambda s: s.list_runs(agent_ids=[agent], limit=1000, order="asc", **filters)
-    )
-    return [_listed(r) for r in records]
+class HttpReader:
+    """The read API through Letta's REST routes (JSON over the simulated network), each
+    request to a random live node, retried on another after a failure or a 408/429/5xx."""
+
+    def __init__(self, http: httpx.AsyncClient, client: Client) -> None:
+        self.http = http
+        self.client = client
+        self.rng = client.rng
+
+    def _node(self) -> str:
+        live = sorted(n for n, s in self.client.services.items() if s.running)
+        if not live:
+            raise NodeDownError("no server node is up")
+        return self.rng.choice(live)
+
+    async def _once(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        url = f"http://{self._node()}:{PORT}{path}"
+        try:
+            with trio.fail_after(60):
+                got = await self.http.request(method, url, **kwargs)
+        except httpx.TransportError as error:
+            raise NodeDownError(f"{method} {path}: {type(error).__name__}") from None
+        if got.status_code in RETRY_STATUS:
+            raise NodeDownError(f"{method} {path}: {got.status_code}")
+        return got
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Retried until it is answered; a 404 is None; any other refusal is an error."""
+        while True:
+            try:
+                got = await self._once(method, path, **kwargs)
+            except _FAILURES:
+                await trio.sleep(self.rng.uniform(0.5, 2.0))
+                continue
+            if got.status_code == 404:
+                return None
+            if got.status_code >= 400:
+                raise AssertionError(f"{method} {path}: {got.status_code} {got.text[:200]}")
+            return got.json()
+
+    async def thread(self, agent: str, conv: str | None) -> list[Shown]:
+        path = f"/v1/conversations/{conv}/messages" if conv else f"/v1/agents/{agent}/messages"
+        out: list[Shown] = []
+        after: str | None = None
+        while True:
+            params: dict[str, Any] = {"order": "asc", "limit": 100}
+            if after is not None:
+                params["after"] = after
+            page = await self._call("GET", path, params=params) or []
+            out += [_json_shown(m) for m in page]
+            if len(page) < 100:
+                return out
+            after = page[-1]["id"]
+
+    async def runs(self, agent: str, **filters: Any) -> list[Listed]:
+        params: dict[str, Any] = {"agent_id": agent, "limit": 1000, "order": "asc"}
+        for name, value in filters.items():
+            params[name] = list(value) if isinstance(value, tuple) else value
+        found = await self._call("GET", "/v1/runs/", params=params) or []
+        return [_json_listed(r) for r in found]
+
+    async def by_completion(self, agent: str, order: str) -> list[str]:
+        params = {"agent_id": agent, "order_by": "last_run_completion", "order": order}
+        found = await self._call("GET", "/v1/conversations/", params=dict(params, limit=100))
+        return [c["id"] for c in found or []]
+
+    async def run(self, rid: str) -> tuple[Listed, list[Shown], list[tuple[int, int]]] | None:
+        record = await self._call("GET", f"/v1/runs/{rid}")
+        if record is None:
+            return None
+        usage = await self._call("GET", f"/v1/runs/{rid}/usage") or {}
+        messages = await self._call("GET", f"/v1/runs/{rid}/messages", params={"limit": 1000})
+        steps = await self._call("GET", f"/v1/runs/{rid}/steps", params={"limit": 1000}) or []
+        tokens = [(int(x["prompt_tokens"] or 0), int(x["completion_tokens"] or 0)) for x in steps]
+        counted = (usage.get("prompt_tokens", -1), usage.get("completion_tokens", -1), len(steps))
+        return (
+            _json_listed(record, counted),
+            [_json_shown(m) for m in messages or []],
+            tokens,
+        )
+
+    async def compact(self, agent: str, request: CompactMessages) -> tuple[int, int, str]:
+        settings: dict[str, Any] = {
+            "mode": request.mode,
+            "clip_chars": request.clip_chars,
+            "sliding_window_percentage": request.sliding_window_percentage,
+        }
+        if request.thread is not None:
+            path = f"/v1/conversations/{request.thread}/compact"
+            body: dict[str, Any] = {"agent_id": agent, "compaction_settings": settings}
+        else:
+            path, body = f"/v1/agents/{agent}/summarize", {"compaction_settings": settings}
+        got = await self._once("POST", path, json=body)
+        if got.status_code >= 400:
+            raise Refused(f"POST {path}: {got.status_code} {got.text[:200]}")
+        data = got.json()
+        return data["num_messages_before"], data["num_messages_after"], data["summary"]
 
 
-async def _read_agent(client: Client, log: RecordsLog, reads: Reads, agent: str) -> None:
+Reader = DirectReader | HttpReader
+
+
+async def _read_agent(reader: Reader, log: RecordsLog, reads: Reads, agent: str) -> None:
     convs = log.conversations.get(agent, [])
     for conv in (None, *convs):
-        reads.threads[(agent, conv)] = await _thread(client, agent, conv)
+        reads.threads[(agent, conv)] = await reader.thread(agent, conv)
     for _ in range(5):  # until the runs list stands still around the filtered reads
-        every = await _runs(client, agent)
+        every = await reader.runs(agent)
         filtered: dict[str, list[str]] = {}
         for conv in convs:
-            found = await _runs(client, agent, conversation_id=conv)
+            found = await reader.runs(agent, conversation_id=conv)
             filtered[f"conversation:{conv}"] = [r.run_id for r in found]
         for stop in STOPS:
-            found = await _runs(client, agent, stop_reason=stop)
+            found = await reader.runs(agent, stop_reason=stop)
             filtered[f"stop_reason:{stop}"] = [r.run_id for r in found]
         for status in ("completed", "failed"):
-            found = await _runs(client, agent, statuses=(status,))
+            found = await reader.runs(agent, statuses=(status,))
             filtered[f"status:{status}"] = [r.run_id for r in found]
         completion: dict[bool, list[str]] = {}
         for descending in (True, False):
-            way = "desc" if descending else "asc"
-            completion[descending] = await _by_completion(client, agent, way)
-        if every == await _runs(client, agent):
+            completion[descending] = await reader.by_completion(
+                agent, "desc" if descending else "asc"
+            )
+        if every == await reader.runs(agent):
             break
     reads.every[agent], reads.filtered[agent] = every, filtered
     reads.completion[agent] = completion
     for run in log.runs:
         if run.agent_id != agent:
             continue
-        rid = run.run_id
-        try:
-            record = await client.until_done(lambda s: s.get_run(rid))  # noqa: B023
-        except NotFoundError:
-            reads.records[rid] = None
+        found_run = await reader.run(run.run_id)
+        if found_run is None:
+            reads.records[run.run_id] = None
             continue
-        reads.records[rid] = _listed(record)
-        messages = await client.until_done(lambda s: s.run_messages(rid, limit=1000))  # noqa: B023
-        reads.run_messages[rid] = [_shown(m) for m in messages]
-        steps = await client.until_done(lambda s: s.run_steps(rid, limit=1000))  # noqa: B023
-        reads.steps[rid] = [(s.prompt_tokens, s.completion_tokens) for s in steps]
+        record, messages, steps = found_run
+        reads.records[run.run_id] = record
+        reads.run_messages[run.run_id] = messages
+        reads.steps[run.run_id] = steps
 
 
 def _start_servers(
-    ctx: WorkloadContext, log: RecordsLog, db: kelpie_dst.Node
+    ctx: WorkloadContext, log: RecordsLog, db: kelpie_dst.Node, http: bool
 ) -> dict[str, AgentService]:
     from kelpie_agent.service import open_agent_node
 
@@ -515,6 +736,8 @@ def _start_servers(
             observer=kelpie_dst.log,
         ) as service:
             services[node.name] = service
+            if http:  # Letta's REST routes too, for the reads (and compactions)
+                await serve(create_app(service), "0.0.0.0", PORT, SERVER)
             await trio.sleep_forever()
 
     for name in ctx.topology.nodes or ("server-1", "server-2"):
@@ -548,7 +771,7 @@ async def _make_agent(client: Client, log: RecordsLog, number: int, conversation
 
 
 @workload(
-    params={"agents": 2, "conversations": 2, "span": 60.0},
+    params={"agents": 2, "conversations": 2, "span": 60.0, "via": "direct"},
     bounds={"agents": (1, 10), "conversations": (1, 5), "span": (1, 3600)},
 )
 async def agent_run_records(ctx: WorkloadContext) -> None:
@@ -556,8 +779,29 @@ async def agent_run_records(ctx: WorkloadContext) -> None:
     log = RecordsLog()
     ctx.state["records"] = log
     db = ctx.sim.add_node(ctx.topology.database or "db")
-    services = _start_servers(ctx, log, db)
-    setup = Client(ctx, services, "records/setup")
+    via = str(ctx.params["via"])
+    if via not in ("direct", "http"):
+        raise ValueError(f"workload.params.via: 'direct' or 'http', got {via!r}")
+    services = _start_servers(ctx, log, db, via == "http")
+    async with contextlib.AsyncExitStack() as stack:
+        setup = Client(ctx, services, "records/setup")
+        if via == "http":
+            http = await stack.enter_async_context(
+                httpx.AsyncClient(timeout=httpx.Timeout(30.0), verify=_tls())
+            )
+            reader: Reader = HttpReader(http, Client(ctx, services, "records/http"))
+        else:
+            reader = DirectReader(setup)
+        await _drive(ctx, log, services, setup, reader)
+
+
+async def _drive(
+    ctx: WorkloadContext,
+    log: RecordsLog,
+    services: dict[str, AgentService],
+    setup: Client,
+    reader: Reader,
+) -> None:
     drivers: list[ThreadDriver] = []
     for n in range(int(ctx.params["agents"])):
         agent = await _make_agent(setup, log, n, int(ctx.params["conversations"]))
@@ -565,19 +809,20 @@ async def agent_run_records(ctx: WorkloadContext) -> None:
         threads += [(c, f"c{i}") for i, c in enumerate(log.conversations[agent])]
         for conv, label in threads:
             client = Client(ctx, services, f"records/{n}/{label}")
-            drivers.append(ThreadDriver(client, log, n, agent, conv, label))
+            drivers.append(ThreadDriver(client, reader, log, n, agent, conv, label))
     span = float(ctx.params["span"])
     async with trio.open_nursery() as nursery:
         for driver in drivers:
             nursery.start_soon(driver.run, span)
     reads = Reads()
     for agent in log.agents.values():
-        await _read_agent(setup, log, reads, agent)
+        await _read_agent(reader, log, reads, agent)
     ctx.state["reads"] = reads
     ctx.metric("records.sends", log.sends)
     ctx.metric("records.runs", len(log.runs))
     ctx.metric("records.answers", sum(a.acked for a in log.answers))
     ctx.metric("records.summaries", log.summaries)
+    ctx.metric("records.compactions", len(log.compactions))
     ctx.metric("records.prompts", log.watch.prompts)
     ctx.metric("records.stuck", sum(d.stuck for d in drivers))
     stops: dict[str, int] = {}
@@ -594,6 +839,7 @@ def check_records(log: RecordsLog, reads: Reads) -> list[str]:
         for descending, listed in reads.completion.get(agent, {}).items():
             problems += check_completion_order(agent, every, listed, descending)
     problems += check_answers(log.answers, reads.threads)
+    problems += check_compactions(log.compactions, LOOP.history_window)
     return problems + log.problems + log.watch.problems
 
 

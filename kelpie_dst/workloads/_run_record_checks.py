@@ -37,7 +37,7 @@ __all__ = [
 # stopped on an error or on the model's failure failed; a cancelled one was cancelled; one
 # that ended its turn, ran out of steps or waits for an approval completed).
 FAILED = ("error", "llm_api_error")
-COMPLETED = ("end_turn", "max_steps", "requires_approval", "max_tokens_exceeded")
+COMPLETED = ("end_turn", "max_steps", "requires_approval")
 TAG = re.compile(r"\bL(\d+)(o|c\d+)-(\d+)\b")
 DENIED = "request to call tool denied"
 TRUNCATED = "... [truncated]"  # what a clipped summary ends with (docs/http-api.md)

@@ -25,6 +25,7 @@ __all__ = [
     "Shown",
     "ThreadWatch",
     "check_answers",
+    "check_calls_answered",
     "check_compactions",
     "check_completion_order",
     "check_filters",
@@ -74,6 +75,7 @@ class Run:
     stop_reason: str
     usage: tuple[int, int, int]  # prompt tokens, completion tokens, steps
     tag: str
+    answer: str | None = None  # the text its reply must hold when it ends end_turn
 
 
 @attrs.define
@@ -126,8 +128,8 @@ def check_runs(
     """Each acknowledged run reads back as it was told: its record (``runs.retrieve``) has
     its agent, thread, stop reason, the status that stop reason means and the usage the
     client got; its messages (``runs.messages.list``) are exactly the messages of its thread
-    that carry its run id, in the thread's order; its steps are ``usage.step_count`` and add
-    up to its tokens."""
+    that carry its run id, in the thread's order, and a run that ended ``end_turn`` holds the
+    model's whole reply; its steps are ``usage.step_count`` and add up to its tokens."""
     problems: list[str] = []
     for run in runs:
         rid = run.run_id
@@ -167,6 +169,13 @@ def check_runs(
                 f"run {rid} ({run.tag}): runs.messages.list gives {len(listed)} message(s), "
                 f"its thread holds {len(mine)} of the run ({listed[:3]} vs {mine[:3]})"
             )
+        if run.answer is not None and run.stop_reason == "end_turn":
+            replies = [m.text for m in run_messages.get(rid, ()) if m.kind == "assistant_message"]
+            if not any(run.answer in text for text in replies):
+                problems.append(
+                    f"run {rid} ({run.tag}) ended end_turn with the reply {run.answer!r}, but "
+                    f"runs.messages.list holds no such reply"
+                )
         stepped = steps.get(rid)
         if stepped is not None:
             prompt = sum(p for p, _ in stepped)
@@ -276,6 +285,47 @@ def check_answers(
                 f"{where}: the client returned {answer.text!r} ({answer.status}), the "
                 f"thread holds {result.text[:120]!r} ({result.status})"
             )
+    return problems
+
+
+def check_calls_answered(
+    threads: Mapping[tuple[str, str | None], Sequence[Shown]],
+    every: Mapping[str, Sequence[Listed]],
+    answers: Iterable[Answer],
+) -> list[str]:
+    """Every tool call of a thread has exactly one result there, and every result answers a
+    call of the thread. Excused: the calls of a run still running, and those of a run that
+    stopped for approval when none of its calls was answered (they wait)."""
+    problems: list[str] = []
+    runs = {r.run_id: r for listed in every.values() for r in listed}
+    answered = {a.call_id for a in answers if a.acked}
+    for (agent, conv), shown in threads.items():
+        where = f"thread {conv or agent}"
+        calls = [m for m in shown if m.kind in ("tool_call_message", "approval_request_message")]
+        results: dict[str, int] = {}
+        for m in shown:
+            if m.kind == "tool_return_message" and m.call_id is not None:
+                results[m.call_id] = results.get(m.call_id, 0) + 1
+        by_run: dict[str | None, list[Shown]] = {}
+        for call in calls:
+            by_run.setdefault(call.run_id, []).append(call)
+        ids = {c.call_id for c in calls}
+        for run_id, mine in by_run.items():
+            run = runs.get(run_id or "")
+            if run is not None and run.status == "running":
+                continue
+            waiting = run is not None and run.stop_reason == "requires_approval"
+            if waiting and not any(c.call_id in answered for c in mine):
+                continue
+            for call in mine:
+                count = results.get(call.call_id or "", 0)
+                if count != 1:
+                    problems.append(
+                        f"{where}: call {call.call_id} of run {run_id} has {count} result(s)"
+                    )
+        strays = sorted(c for c in results if c not in ids)
+        if strays:
+            problems.append(f"{where}: result(s) {strays[:3]} answer no call of the thread")
     return problems
 
 

@@ -97,6 +97,7 @@ from ._run_record_checks import (
     Shown,
     ThreadWatch,
     check_answers,
+    check_calls_answered,
     check_compactions,
     check_completion_order,
     check_filters,
@@ -111,6 +112,8 @@ RETRIES = 6  # tries of a send (the same otid) before the client gives up on it
 WINDOW, MAX_TOKENS = 3000, 400
 LOOP = LoopConfig(history_window=40, storage_attempts=2)
 SEARCH = "conversation_search"
+DATES = "conversation_search_date"  # needs no approval; asked for a range with no messages
+NO_DATES = {"start_date": "2020-01-01", "end_date": "2020-01-02"}
 STOPS = ("end_turn", "requires_approval", "llm_api_error")
 _INPUT = re.compile(r"^(L\d+(?:o|c\d+)-\d+) " + PROBE + r" (\{.*\})$", re.S)
 _WORDS = ("kelp", "tide", "otter", "reef", "current", "swell", "foam", "shoal")
@@ -193,7 +196,10 @@ class RecordsPolicy:
                 # a search for a word no message holds: results stay small, so a run's own
                 # turn never outgrows the window (the window would then be cut, summary and all)
                 args = [{"query": f"qqabsent{i}", "limit": 1} for i in range(calls)]
-                return tuple(Call(SEARCH, a) for a in args)
+                asks: list[str | Call] = [Call(SEARCH, a) for a in args]
+                if probe.get("plain"):  # a call that needs no approval, in the same step
+                    asks.insert(int(probe["plain"]) - 1, Call(DATES, dict(NO_DATES)))
+                return tuple(asks)
             return (f"done {tag}",)
         return (f"unknown shape {tag}",)
 
@@ -314,6 +320,7 @@ class ThreadDriver:
         agent: str,
         conv: str | None,
         label: str,
+        plain: bool = False,
     ) -> None:
         self.client = client
         self.reader = reader
@@ -324,6 +331,7 @@ class ThreadDriver:
         self.conv = conv
         self.label = label
         self.k = 0
+        self.plain = plain
         self.stuck = False
         self.idle = True  # no run of this thread is open (the last send was answered)
 
@@ -341,10 +349,17 @@ class ThreadDriver:
                 return None
         return None
 
-    def _record(self, result: TurnResult, tag: str) -> None:
+    def _record(self, result: TurnResult, tag: str, answer: str | None = None) -> None:
         usage = result.usage
         if result.stop_reason == "error":  # the loop's catch-all: nothing here should raise
             self.log.problem(f"run {result.run_id} ({tag}) ended with an error: {result.error}")
+        if answer is not None and result.stop_reason == "end_turn":
+            said = [m.content for m in result.messages if isinstance(m, AssistantMessage)]
+            if not any(answer in text for text in said):
+                self.log.problem(
+                    f"run {result.run_id} ({tag}) was acknowledged end_turn without the "
+                    f"model's reply {answer!r}"
+                )
         self.log.runs.append(
             Run(
                 result.run_id,
@@ -353,6 +368,7 @@ class ThreadDriver:
                 result.stop_reason,
                 (usage.prompt_tokens, usage.completion_tokens, usage.step_count),
                 tag,
+                answer,
             )
         )
 
@@ -369,13 +385,15 @@ class ThreadDriver:
             probe["words"] = rng.randint(200, 300)
         elif shape == "ask":
             probe["calls"] = rng.randint(2, 3)
+            if self.plain and rng.random() < 0.5:  # where the plain call goes among the asks
+                probe["plain"] = rng.randint(1, probe["calls"] + 1)
         text = f"{tag} {PROBE} {json.dumps(probe, sort_keys=True)}"
         self.log.sends += 1
         result = await self._send((InputMessage("user", text, otid=f"otid-{tag}"),), RETRIES)
         self.idle = result is not None and result.stop_reason != "requires_approval"
         if result is None:
             return
-        self._record(result, tag)
+        self._record(result, tag, f"end-{tag}" if shape == "reply" else None)
         if result.stop_reason == "requires_approval":
             await self._answer(result, tag)
 
@@ -422,7 +440,7 @@ class ThreadDriver:
             return
         for answer in answers:
             answer.acked = True
-        self._record(done, tag)
+        self._record(done, tag, f"done {tag}")
         self.idle = done.stop_reason != "requires_approval"
 
     async def _compact(self) -> None:
@@ -745,12 +763,14 @@ def _start_servers(
     return services
 
 
-async def _make_agent(client: Client, log: RecordsLog, number: int, conversations: int) -> str:
+async def _make_agent(
+    client: Client, log: RecordsLog, number: int, conversations: int, plain: bool
+) -> str:
     request = CreateAgent(
         name=f"records-{number}",
         agent_type="letta_v1_agent",
         memory_blocks=(BlockCreate("persona", f"I am records agent {number}.", limit=2000),),
-        tool_ids=(builtin_id(SEARCH),),
+        tool_ids=(builtin_id(SEARCH), builtin_id(DATES)) if plain else (builtin_id(SEARCH),),
         context_window=WINDOW,
         max_tokens=MAX_TOKENS,
     )
@@ -771,7 +791,7 @@ async def _make_agent(client: Client, log: RecordsLog, number: int, conversation
 
 
 @workload(
-    params={"agents": 2, "conversations": 2, "span": 60.0, "via": "direct"},
+    params={"agents": 2, "conversations": 2, "span": 60.0, "via": "direct", "plain_calls": False},
     bounds={"agents": (1, 10), "conversations": (1, 5), "span": (1, 3600)},
 )
 async def agent_run_records(ctx: WorkloadContext) -> None:
@@ -804,12 +824,13 @@ async def _drive(
 ) -> None:
     drivers: list[ThreadDriver] = []
     for n in range(int(ctx.params["agents"])):
-        agent = await _make_agent(setup, log, n, int(ctx.params["conversations"]))
+        plain = bool(ctx.params["plain_calls"])
+        agent = await _make_agent(setup, log, n, int(ctx.params["conversations"]), plain)
         threads: list[tuple[str | None, str]] = [(None, "o")]
         threads += [(c, f"c{i}") for i, c in enumerate(log.conversations[agent])]
         for conv, label in threads:
             client = Client(ctx, services, f"records/{n}/{label}")
-            drivers.append(ThreadDriver(client, reader, log, n, agent, conv, label))
+            drivers.append(ThreadDriver(client, reader, log, n, agent, conv, label, plain))
     span = float(ctx.params["span"])
     async with trio.open_nursery() as nursery:
         for driver in drivers:
@@ -839,6 +860,7 @@ def check_records(log: RecordsLog, reads: Reads) -> list[str]:
         for descending, listed in reads.completion.get(agent, {}).items():
             problems += check_completion_order(agent, every, listed, descending)
     problems += check_answers(log.answers, reads.threads)
+    problems += check_calls_answered(reads.threads, reads.every, log.answers)
     problems += check_compactions(log.compactions, LOOP.history_window)
     return problems + log.problems + log.watch.problems
 

@@ -10,11 +10,14 @@ import pytest
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._run_record_checks import (
     Answer,
+    Compacted,
     Listed,
     Run,
     Shown,
     ThreadWatch,
     check_answers,
+    check_calls_answered,
+    check_compactions,
     check_completion_order,
     check_filters,
     check_runs,
@@ -199,3 +202,67 @@ def test_a_prompt_that_loses_an_input_or_shows_another_thread_is_named() -> None
     assert any("no longer shows" in p for p in watch.problems)
     watch.prompt("L0o", ["L0o-1"], "L0o-1 runprobe {} and a summary «L0c1-4»")
     assert any("of another thread" in p for p in watch.problems)
+
+
+def test_a_run_that_ended_end_turn_without_its_reply_is_named() -> None:
+    runs, records, threads, run_messages, steps = _world()
+    runs[0].answer = "end-L0o-1"
+    run_messages["run-1"][1].text = "swell end-L0o-1"
+    assert check_runs(runs, records, run_messages, threads, steps) == []
+    run_messages["run-1"][1].text = "swell end-L0o-"
+    problems = check_runs(runs, records, run_messages, threads, steps)
+    assert len(problems) == 1 and "no such reply" in problems[0]
+
+
+def _calls() -> tuple[dict[tuple[str, str | None], list[Shown]], dict[str, list[Listed]]]:
+    threads: dict[tuple[str, str | None], list[Shown]] = {
+        (A, C): [
+            Shown("m1", "run-1", "approval_request_message", "t1"),
+            Shown("m2", "run-1", "tool_call_message", "t2"),
+            Shown("m3", "run-2", "approval_response_message"),
+            Shown("m4", "run-2", "tool_return_message", "t1", "success", "found"),
+            Shown("m5", "run-2", "tool_return_message", "t2", "success", "found"),
+        ]
+    }
+    every = {
+        A: [
+            Listed("run-1", A, C, "completed", "requires_approval", (1, 1, 1), 2.0, 1.0),
+            Listed("run-2", A, C, "completed", "end_turn", (1, 1, 1), 4.0, 3.0),
+        ]
+    }
+    return threads, every
+
+
+def test_every_call_of_a_thread_gets_one_result() -> None:
+    threads, every = _calls()
+    answers = [Answer(A, C, "t1", "approve", acked=True)]
+    assert check_calls_answered(threads, every, answers) == []
+    del threads[(A, C)][4]  # the call that needed no approval never ran
+    problems = check_calls_answered(threads, every, answers)
+    assert len(problems) == 1 and "call t2 of run run-1 has 0 result(s)" in problems[0]
+
+
+def test_calls_still_waiting_for_an_answer_are_excused() -> None:
+    threads, every = _calls()
+    threads[(A, C)] = threads[(A, C)][:2]
+    assert check_calls_answered(threads, every, []) == []
+    threads[(A, C)].append(Shown("m9", "run-3", "tool_return_message", "t9", "success", "x"))
+    assert "answer no call" in check_calls_answered(threads, every, [])[0]
+
+
+def test_a_compaction_answers_what_it_did() -> None:
+    clipped = "x" * 300 + "... [truncated]"
+    good = [
+        Compacted("L0o", "sliding_window", 300, 0.3, True, 9, 4, clipped),
+        Compacted("L0o", "all", None, 0.3, True, 7, 1, "y" * 2000),
+        Compacted("L0o", "all", 300, 0.3, True, 1, 1, "z" * 2000),  # nothing to do
+    ]
+    assert check_compactions(good, 40) == []
+    bad = [
+        Compacted("L0o", "sliding_window", 300, 0.3, True, 9, 4, clipped[1:]),
+        Compacted("L0o", "all", None, 0.3, True, 7, 3, "y" * 2000),
+        Compacted("L0o", "sliding_window", None, 0.05, True, 9, 4, "y"),
+        Compacted("L0o", "sliding_window", None, 0.3, False, 3, 5, "y"),
+    ]
+    problems = check_compactions(bad, 40)
+    assert len(problems) == 4, problems

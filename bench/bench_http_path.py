@@ -100,12 +100,34 @@ def _every_crc() -> Iterator[None]:
         SimKVStore._unframe = saved  # type: ignore[method-assign]
 
 
+@contextmanager
+def _sqlite_on_disk() -> Iterator[None]:
+    """Dspeed-17: a run's SQLite files in the temp directory, the view's copy with fsyncs."""
+    from kelpie_dst.shims import _sqlite_disk
+
+    saved = _sqlite_disk.RAM_DIRECTORY, _sqlite_disk.VIEW_SYNCHRONOUS
+    _sqlite_disk.RAM_DIRECTORY, _sqlite_disk.VIEW_SYNCHRONOUS = "/nonexistent", None
+    try:
+        yield
+    finally:
+        _sqlite_disk.RAM_DIRECTORY, _sqlite_disk.VIEW_SYNCHRONOUS = saved
+
+
+@contextmanager
+def _before_session_13() -> Iterator[None]:
+    """Dspeed-16 to 18 together, all turned off."""
+    with _every_poll(), _sqlite_on_disk(), _every_crc():
+        yield
+
+
 CHANGES: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "route-index": _no_route_index,
     "trio-deadlines": _generator_deadlines,
     "quiet-cookies": _parsing_cookies,
     "quiet-polls": _every_poll,
     "verified-frames": _every_crc,
+    "sqlite-io": _sqlite_on_disk,
+    "session-13": _before_session_13,
 }
 
 

@@ -1,13 +1,14 @@
-"""Each HTTP-path speed change (Dspeed-13 on) against the code without it, in one process.
+"""Each speed change since Dspeed-13 against the code without it, in one process.
 
     .venv/bin/python bench/bench_http_path.py [--seeds 4] [--rounds 3] [--scenario agent_chaos]
                                               [CHANGE ...]
 
-For each change named (all by default), the same seeds run over HTTP with the change on and
-turned off (the code it replaced, restored in this process), alternating seed by seed, so that
-the load of a shared machine hits both alike. Per seed it keeps the minimum CPU over the rounds
-and prints the sums, their ratio and the load average; both ways must give the same trace
-hashes (a speed change that moves a trace is not one).
+For each change named (all by default), the same seeds of a scenario (agent_chaos, over HTTP,
+by default) run with the change on and turned off (the code it replaced, restored in this
+process), alternating seed by seed, so that the load of a shared machine hits both alike. Per
+seed it keeps the minimum CPU over the rounds and prints the sums, their ratio and the load
+average; both ways must give the same trace hashes (a speed change that moves a trace is not
+one).
 """
 
 from __future__ import annotations
@@ -68,10 +69,65 @@ def _parsing_cookies() -> Iterator[None]:
         _cookies.QuietCookies.extract_cookies = saved  # type: ignore[method-assign]
 
 
+@contextmanager
+def _every_poll() -> Iterator[None]:
+    """Dspeed-16: every guest tick makes trio's zero-timeout ``epoll_wait`` system call."""
+    from kelpie_dst import _trio_polls
+
+    saved = _trio_polls._USABLE[:]
+    _trio_polls._USABLE[:] = [False]
+    try:
+        yield
+    finally:
+        _trio_polls._USABLE[:] = saved
+
+
+@contextmanager
+def _every_crc() -> Iterator[None]:
+    """Dspeed-18: every read of a simulated store verifies its frame's CRC again."""
+    from kelpie_agent.storage._checksum import unframe
+    from kelpie_dst.shims._storage import SimKVStore
+
+    saved = SimKVStore._unframe
+
+    def again(self: SimKVStore, key: bytes, framed: bytes) -> bytes:
+        return unframe(key, framed)
+
+    SimKVStore._unframe = again  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SimKVStore._unframe = saved  # type: ignore[method-assign]
+
+
+@contextmanager
+def _sqlite_on_disk() -> Iterator[None]:
+    """Dspeed-17: a run's SQLite files in the temp directory, the view's copy with fsyncs."""
+    from kelpie_dst.shims import _sqlite_disk
+
+    saved = _sqlite_disk.RAM_DIRECTORY, _sqlite_disk.VIEW_SYNCHRONOUS
+    _sqlite_disk.RAM_DIRECTORY, _sqlite_disk.VIEW_SYNCHRONOUS = "/nonexistent", None
+    try:
+        yield
+    finally:
+        _sqlite_disk.RAM_DIRECTORY, _sqlite_disk.VIEW_SYNCHRONOUS = saved
+
+
+@contextmanager
+def _before_session_13() -> Iterator[None]:
+    """Dspeed-16 to 18 together, all turned off."""
+    with _every_poll(), _sqlite_on_disk(), _every_crc():
+        yield
+
+
 CHANGES: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "route-index": _no_route_index,
     "trio-deadlines": _generator_deadlines,
     "quiet-cookies": _parsing_cookies,
+    "quiet-polls": _every_poll,
+    "verified-frames": _every_crc,
+    "sqlite-io": _sqlite_on_disk,
+    "session-13": _before_session_13,
 }
 
 
@@ -111,7 +167,7 @@ def main() -> None:
         without = sum(cpu[False, s] for s in range(args.seeds)) / args.seeds
         same = all(hashes[True, s] == hashes[False, s] for s in range(args.seeds))
         print(
-            f"{name}: {args.scenario} over HTTP, seeds 0-{args.seeds - 1}, min of {args.rounds} "
+            f"{name}: {args.scenario}, seeds 0-{args.seeds - 1}, min of {args.rounds} "
             f"rounds, load average {load:.2f} before, {os.getloadavg()[0]:.2f} after\n"
             f"  with {with_it * 1000:7.1f} ms, without {without * 1000:7.1f} ms CPU per seed: "
             f"{with_it / without:.3f}x; trace hashes equal: {same}",

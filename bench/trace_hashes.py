@@ -1,6 +1,7 @@
 """Trace hashes of the agent scenarios, to prove speed work changes nothing a trace sees.
 
-    .venv/bin/python bench/trace_hashes.py [--seeds 6] [--first 0] [SCENARIO ...] > after.txt
+    .venv/bin/python bench/trace_hashes.py [--seeds 6] [--first 0] [--shipped] [SCENARIO ...]
+    .venv/bin/python bench/trace_hashes.py --all --seeds 2 > after.txt   # every shipped scenario
     diff before.txt after.txt
 
 Prints one line per scenario, seed and path (``via=http`` as shipped and, for the scenarios
@@ -26,11 +27,22 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="*", default=list(DEFAULT))
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--first", type=int, default=0)
+    parser.add_argument(
+        "--all", action="store_true", help="every shipped scenario in scenarios/ (as shipped only)"
+    )
+    parser.add_argument("--shipped", action="store_true", help="as shipped only (no via=direct)")
     args = parser.parse_args()
+    if args.all:
+        here = os.path.dirname(os.path.abspath(__file__))
+        folder = os.path.join(here, os.pardir, "scenarios")
+        args.scenarios = sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".toml"))
+        args.shipped = True
     os.environ.setdefault("PYTHONHASHSEED", "0")
     for name in args.scenarios:
         shipped = load_scenario(name, ())
         vias = ["http", "direct"] if "via" in shipped.workload.params else ["shipped"]
+        if args.shipped:
+            vias = ["shipped"]
         for via in vias:
             overrides = () if via == "shipped" else (f"workload.params.via={via}",)
             scenario = load_scenario(name, overrides)

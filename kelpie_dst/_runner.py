@@ -31,6 +31,7 @@ from ._rng import derive_seed, state_digest
 from ._sched import installed_scheduler, trace_timers
 from ._sim import Simulation
 from ._trace import Trace, sanitize
+from ._trio_polls import gate, ungate
 from .threads._core import Real
 
 __all__ = ["Session"]
@@ -163,6 +164,8 @@ class Session:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if self._guest_state is not None:
+            ungate(self._guest_state.runner)
         self.sim.guards.uninstall()
         self.sim.threads.close()
         _buggify._CURRENT[0] = None
@@ -198,6 +201,7 @@ class Session:
         # start_guest_run's last act is to queue its first tick: keep the guest state, so a
         # run whose tasks refuse to die can still be abandoned cleanly.
         self._guest_state = self.host.queue[-1].__self__  # type: ignore[attr-defined]
+        gate(self._guest_state.runner)  # its empty zero-timeout polls skipped (Dspeed-16)
         if Trace.SCHEDULE:  # every scheduling decision goes into the trace (_trace.py)
             sim.strategy.ran = sim.trace.ran
             trace_timers(self._guest_state.runner, sim.trace.timers)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ._errors import DstError
+from ._trio_polls import quiet_polls
 from ._trio_speed import fast_deadlines
 
 if TYPE_CHECKING:
@@ -211,7 +212,7 @@ def installed_scheduler(strategy: RandomStrategy) -> Iterator[None]:
     _RUN_MODULE._r = strategy
     _RUN_MODULE._ALLOW_DETERMINISTIC_SCHEDULING = True
     try:
-        with fast_deadlines():
+        with fast_deadlines(), quiet_polls():
             yield
     finally:
         _RUN_MODULE._r = saved_r

@@ -76,6 +76,30 @@ CRASH_IN_COMMIT = register_fault(
 
 _FILES: weakref.WeakKeyDictionary[Simulation, SqliteFiles] = weakref.WeakKeyDictionary()
 
+# A RAM file system for the run's files, if there is a roomy one (Dspeed-17). The production
+# engine commits with synchronous=FULL, one fdatasync per transaction, and on a disk each one
+# blocks the run for milliseconds of real time; on tmpfs it costs nothing. The bytes in the
+# files, and so every crash image and every trace, are the same wherever they live.
+RAM_DIRECTORY = "/dev/shm"
+RAM_NEEDED = 1 << 30  # bytes free, so that parallel sweeps cannot fill it (a run uses a few MB)
+
+
+# The scratch copy a SqliteView reads: closing it checkpoints its WAL into it, which nothing
+# needs on disk (the copy is deleted before the next load), so without fsyncs (Dspeed-17).
+VIEW_SYNCHRONOUS: str | None = "OFF"
+
+
+def files_root() -> str | None:
+    """Where :class:`SqliteFiles` makes its directory: :data:`RAM_DIRECTORY` if it is a
+    writable directory with :data:`RAM_NEEDED` bytes free, else None (the temp directory)."""
+    try:
+        if not os.access(RAM_DIRECTORY, os.W_OK | os.X_OK):
+            return None
+        stat = os.statvfs(RAM_DIRECTORY)
+    except OSError:
+        return None
+    return RAM_DIRECTORY if stat.f_bavail * stat.f_frsize >= RAM_NEEDED else None
+
 
 class SqliteFiles:
     """The SQLite files of one run: a temporary directory, removed by :meth:`close`."""
@@ -84,7 +108,7 @@ class SqliteFiles:
         if fsync < 0:
             raise ValueError(f"fsync must be at least 0 seconds, not {fsync}")
         self.fsync = fsync  # virtual seconds each SQLite transaction takes to write
-        self.directory = tempfile.mkdtemp(prefix="kelpie-dst-sqlite-")
+        self.directory = tempfile.mkdtemp(prefix="kelpie-dst-sqlite-", dir=files_root())
         self.disks: list[SqliteDisk] = []
 
     def attach(self, sim: Simulation) -> None:
@@ -316,6 +340,8 @@ class SqliteView(SimKVStore):
         _write_image(scratch, image)
         conn = sqlite3.connect(scratch, isolation_level=None)
         try:
+            if VIEW_SYNCHRONOUS is not None:
+                conn.execute(f"PRAGMA synchronous={VIEW_SYNCHRONOUS}")
             for key, framed in conn.execute("SELECT key, value FROM kv ORDER BY key"):
                 rows[bytes(key)] = bytes(framed)
         except sqlite3.OperationalError:  # no table yet: the engine never committed

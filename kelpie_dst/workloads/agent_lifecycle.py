@@ -451,7 +451,7 @@ async def _scratch_deleted(client: Client, log: LifecycleLog, agent: _Agent, k: 
     (``recompile``, dry run, through the node where the agent is active: another node would
     activate it afresh) may show it or its label. Before the delete, the block is updated
     through ``/v1/blocks`` to a value of exactly its limit (accepted) and to one character
-    more (refused)."""
+    more (refused), and then the same through the agent's own block route."""
     from kelpie_agent.actors import ActorId
 
     from ._agent_prompt import prompt_blocks
@@ -463,6 +463,10 @@ async def _scratch_deleted(client: Client, log: LifecycleLog, agent: _Agent, k: 
     block, outcome, attached = await _attach_scratch(client, agent, k, limit=limit)
     fits = await _update_outcome(client, block.id, "f" * limit)
     over = await _update_outcome(client, block.id, "o" * (limit + 1))
+    log.limits.append((block.id, limit, fits, over))
+    # the same edges through the agent's own route (its actor checks the limit, not the store)
+    fits = await _update_outcome(client, block.id, "g" * limit, agent.id, block.label)
+    over = await _update_outcome(client, block.id, "p" * (limit + 1), agent.id, block.label)
     log.limits.append((block.id, limit, fits, over))
     try:
         await client.until_done(lambda s: s.delete_block(block.id))
@@ -486,12 +490,18 @@ async def _scratch_deleted(client: Client, log: LifecycleLog, agent: _Agent, k: 
 SCRATCH_LIMIT = 40  # the limit of the scratch blocks ``deletes`` updates at and over it
 
 
-async def _update_outcome(client: Client, block_id: str, value: str) -> str:
-    """``ok``, ``refused`` (the 400 of a value over the limit) or another error's name."""
+async def _update_outcome(
+    client: Client, block_id: str, value: str, agent_id: str = "", label: str = ""
+) -> str:
+    """``ok``, ``refused`` (the 400 of a value over the limit) or another error's name; with
+    ``agent_id`` and ``label``, through the agent's block route instead of ``/v1/blocks``."""
     from kelpie_agent.service import InvalidError
 
     try:
-        await client.until_done(lambda s: s.update_block(block_id, value=value))
+        if agent_id:
+            await client.until_done(lambda s: s.update_agent_block(agent_id, label, value=value))
+        else:
+            await client.until_done(lambda s: s.update_block(block_id, value=value))
     except InvalidError:
         return "refused"
     except ServiceError as error:

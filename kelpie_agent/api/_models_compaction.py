@@ -7,15 +7,20 @@ implemented, so they are refused rather than ignored.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, WithJsonSchema, field_validator
 
 from kelpie_agent.agent import CompactMessages
 
 from ._models_common import RequestModel, ResponseModel
 
 __all__ = ["CompactRequest", "CompactionResponse", "CompactionSettingsModel"]
+
+# The schema states exactly what is accepted (the API fuzzer checks it): null, or left out.
+_AGENT_MODEL_ONLY = WithJsonSchema(
+    {"type": "null", "description": "not supported by this server: the agent's model summarizes"}
+)
 
 
 class CompactionSettingsModel(RequestModel):
@@ -24,8 +29,8 @@ class CompactionSettingsModel(RequestModel):
     clip_chars: int | None = Field(default=50_000, ge=1)
     sliding_window_percentage: float = Field(default=0.3, gt=0, lt=1)
     prompt_acknowledgement: bool = False
-    model: str | None = None
-    model_settings: dict[str, Any] | None = None
+    model: Annotated[str | None, _AGENT_MODEL_ONLY] = None
+    model_settings: Annotated[dict[str, Any] | None, _AGENT_MODEL_ONLY] = None
 
     @field_validator("model", "model_settings")
     @classmethod

@@ -128,3 +128,20 @@ async def scenario() -> list[str]:
 
 def test_compaction_through_letta_client_deterministically() -> None:
     kelpie_dst.assert_deterministic(scenario, seeds=(1,), runs=2, **GUARDS)
+
+
+def test_the_schema_allows_no_separate_summarizer_model() -> None:
+    """The API's schema is exact (the fuzzer's rule): ``model`` and ``model_settings`` are
+    refused with a 422 unless null, so the schema allows only null. It allowed any object for
+    ``model_settings`` and any string for ``model``, and the fuzzer's schema-valid request with
+    ``{"model_settings": {...}}`` got a 422."""
+    from kelpie_agent.api._models_compaction import CompactionSettingsModel
+
+    schema = CompactionSettingsModel.model_json_schema()["properties"]
+    for field in ("model", "model_settings"):
+        assert schema[field]["type"] == "null", schema[field]
+        with pytest.raises(ValueError, match="separate summarizer model is not supported"):
+            CompactionSettingsModel.model_validate(
+                {field: {} if field == "model_settings" else "m"}
+            )
+    assert CompactionSettingsModel.model_validate({"model": None}).model is None

@@ -96,6 +96,10 @@ _LOOP_ENDINGS = frozenset(
     ("end_turn", "max_steps", "no_tool_call", "invalid_llm_response", "max_tokens_exceeded")
 )
 """Stop reasons the loop chooses itself (not a failure of the model, the storage or a tool)."""
+_BUDGET_ENDINGS = frozenset(("end_turn", "max_steps"))
+"""What a memgpt run whose model never calls a tool must not end with (it ends no_tool_call);
+``max_tokens_exceeded`` (a cut answer, a fault of the model) and ``invalid_llm_response`` (an
+answer that came back empty) may end any run."""
 
 
 def check_endings(
@@ -128,7 +132,7 @@ def check_endings(
                 f"{where}: stopped with no_tool_call after {s.steps} model calls; "
                 f"{no_tool_call_nudges} nudge(s) allow {allowed}"
             )
-        if s.shape == "thoughts" and s.stop_reason in _LOOP_ENDINGS - {"no_tool_call"}:
+        if s.shape == "thoughts" and s.stop_reason in _BUDGET_ENDINGS:
             problems.append(
                 f"{where}: a model that never calls a tool ended the run {s.stop_reason}, "
                 f"not no_tool_call"
@@ -143,7 +147,7 @@ def check_endings(
                     f"{where}: ended end_turn after {s.steps} model calls with an uncalled "
                     f"required_before_exit tool (last reply {s.reply!r})"
                 )
-            if s.max_steps == 1 and (s.stop_reason, s.steps) != ("end_turn", 1):
+            if s.max_steps == 1 and s.stop_reason == "max_steps":
                 problems.append(
                     f"{where}: ended {s.stop_reason} after {s.steps} model calls; a text answer "
                     "at the last step ends the run end_turn (no reminder fits)"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -103,6 +103,15 @@ def _filler(length: int, head: str, wide: bool, rng: random.Random) -> str:
     return text[:length]
 
 
+def _used_up(run: Sequence[Any], name: str, call: Call) -> bool:
+    """Whether the run already ran ``call`` (same name and arguments) as often as the servers'
+    ``max_identical_calls`` allows, so it will be refused (``_agent_shapes.prior_identical``)."""
+    from ._agent_shapes import MAX_IDENTICAL_CALLS, prior_identical
+
+    args = {k: v for k, v in call.input.items() if k != "request_heartbeat"}
+    return prior_identical(run, name, args) >= MAX_IDENTICAL_CALLS
+
+
 class Moves:
     """Builds the harder moves for one request. ``expect`` and ``effect`` receive the
     expectations and the effect calls (id, note, forbidden) the moves create."""
@@ -119,6 +128,8 @@ class Moves:
         self.expect = expect
         self.effect = effect
         self.offered: dict[str, Tool] = {t.name: t for t in request.tools}
+        # the run's messages so far (after its input), when the policy knows them
+        self.run: Sequence[Any] = ()
 
     # -- helpers ---------------------------------------------------------------------------------
     def call(self, name: str, args: dict[str, Any], *, key: bool = False) -> Call:
@@ -261,6 +272,8 @@ class Moves:
             text = "" if target <= 0 else _filler(target, tag, wide, rng)
             call = self.call("memory_rethink", {"label": "scratch", "new_memory": text})
             ok, why = len(text) <= limit, f"rethink to {len(text)}/{limit}"
+            if ok and _used_up(self.run, "memory_rethink", call):  # the same rethink, again
+                ok, why = False, "repeated identical call (memory_rethink)"
             return self._expect(agent, call, ok, why, after=("scratch", text if ok else value))
         if "memory_replace" in self.offered and case < 0.8 and scratch.value:
             return self._replace(agent, tag, scratch, target, wide)

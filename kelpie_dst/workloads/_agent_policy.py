@@ -197,6 +197,7 @@ class ToolMixPolicy:
             and any(isinstance(b, ToolCall) and b.name != "send_message" for b in m.content)
         )
         moves = Moves(request, rng, self.expect, self.effect)
+        moves.run = later
         if steps < directive.steps:
             calls = None
             if self.shapes:

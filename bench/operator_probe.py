@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +45,7 @@ def _skipped(tree: ast.AST) -> set[int]:
         dead = isinstance(node, ast.Assert)
         dead |= isinstance(node, ast.FunctionDef) and node.name in {"__repr__", "__str__"}
         dead |= isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        if dead and node.end_lineno is not None:
+        if dead and isinstance(node, ast.stmt) and node.end_lineno is not None:
             lines.update(range(node.lineno, node.end_lineno + 1))
     return lines
 
@@ -53,15 +55,14 @@ def _sites(text: str, ops: set[str]) -> list[tuple[int, int, int, str, str]]:
     tree = ast.parse(text)
     skip = _skipped(tree)
     lines = text.splitlines()
+    table = {**(_BOUNDARY if "boundary" in ops else {}), **(_EQUALITY if "equality" in ops else {})}
     found = []
     for node in ast.walk(tree):
-        if node.lineno in skip if hasattr(node, "lineno") else False:
+        if getattr(node, "lineno", None) in skip:
             continue
         if isinstance(node, ast.Compare) and node.lineno == node.end_lineno:
             left = node.left
             for op, right in zip(node.ops, node.comparators, strict=True):
-                table = {**(_BOUNDARY if "boundary" in ops else {}),
-                         **(_EQUALITY if "equality" in ops else {})}  # fmt: skip
                 entry = table.get(type(op))
                 if entry is not None and left.end_col_offset is not None:
                     line = lines[node.lineno - 1]
@@ -91,7 +92,8 @@ def _int(node: ast.expr) -> bool:
 
 
 def _bump(node: ast.expr) -> tuple[int, int, int, str, str]:
-    assert isinstance(node, ast.Constant) and node.end_col_offset is not None
+    assert isinstance(node, ast.Constant) and isinstance(node.value, int)
+    assert node.end_col_offset is not None
     return (node.lineno, node.col_offset, node.end_col_offset, str(node.value + 1), "plus1")
 
 
@@ -152,11 +154,9 @@ def main() -> None:
         sys.exit("operator_probe: no site for these operators in these files")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    depth = len(out.resolve().parent.relative_to(ROOT).parts)
-    header = f'root = "{"/".join([".."] * depth) or "."}"\n\n[defaults]\nseeds = 1\n'
+    root = Path(os.path.relpath(ROOT, out.resolve().parent)).as_posix()
+    header = f'root = "{root}"\n\n[defaults]\nseeds = 1\n'
     spec = ROOT / "tests" / "quality" / "mutants.toml"
-    import tomllib
-
     scenarios = tomllib.loads(spec.read_text())["defaults"]["scenarios"]
     header += "scenarios = [" + ", ".join(f'"{s}"' for s in scenarios) + "]\n\n"
     out.write_text(header + "\n".join(blocks))

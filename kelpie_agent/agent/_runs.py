@@ -27,9 +27,20 @@ __all__ = [
     "run_status",
 ]
 
-# Stop reasons that make a run "failed" (Letta's RunStatus); a run cancelled is "cancelled",
-# every other finished run "completed".
-FAILED_STOPS = ("error", "llm_api_error")
+# Stop reasons that make a run "failed", as Letta's ``StopReasonType.run_status`` maps them
+# (letta/schemas/letta_stop_reason.py): the loop's errors, the model's failures and its
+# unusable answers, and running out of tokens. A run cancelled is "cancelled"; every other
+# finished run ("end_turn", "max_steps", "tool_rule", "requires_approval") "completed".
+FAILED_STOPS = (
+    "error",
+    "llm_api_error",
+    "invalid_llm_response",
+    "invalid_tool_call",
+    "no_tool_call",
+    "max_tokens_exceeded",
+    "context_window_overflow_in_system_prompt",
+    "insufficient_credits",
+)
 
 
 def _strings(value: Iterable[str]) -> tuple[str, ...]:

@@ -28,8 +28,16 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from ._agent_checks import Observed
+from ._run_record_checks import expected_status
 
-__all__ = ["TERMINAL", "RunWrite", "check_clean_ends", "check_recovery", "run_write"]
+__all__ = [
+    "TERMINAL",
+    "RunWrite",
+    "check_clean_ends",
+    "check_recovery",
+    "check_run_statuses",
+    "run_write",
+]
 
 TERMINAL = frozenset(["completed", "failed", "cancelled"])
 _ACQUIRED = frozenset(["actor.acquired", "actor.acquired_unreadable"])
@@ -118,6 +126,49 @@ def check_clean_ends(writes: Iterable[RunWrite]) -> list[str]:
         for w in writes
         if w.stop_reason == "error"
     ]
+
+
+# Letta's stop reasons (StopReasonType): a run record with any other is unreadable to a client.
+LETTA_STOP_REASONS = frozenset(
+    [
+        "end_turn",
+        "error",
+        "llm_api_error",
+        "invalid_llm_response",
+        "invalid_tool_call",
+        "max_steps",
+        "max_tokens_exceeded",
+        "no_tool_call",
+        "tool_rule",
+        "cancelled",
+        "insufficient_credits",
+        "requires_approval",
+        "context_window_overflow_in_system_prompt",
+    ]
+)
+
+
+def check_run_statuses(writes: Iterable[RunWrite]) -> list[str]:
+    """Every stored run record's status is the one its stop reason means in Letta: a run still
+    going has none; a finished one has one of Letta's stop reasons, and ``failed``,
+    ``cancelled`` or ``completed`` as :func:`expected_status` maps it (a run that stopped on
+    an invalid tool call reported ``completed`` sends a client's retry logic the wrong way)."""
+    problems = []
+    for w in writes:
+        where = f"agent {w.agent}: run {w.run} written at t={w.time:.3f} on {w.node}"
+        if w.status == "running":
+            if w.stop_reason is not None:
+                problems.append(f"{where}: status running with stop reason {w.stop_reason}")
+            continue
+        if w.stop_reason not in LETTA_STOP_REASONS:
+            problems.append(f"{where}: status {w.status} with stop reason {w.stop_reason!r}")
+            continue
+        want = expected_status(w.stop_reason)
+        if want is not None and w.status != want:
+            problems.append(
+                f"{where}: stop reason {w.stop_reason} but status {w.status} (want {want})"
+            )
+    return problems
 
 
 def _activated(

@@ -34,11 +34,20 @@ __all__ = [
     "tags_in",
 ]
 
-# Letta's run status of a finished run, by its stop reason (docs/letta-compat.md: a run that
-# stopped on an error or on the model's failure failed; a cancelled one was cancelled; one
-# that ended its turn, ran out of steps or waits for an approval completed).
-FAILED = ("error", "llm_api_error")
-COMPLETED = ("end_turn", "max_steps", "requires_approval")
+# Letta's run status of a finished run, by its stop reason (Letta's StopReasonType.run_status,
+# docs/agent.md "Stop reasons"): a run that stopped on an error, on the model's failure or an
+# unusable answer, or out of tokens failed; a cancelled one was cancelled; one that ended its
+# turn, ran out of steps, ended on a tool rule or waits for an approval completed. Written
+# out here, not imported, so the oracle does not share the server's table.
+FAILED = (
+    "error",
+    "llm_api_error",
+    "invalid_llm_response",
+    "invalid_tool_call",
+    "no_tool_call",
+    "max_tokens_exceeded",
+)
+COMPLETED = ("end_turn", "max_steps", "tool_rule", "requires_approval")
 TAG = re.compile(r"\bL(\d+)(o|c\d+)-(\d+)\b")
 DENIED = "request to call tool denied"
 TRUNCATED = "... [truncated]"  # what a clipped summary ends with (docs/http-api.md)

@@ -89,6 +89,7 @@ from ._agent_loop_checks import (
     check_valid_calls_run,
 )
 from ._agent_schedules import _FAILURES, OPTIONS, SERVICE, Client
+from ._run_record_checks import expected_status
 
 __all__ = ["LoopObserver", "LoopPolicy", "agent_loop", "loop_contract"]
 
@@ -130,6 +131,7 @@ class LoopLog:
     sends: list[Send] = attrs.Factory(list)
     stored: dict[str, Stored] = attrs.Factory(dict)
     problems: list[str] = attrs.Factory(list)
+    runs: list[tuple[str, str, str | None]] = attrs.Factory(list)  # id, status, stop reason
     requests: int = 0
     fill: int = 0  # the fullest prompt, per mille of its agent's context window
     rate_limited: int = 0
@@ -462,8 +464,12 @@ class Driver:
                         piece.id, piece.kind, piece.text, piece.name, status, call_id
                     )
             if len(page) < 100:
-                return
+                break
             after = page[-1].id
+        runs = await self.client.until_done(
+            lambda s: s.list_runs(agent_ids=[self.agent], limit=1000, order="asc")
+        )
+        self.log.runs.extend((r.id, r.status, r.stop_reason) for r in runs)
 
 
 def _start_servers(
@@ -576,6 +582,18 @@ async def agent_loop(ctx: WorkloadContext) -> None:
         ctx.metric(f"loop.stop.{reason}", count)
 
 
+def check_listed_statuses(runs: list[tuple[str, str, str | None]]) -> list[str]:
+    """Each finished run the service lists has the status Letta gives its stop reason (the
+    loop's own endings: ``invalid_tool_call``, ``no_tool_call``, ``invalid_llm_response`` and
+    ``max_tokens_exceeded`` runs failed; ``end_turn`` and ``max_steps`` ones completed)."""
+    problems = []
+    for run_id, status, stop in runs:
+        want = expected_status(stop) if stop is not None else None
+        if want is not None and status != want:
+            problems.append(f"run {run_id}: stop reason {stop} but listed {status} (want {want})")
+    return problems
+
+
 def check_loop(log: LoopLog) -> list[str]:
     problems = check_endings(
         log.sends,
@@ -587,6 +605,7 @@ def check_loop(log: LoopLog) -> list[str]:
     problems += check_mcp_verdicts(log.stored, REFUSE)
     problems += check_valid_calls_run(log.stored)
     problems += check_one_result_per_call(log.stored)
+    problems += check_listed_statuses(log.runs)
     return problems + log.problems
 
 

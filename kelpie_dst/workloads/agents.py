@@ -79,7 +79,7 @@ from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_polls import Poller, check_polled_order
-from ._agent_recovery import check_clean_ends, check_recovery
+from ._agent_recovery import check_clean_ends, check_recovery, check_run_statuses
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_steps import check_run_steps, read_steps
@@ -599,9 +599,11 @@ def interrupted_runs_finished(ctx: WorkloadContext) -> None:
 @invariant
 def runs_end_cleanly(ctx: WorkloadContext) -> None:
     """No run ends with stop reason ``error``, the agent loop's catch-all for an exception
-    it did not expect: every fault the world injects has its own stop reason or is retried
-    (_agent_recovery)."""
-    _holds(check_clean_ends(_world(ctx).journal.runs), "a run ended in an internal error")
+    it did not expect: every fault the world injects has its own stop reason or is retried;
+    and every run record's status is the one Letta gives its stop reason (_agent_recovery)."""
+    runs = _world(ctx).journal.runs
+    _holds(check_clean_ends(runs), "a run ended in an internal error")
+    _holds(check_run_statuses(runs), "a run's status is not the one its stop reason means")
 
 
 @invariant

@@ -5,15 +5,19 @@ journals, good and bad; and the journal's decoding of a real run record."""
 
 from __future__ import annotations
 
+from kelpie_agent.agent._checkpoint import SessionCheckpoint
 from kelpie_agent.agent._codec import pack
-from kelpie_agent.agent._runs import RunRecord
+from kelpie_agent.agent._runs import RunRecord, run_status
 from kelpie_dst.workloads._agent_checks import Commit, Observed
 from kelpie_dst.workloads._agent_recovery import (
+    LETTA_STOP_REASONS,
     RunWrite,
     check_clean_ends,
     check_recovery,
+    check_run_statuses,
     run_write,
 )
+from kelpie_dst.workloads._run_record_checks import expected_status
 
 A = "agent-1"
 
@@ -126,3 +130,57 @@ def test_a_run_that_ended_in_an_internal_error_is_caught() -> None:
         "agent agent-1: run run-5 ended with stop reason error at t=7.250 on server-1: "
         "IndexError: string index out of range"
     ]
+
+
+def test_a_run_status_must_be_the_one_letta_gives_its_stop_reason() -> None:
+    def write(status: str, stop: str | None) -> RunWrite:
+        return RunWrite(3, 7.25, "server-1", "run-5", A, None, status, stop)
+
+    good = [
+        write("running", None),
+        write("completed", "end_turn"),
+        write("completed", "max_steps"),
+        write("completed", "tool_rule"),
+        write("completed", "requires_approval"),
+        write("cancelled", "cancelled"),
+        *(
+            write("failed", stop)
+            for stop in (
+                "error",
+                "llm_api_error",
+                "invalid_tool_call",
+                "no_tool_call",
+                "invalid_llm_response",
+                "max_tokens_exceeded",
+            )
+        ),
+    ]
+    assert check_run_statuses(good) == []
+    where = "agent agent-1: run run-5 written at t=7.250 on server-1"
+    assert check_run_statuses(
+        [
+            write("completed", "invalid_tool_call"),
+            write("failed", "end_turn"),
+            write("running", "end_turn"),
+            write("completed", "finished"),
+        ]
+    ) == [
+        f"{where}: stop reason invalid_tool_call but status completed (want failed)",
+        f"{where}: stop reason end_turn but status failed (want completed)",
+        f"{where}: status running with stop reason end_turn",
+        f"{where}: status completed with stop reason 'finished'",
+    ]
+
+
+def test_the_server_maps_stop_reasons_to_statuses_as_the_oracle_does() -> None:
+    """The server's table (``FAILED_STOPS``) and the oracle's, written apart, agree on every
+    stop reason Letta defines that the oracle judges."""
+    judged = 0
+    for stop in sorted(LETTA_STOP_REASONS):
+        cp = SessionCheckpoint("run-1", A, 8, status="done", stop_reason=stop)
+        want = expected_status(stop)
+        if want is not None:
+            judged += 1
+            assert run_status(cp) == want, stop
+    assert judged == 11
+    assert run_status(SessionCheckpoint("run-1", A, 8)) == "running"

@@ -34,7 +34,7 @@ the loop may rely on (Letta's loop contract, docs/agent.md), never how Kelpie co
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -215,7 +215,9 @@ def check_mcp_verdicts(stored: Mapping[str, Stored], failing_tool: str) -> list[
     ]
 
 
-def check_valid_calls_run(stored: Mapping[str, Stored]) -> list[str]:
+def check_valid_calls_run(
+    stored: Mapping[str, Stored], exempt: Callable[[Stored, Stored], bool] | None = None
+) -> list[str]:
     calls: dict[str | None, Stored] = {
         m.call_id: m for m in stored.values() if m.kind == "tool_call_message"
     }
@@ -226,7 +228,7 @@ def check_valid_calls_run(stored: Mapping[str, Stored]) -> list[str]:
         if "invalid_tool_call" not in m.text or m.call_id is None:
             continue
         call = calls.get(m.call_id)
-        if call is None:
+        if call is None or (exempt is not None and exempt(call, m)):
             continue
         try:
             args = json.loads(call.text)

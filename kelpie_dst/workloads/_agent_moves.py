@@ -332,9 +332,10 @@ class Moves:
         return self._expect(agent, self.call(name, args), False, "read-only block")
 
     def _insert_at(self, agent: int, tag: str, scratch: PromptBlock) -> Call | None:
-        """``memory_insert`` after line n-1, n (the last: fine) or n+1 (out of range)."""
+        """``memory_insert`` before the first line (0), after line n-1, n (the last), -1 (the
+        end), or at n+1 or -2 (out of range)."""
         lines = scratch.value.count("\n") + 1
-        at = lines + self.rng.choice((-1, 0, 1))
+        at = self.rng.choice((0, lines - 1, lines, -1, lines + 1, -2))
         text = tag[: max(1, min(len(tag), scratch.chars_limit - scratch.chars_current - 1))]
         call = self.call(
             "memory_insert", {"label": "scratch", "new_string": text, "insert_line": at}

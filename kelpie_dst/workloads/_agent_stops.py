@@ -5,10 +5,13 @@ Two rules a Letta user relies on, whatever the model does within a step:
 * **A reply ends the run.** Once a step's ``send_message`` succeeded, the run is over: the
   model is not called again in that run, whatever other calls the step made, before or after
   the reply (the workload gives no agent a ``required_before_exit`` rule, the one exception).
-* **``invalid_tool_call`` is earned.** A run stops with it only after ``max_invalid_steps``
-  consecutive steps whose calls were *all* refused: a step with one call that ran is not an
-  invalid step. Refusals are failed results, so each of those last steps must have results
-  and every one of them failed.
+* **``invalid_tool_call`` is earned, and not late.** A run stops with it only after
+  ``max_invalid_steps`` consecutive steps whose calls were *all* refused: a step with one call
+  that ran is not an invalid step. Refusals are failed results, so each of those last steps
+  must have results and every one of them failed. And the step that makes
+  ``max_invalid_steps`` refused steps in a row (refusals told apart from tools that failed by
+  Letta's texts: ``invalid_tool_call: ...``, ``[ToolConstraintError] ...``) is the run's last,
+  and the run says ``invalid_tool_call``.
 
 And a third, of what the client is told: **the stop reason an acknowledged send reports is the
 one its run ended with** (its last terminal run record in the journal), for a retried send
@@ -107,7 +110,33 @@ def check_invalid_stops(
                     f"{max_invalid_steps} was not all refused ({what})"
                 )
                 break
+    for ack in acks:  # and not later: the m-th refused step in a row is the run's last
+        if not ack.run_id:
+            continue
+        steps = _steps(histories.get(ack.agent, ()), ack.run_id)
+        streak = 0
+        for i, (step, results) in enumerate(steps):
+            streak = streak + 1 if results and all(map(_refusal, results)) else 0
+            if streak < max_invalid_steps:
+                continue
+            if i != len(steps) - 1 or ack.stop_reason != "invalid_tool_call":
+                went_on = f"{len(steps) - 1 - i} more step(s) ran" if i < len(steps) - 1 else ""
+                problems.append(
+                    f"{ack.agent} message #{ack.index} ({ack.otid}) run {ack.run_id}: step "
+                    f"{step} made {max_invalid_steps} steps in a row whose calls were all "
+                    f"refused, but {went_on or 'the run ended ' + repr(ack.stop_reason)}"
+                )
+            break
     return problems
+
+
+_REFUSALS = ('"message": "invalid_tool_call: ', '"message": "[ToolConstraintError]')
+
+
+def _refusal(result: Msg) -> bool:
+    """A result the loop refused before running the tool (Letta's refusal texts), not a
+    tool that ran and failed."""
+    return result.status == "error" and any(r in result.text for r in _REFUSALS)
 
 
 def check_told_stop_reasons(acks: Iterable[Ack], runs: Sequence[RunWrite]) -> list[str]:

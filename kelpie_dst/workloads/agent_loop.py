@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -110,7 +110,11 @@ SHAPES = {
     "memgpt": ("thoughts", "beats", "beats"),
     "chat": ("chat",),
     "ruled": ("required",),
+    "flood": ("flood", "flood", "chain"),
 }
+FLOOD_BATCH = 34  # calls per step of a flood run: the third step crosses the run's budget
+FLOOD_CALLS = 3 * FLOOD_BATCH
+BUDGET_REFUSED = "tool call budget exhausted"  # the loop's refusal past max_tool_calls
 RULED_TOOL = "conversation_search"
 REMINDED = "ToolRuleViolated"  # the loop's reminder of an uncalled required_before_exit tool
 
@@ -119,7 +123,7 @@ REMINDED = "ToolRuleViolated"  # the loop's reminder of an uncalled required_bef
 class AgentInfo:
     number: int
     id: str
-    kind: str  # letta, memgpt, chat or ruled
+    kind: str  # letta, memgpt, chat, ruled or flood
     context_window: int
     max_tokens: int
 
@@ -237,6 +241,13 @@ class LoopPolicy:
             if results or any(isinstance(b, TextBlock) and REMINDED in b.text for b in last):
                 return (Call(RULED_TOOL, {"query": f"{tag} required"}),)  # reminded, or failed
             return (f"skip {tag}",)
+        if shape == "flood":  # parallel calls past the run's tool-call budget, then a reply
+            if done < FLOOD_CALLS:
+                return tuple(
+                    Call("conversation_search", {"query": f"{tag} flood {rng.randint(0, 10**9)}"})
+                    for _ in range(FLOOD_BATCH)
+                )
+            return (f"done {tag}",)
         if shape == "beats":
             if done < int(probe.get("beats", 4)):
                 args = {"query": f"{tag} {done}", "request_heartbeat": True}
@@ -337,6 +348,8 @@ class Driver:
         ids = tuple(builtin_id(t) for t in tools)
         if kind == "letta":
             ids = (builtin_id("conversation_search"), *self.log.tool_ids.values())
+        if kind == "flood":
+            ids = (builtin_id("conversation_search"),)
         rules: tuple[ToolRule, ...] = ()
         if kind == "ruled":
             ids = (builtin_id(RULED_TOOL),)
@@ -346,6 +359,7 @@ class Driver:
             "memgpt": (32_000, 1024),
             "chat": (CHAT_WINDOW, CHAT_MAX_TOKENS),
             "ruled": (32_000, 1024),
+            "flood": (32_000, 8192),
         }[kind]
         request = CreateAgent(
             name=f"loop-{n}",
@@ -538,9 +552,10 @@ async def _register(ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node) -> 
 
 
 @workload(
-    params={"letta": 2, "memgpt": 1, "chat": 1, "ruled": 0, "span": 60.0},
+    params={"letta": 2, "memgpt": 1, "chat": 1, "ruled": 0, "flood": 0, "span": 60.0},
     bounds={
         "letta": (0, 20),
+        "flood": (0, 20),
         "memgpt": (0, 20),
         "chat": (0, 20),
         "ruled": (0, 20),
@@ -555,7 +570,7 @@ async def agent_loop(ctx: WorkloadContext) -> None:
     await _register(ctx, log, db)
     services = _start_servers(ctx, log, db)
     drivers: list[Driver] = []
-    for kind in ("letta", "memgpt", "chat", "ruled"):
+    for kind in ("letta", "memgpt", "chat", "ruled", "flood"):
         for _ in range(int(ctx.params[kind])):
             n = len(drivers)
             drivers.append(Driver(Client(ctx, services, f"loop-{n}"), log, n, kind))
@@ -574,12 +589,50 @@ async def agent_loop(ctx: WorkloadContext) -> None:
     ctx.metric("loop.retried", log.retried)
     ctx.metric("loop.prompt_fill", log.fill)
     ctx.metric("loop.desk_refused", sum(m.name == REFUSE for m in log.stored.values()))
+    ctx.metric(
+        "loop.budget_refused",
+        sum(m.status == "error" and BUDGET_REFUSED in m.text for m in log.stored.values()),
+    )
     stops: dict[str, int] = {}
     for s in log.sends:
         if s.stop_reason:
             stops[s.stop_reason] = stops.get(s.stop_reason, 0) + 1
     for reason, count in sorted(stops.items()):
         ctx.metric(f"loop.stop.{reason}", count)
+
+
+def _flood_refusal(call: Stored, result: Stored) -> bool:
+    """A flood run's call refused for the run's budget (judged by check_call_budget)."""
+    return " flood " in call.text and BUDGET_REFUSED in result.text
+
+
+def check_call_budget(tags: list[str], stored: Mapping[str, Stored], budget: int) -> list[str]:
+    """A run executes at most ``budget`` tool calls (``LoopConfig.max_tool_calls``): of a
+    flood run's stored calls, in order, the first ``budget`` ran (none refused for the
+    budget) and every later one was refused for it."""
+    results = {m.call_id: m for m in stored.values() if m.kind == "tool_return_message"}
+    problems: list[str] = []
+    for tag in tags:
+        calls = [
+            m
+            for m in stored.values()
+            if m.kind == "tool_call_message" and f'"{tag} flood ' in m.text
+        ]
+        for k, call in enumerate(calls, 1):
+            result = results.get(call.call_id)
+            if result is None:
+                continue
+            refused = result.status == "error" and BUDGET_REFUSED in result.text
+            if k <= budget and refused:
+                problems.append(f"flood {tag}: call {k} refused for the budget of {budget}")
+                break
+            if k > budget and not refused:
+                problems.append(
+                    f"flood {tag}: call {k} past the budget of {budget} was not refused "
+                    f"({result.status}: {result.text[:60]!r})"
+                )
+                break
+    return problems
 
 
 def check_listed_statuses(runs: list[tuple[str, str, str | None]]) -> list[str]:
@@ -603,7 +656,10 @@ def check_loop(log: LoopLog) -> list[str]:
     problems += check_token_streams(log.sends, log.stored)
     problems += check_streams_stored(log.sends, log.stored)
     problems += check_mcp_verdicts(log.stored, REFUSE)
-    problems += check_valid_calls_run(log.stored)
+    problems += check_valid_calls_run(log.stored, exempt=_flood_refusal)
+    problems += check_call_budget(
+        [s.tag for s in log.sends if s.shape == "flood"], log.stored, LOOP.max_tool_calls
+    )
     problems += check_one_result_per_call(log.stored)
     problems += check_listed_statuses(log.runs)
     return problems + log.problems

@@ -27,6 +27,8 @@ from kelpie_dst.workloads.agent_loop import (
     LoopObserver,
     LoopPolicy,
     answer_words,
+    check_call_budget,
+    check_listed_statuses,
 )
 
 SMALL = ["workload.params.span=15", "duration=40s"]
@@ -184,3 +186,34 @@ def test_a_call_with_two_results_or_a_result_without_a_call_is_named() -> None:
     problems = check_one_result_per_call({"c1": call, "r1": first, "r2": again, "r3": orphan})
     assert len(problems) == 2, problems
     assert "has two results" in problems[0] and "answers no stored call" in problems[1]
+
+
+def test_a_run_runs_at_most_its_tool_call_budget() -> None:
+    refusal = '{"status": "Failed", "message": "invalid_tool_call: tool call budget exhausted"}'
+
+    def flood(n: int, refused_from: int) -> dict[str, Stored]:
+        stored: dict[str, Stored] = {}
+        for k in range(1, n + 1):
+            args = f'{{"query": "t5-1 flood {k}"}}'
+            stored[f"c{k}"] = Stored(f"c{k}", "tool_call_message", args, "x", None, f"k{k}")
+            text, status = (refusal, "error") if k >= refused_from else ("ok", "success")
+            stored[f"r{k}"] = Stored(f"r{k}", "tool_return_message", text, "x", status, f"k{k}")
+        return stored
+
+    assert check_call_budget(["t5-1"], flood(6, 5), 4) == []
+    assert check_call_budget(["t5-1"], flood(6, 6), 4) == [
+        "flood t5-1: call 5 past the budget of 4 was not refused (success: 'ok')"
+    ]
+    assert check_call_budget(["t5-1"], flood(6, 4), 4) == [
+        "flood t5-1: call 4 refused for the budget of 4"
+    ]
+    # another run's calls are not this run's
+    assert check_call_budget(["t5-2"], flood(6, 6), 4) == []
+
+
+def test_a_listed_run_has_the_status_of_its_stop_reason() -> None:
+    runs = [("r1", "failed", "max_tokens_exceeded"), ("r2", "completed", "max_steps")]
+    assert check_listed_statuses([*runs, ("r3", "running", None)]) == []
+    assert check_listed_statuses([("r4", "completed", "no_tool_call")]) == [
+        "run r4: stop reason no_tool_call but listed completed (want failed)"
+    ]

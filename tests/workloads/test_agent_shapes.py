@@ -88,6 +88,44 @@ def test_invalid_tool_call_needs_max_invalid_steps_steps_of_refusals_only() -> N
     assert short and "after 2 step(s), fewer than max_invalid_steps=3" in short[0]
 
 
+def test_invalid_tool_call_stops_at_the_step_that_completes_the_streak() -> None:
+    refusal = '{"status": "Failed", "message": "invalid_tool_call: there is no tool named x"}'
+    failure = '{"status": "Failed", "message": "Error executing function x: ValueError"}'
+
+    def step(first: int, name: str, text: str) -> list[Msg]:
+        call = Msg(f"m{first}", first, "run-1", "tool_call_message", "", tool="x", step_id=name)
+        back = Msg(
+            f"m{first + 1}",
+            first + 1,
+            "run-1",
+            "tool_return_message",
+            text,
+            tool="x",
+            status="error",
+            step_id=name,
+        )
+        return [call, back]
+
+    three = [*step(1, "s1", refusal), *step(3, "s2", refusal), *step(5, "s3", refusal)]
+    assert check_invalid_stops([_ack("invalid_tool_call")], {"a1": three}, 3) == []
+    # planted: the run went on for a step after the third refused step in a row
+    late = [*three, *step(7, "s4", refusal)]
+    assert check_invalid_stops([_ack("invalid_tool_call")], {"a1": late}, 3) == [
+        "a1 message #1 (otid-a1-m1) run run-1: step s3 made 3 steps in a row whose calls were "
+        "all refused, but 1 more step(s) ran"
+    ]
+    # planted: the run stopped there, but said something else
+    assert check_invalid_stops([_ack("max_steps")], {"a1": three}, 3) == [
+        "a1 message #1 (otid-a1-m1) run run-1: step s3 made 3 steps in a row whose calls were "
+        "all refused, but the run ended 'max_steps'"
+    ]
+    # a tool that ran and failed is not a refusal: the streak starts again after it
+    mixed = [*step(1, "s1", refusal), *step(3, "s2", failure), *step(5, "s3", refusal)]
+    assert (
+        check_invalid_stops([_ack("max_steps")], {"a1": [*mixed, *step(7, "s4", refusal)]}, 3) == []
+    )
+
+
 def test_core_memory_replace_replaces_every_occurrence_within_the_limit() -> None:
     value = "kelp tide kelp 海海\nreef foam reef"
     replaced = (True, "K tide K 海海\nreef foam reef")

@@ -114,6 +114,7 @@ SHAPES = {
 }
 FLOOD_BATCH = 34  # calls per step of a flood run: the third step crosses the run's budget
 FLOOD_CALLS = 3 * FLOOD_BATCH
+PAST = {"start_date": "2001-01-01", "end_date": "2001-01-02"}
 BUDGET_REFUSED = "tool call budget exhausted"  # the loop's refusal past max_tool_calls
 RULED_TOOL = "conversation_search"
 REMINDED = "ToolRuleViolated"  # the loop's reminder of an uncalled required_before_exit tool
@@ -243,8 +244,11 @@ class LoopPolicy:
             return (f"skip {tag}",)
         if shape == "flood":  # parallel calls past the run's tool-call budget, then a reply
             if done < FLOOD_CALLS:
-                return tuple(
-                    Call("conversation_search", {"query": f"{tag} flood {rng.randint(0, 10**9)}"})
+                return tuple(  # a window in the past: short answers, so the run's turn fits
+                    Call(
+                        "conversation_search",
+                        {"query": f"{tag} flood {rng.randint(0, 10**9)}", **PAST},
+                    )
                     for _ in range(FLOOD_BATCH)
                 )
             return (f"done {tag}",)

@@ -612,30 +612,28 @@ def _flood_refusal(call: Stored, result: Stored) -> bool:
 
 def check_call_budget(tags: list[str], stored: Mapping[str, Stored], budget: int) -> list[str]:
     """A run executes at most ``budget`` tool calls (``LoopConfig.max_tool_calls``): of a
-    flood run's stored calls, in order, the first ``budget`` ran (none refused for the
-    budget) and every later one was refused for it."""
+    flood run's stored calls, in order, a call is refused for the budget exactly when
+    ``budget`` calls before it ran (calls refused for another reason, such as a call a cut
+    answer left unparsable, do not count)."""
     results = {m.call_id: m for m in stored.values() if m.kind == "tool_return_message"}
     problems: list[str] = []
     for tag in tags:
-        calls = [
-            m
-            for m in stored.values()
-            if m.kind == "tool_call_message" and f'"{tag} flood ' in m.text
-        ]
-        for k, call in enumerate(calls, 1):
+        ran = 0
+        for call in (m for m in stored.values() if m.kind == "tool_call_message"):
             result = results.get(call.call_id)
-            if result is None:
+            if f'"{tag} flood ' not in call.text or result is None:
                 continue
-            refused = result.status == "error" and BUDGET_REFUSED in result.text
-            if k <= budget and refused:
-                problems.append(f"flood {tag}: call {k} refused for the budget of {budget}")
-                break
-            if k > budget and not refused:
+            refusal = result.status == "error" and "invalid_tool_call:" in result.text
+            if refusal and BUDGET_REFUSED not in result.text:
+                continue
+            if (ran < budget) == refusal:
+                state = "refused" if refusal else f"ran ({result.status})"
                 problems.append(
-                    f"flood {tag}: call {k} past the budget of {budget} was not refused "
-                    f"({result.status}: {result.text[:60]!r})"
+                    f"flood {tag}: a call {state} after {ran} calls of the run had run; the "
+                    f"budget is {budget}"
                 )
                 break
+            ran += 0 if refusal else 1
     return problems
 
 

@@ -189,26 +189,36 @@ def test_a_call_with_two_results_or_a_result_without_a_call_is_named() -> None:
 
 
 def test_a_run_runs_at_most_its_tool_call_budget() -> None:
-    refusal = '{"status": "Failed", "message": "invalid_tool_call: tool call budget exhausted"}'
+    budget_text = '{"status": "Failed", "message": "invalid_tool_call: tool call budget exhausted"}'
+    broken = '{"status": "Failed", "message": "invalid_tool_call: the arguments are not JSON"}'
 
-    def flood(n: int, refused_from: int) -> dict[str, Stored]:
+    def flood(*outcomes: str) -> dict[str, Stored]:
+        """One flood call per outcome: ok (ran), budget (refused for it), broken (refused
+        for its arguments)."""
         stored: dict[str, Stored] = {}
-        for k in range(1, n + 1):
+        for k, outcome in enumerate(outcomes, 1):
             args = f'{{"query": "t5-1 flood {k}"}}'
             stored[f"c{k}"] = Stored(f"c{k}", "tool_call_message", args, "x", None, f"k{k}")
-            text, status = (refusal, "error") if k >= refused_from else ("ok", "success")
+            text, status = {
+                "ok": ("ok", "success"),
+                "budget": (budget_text, "error"),
+                "broken": (broken, "error"),
+            }[outcome]
             stored[f"r{k}"] = Stored(f"r{k}", "tool_return_message", text, "x", status, f"k{k}")
         return stored
 
-    assert check_call_budget(["t5-1"], flood(6, 5), 4) == []
-    assert check_call_budget(["t5-1"], flood(6, 6), 4) == [
-        "flood t5-1: call 5 past the budget of 4 was not refused (success: 'ok')"
+    assert check_call_budget(["t5-1"], flood("ok", "ok", "ok", "ok", "budget", "budget"), 4) == []
+    # a call refused for its arguments did not run, so it does not count
+    within = flood("ok", "broken", "ok", "ok", "ok", "budget")
+    assert check_call_budget(["t5-1"], within, 4) == []
+    assert check_call_budget(["t5-1"], flood("ok", "ok", "ok", "ok", "ok", "budget"), 4) == [
+        "flood t5-1: a call ran (success) after 4 calls of the run had run; the budget is 4"
     ]
-    assert check_call_budget(["t5-1"], flood(6, 4), 4) == [
-        "flood t5-1: call 4 refused for the budget of 4"
+    assert check_call_budget(["t5-1"], flood("ok", "ok", "ok", "budget"), 4) == [
+        "flood t5-1: a call refused after 3 calls of the run had run; the budget is 4"
     ]
     # another run's calls are not this run's
-    assert check_call_budget(["t5-2"], flood(6, 6), 4) == []
+    assert check_call_budget(["t5-2"], flood("ok", "ok", "ok", "ok", "ok"), 4) == []
 
 
 def test_a_listed_run_has_the_status_of_its_stop_reason() -> None:

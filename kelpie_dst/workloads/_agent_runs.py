@@ -4,7 +4,10 @@ crashes or the connection breaks (Letta's background mode).
 
 Each attempt first asks for the run again with the send's ``otid`` (idempotent: the agent
 answers with the run the first attempt started, and activating the agent resumes a run its
-dead node left), then follows it from where the client stopped. The oracle, at the client's
+dead node left), then follows it from where the client stopped. With ``breaks`` (a share of
+attempts, chosen by the otid's hash) the client also drops the stream itself after one to four
+frames and reconnects from its last ``seq_id``, once or twice, as a client on a flaky network
+does. The oracle, at the client's
 boundary (:func:`check_followed`): the frames a client was shown are numbered 1, 2, 3, ...
 with no gap and no repeat across every resume, and, once the run ended, they are exactly the
 run's stored messages (``runs.messages.list``), in order.
@@ -32,7 +35,8 @@ class Followed:
     frames: list[tuple[int, str, str]] = attrs.Factory(list)  # (seq_id, id, message_type)
     stored: list[tuple[str, str]] | None = None  # (id, message_type) once the run ended
     attempts: int = 0
-    resumed: int = 0  # attempts that followed from a seq_id > 0
+    resumed: int = 0  # streams that followed from a seq_id > 0
+    breaks: int = 0  # streams the client dropped itself (then reconnected)
     problems: list[str] = attrs.Factory(list)
 
 
@@ -44,15 +48,23 @@ class BackgroundRuns:
     """Which sends go through background mode (a fixed share, chosen by the otid's hash, so
     no random stream of the workload moves), and what their clients saw."""
 
-    def __init__(self, fraction: float) -> None:
+    def __init__(self, fraction: float, breaks: float = 0.0) -> None:
         self.fraction = fraction
+        self.breaks = breaks
         self.followed: dict[str, Followed] = {}
 
     def chosen(self, otid: str | None) -> bool:
         if otid is None or self.fraction <= 0:
             return False
-        digest = hashlib.blake2b(otid.encode(), digest_size=8).digest()
-        return int.from_bytes(digest, "big") / 2**64 < self.fraction
+        return _share(otid) < self.fraction
+
+    def _cuts(self, otid: str, attempt: int) -> list[int]:
+        """Frame counts after which this attempt drops its stream and reconnects (none, one
+        or two, by hash: no random stream of the workload moves)."""
+        key = f"{otid}/{attempt}"
+        if self.breaks <= 0 or _share(key) >= self.breaks:
+            return []
+        return [1 + int(_share(f"{key}/{i}") * 4) for i in range(1 + (_share(key + "/n") < 0.5))]
 
     async def send(
         self,
@@ -71,25 +83,37 @@ class BackgroundRuns:
         if seen.run_id and run.id != seen.run_id:
             seen.problems.append(f"{otid}: the retry started run {run.id}, not {seen.run_id}")
         seen.run_id = run.id
-        after = len(seen.frames)
-        seen.resumed += after > 0
-        stream = await client.runs.messages.stream(run.id, starting_after=after)
         stop, steps = None, None
-        chunk: Any
-        async for chunk in stream:
-            kind = chunk.message_type
-            if kind == "stop_reason":
-                stop = chunk.stop_reason
-            elif kind == "usage_statistics":
-                steps = chunk.step_count
-            elif kind != "ping":
-                number = getattr(chunk, "seq_id", None)
-                if number != len(seen.frames) + 1:
-                    seen.problems.append(
-                        f"{otid}: run {run.id} sent seq_id {number} after "
-                        f"{len(seen.frames)} frames (from starting_after={after})"
-                    )
-                seen.frames.append((number or 0, chunk.id, kind))
+        cuts = self._cuts(otid, seen.attempts)
+        while True:
+            after = len(seen.frames)
+            seen.resumed += after > 0
+            stream = await client.runs.messages.stream(run.id, starting_after=after)
+            cut = cuts.pop(0) if cuts else None
+            got = 0
+            chunk: Any
+            async for chunk in stream:
+                kind = chunk.message_type
+                if kind == "stop_reason":
+                    stop = chunk.stop_reason
+                elif kind == "usage_statistics":
+                    steps = chunk.step_count
+                elif kind != "ping":
+                    number = getattr(chunk, "seq_id", None)
+                    if number != len(seen.frames) + 1:
+                        seen.problems.append(
+                            f"{otid}: run {run.id} sent seq_id {number} after "
+                            f"{len(seen.frames)} frames (from starting_after={after})"
+                        )
+                    seen.frames.append((number or 0, chunk.id, kind))
+                    got += 1
+                    if got == cut:
+                        break
+            if got == cut and stop is None:
+                await stream.close()  # the client drops the connection, then reconnects
+                seen.breaks += 1
+                continue
+            break
         if stop is None:
             raise IncompleteFollowError(f"the stream of run {run.id} ended before its stop")
         page = await client.runs.messages.list(run.id, limit=1000, order="asc")
@@ -117,3 +141,8 @@ def check_followed(runs: BackgroundRuns) -> list[str]:
                     f"{seen.otid}: run {seen.run_id} streamed {shown}, stored {seen.stored}"
                 )
     return problems
+
+
+def _share(key: str) -> float:
+    """A number in [0, 1) from ``key``'s hash."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") / 2**64

@@ -465,12 +465,16 @@ class Driver:
 
     async def read_back(self) -> None:
         after: str | None = None
+        by_run: dict[str, list[str]] = {}  # the history's message ids of each run, in order
         while True:
             cursor = after
             page = await self.client.until_done(
                 lambda s: s.list_messages(self.agent, after=cursor, limit=100, order="asc")  # noqa: B023
             )
             for message in page:
+                run_id = getattr(message, "run_id", None)
+                if run_id:
+                    by_run.setdefault(run_id, []).append(message.id)
                 piece = _piece(message)
                 if piece is not None:
                     status, call_id = None, None
@@ -488,6 +492,23 @@ class Driver:
             lambda s: s.list_runs(agent_ids=[self.agent], limit=1000, order="asc")
         )
         self.log.runs.extend((r.id, r.status, r.stop_reason) for r in runs)
+        for run_id, ids in by_run.items():  # a run's own view lists exactly its messages
+            if len(ids) <= 100:  # the long ones: a view read in batches
+                continue
+            view = await self.client.until_done(
+                lambda s: s.run_messages(run_id, limit=1000, order="asc")  # noqa: B023
+            )
+            listed = [m.id for m in view]
+            if listed != ids:
+                self.log.problem(
+                    f"run {run_id}: its messages list {len(listed)} message(s), its history "
+                    f"holds {len(ids)} (first difference at {_first_difference(listed, ids)})"
+                )
+
+
+def _first_difference(a: list[str], b: list[str]) -> int:
+    pairs = enumerate(zip(a, b, strict=False))
+    return next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
 
 
 def _start_servers(

@@ -158,6 +158,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     "agent_types": "memgpt_agent,letta_v1_agent",
     "stream_fraction": 0.3,
     "background_fraction": 0.0,  # non-streamed sends made as background runs (via http)
+    "follow_breaks": 0.0,  # the share of background follows the client drops after 1-4 frames
+    # and resumes from its last seq_id (_agent_runs), once or twice
     "max_tool_steps": 3,
     "max_steps": 8,
     "hop": 0.3,
@@ -239,6 +241,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "create_burst": (0, 50),
     "storage_attempts": (0, 100),
     "bare_sdk_nodes": (0, 100),
+    "follow_breaks": (0, 1),
 }
 
 
@@ -329,13 +332,17 @@ async def agents(ctx: WorkloadContext) -> None:
         world.auditor.step_hooks.append(fresh.step)
         ctx.state["fresh"] = fresh
     if via == "http":
-        background = BackgroundRuns(float(ctx.params["background_fraction"]))
+        background = BackgroundRuns(
+            float(ctx.params["background_fraction"]), float(ctx.params["follow_breaks"])
+        )
         ctx.state["background"] = background
         async with open_http_link(float(ctx.params["attempt_timeout"]), background) as link:
             ctx.state["link"] = link
             await _drive(ctx, Clients(ctx, world, record, link), plans)
         ctx.metric("background.runs", len(background.followed))
         ctx.metric("background.resumed", sum(f.resumed for f in background.followed.values()))
+        if background.breaks:
+            ctx.metric("background.breaks", sum(f.breaks for f in background.followed.values()))
     else:
         direct = ctx.state["direct"] = DirectLink(world)
         await _drive(ctx, Clients(ctx, world, record, direct), plans)

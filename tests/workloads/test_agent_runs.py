@@ -58,3 +58,21 @@ def test_a_resumed_stream_that_repeats_a_message_is_caught(monkeypatch: Any) -> 
     run = run_scenario(load_scenario("agent_chaos", list(SMALL)), 2)
     assert not run.ok
     assert "background_runs_followed" in run.result.failure.message
+
+
+def test_the_client_drops_a_share_of_its_follows_after_one_to_four_frames() -> None:
+    keys = [
+        (f"otid-a{a}-m{m}", attempt)
+        for a in range(1, 41)
+        for m in range(1, 6)
+        for attempt in (1, 2)
+    ]
+    none = BackgroundRuns(0.25)
+    assert all(none._cuts(otid, attempt) == [] for otid, attempt in keys)
+    half = BackgroundRuns(0.25, breaks=0.5)
+    cuts = [half._cuts(otid, attempt) for otid, attempt in keys]
+    assert cuts == [BackgroundRuns(0.25, 0.5)._cuts(o, a) for o, a in keys]  # by hash alone
+    dropped = [c for c in cuts if c]
+    assert 0.35 < len(dropped) / len(keys) < 0.65
+    assert {len(c) for c in dropped} == {1, 2}
+    assert {n for c in dropped for n in c} == {1, 2, 3, 4}

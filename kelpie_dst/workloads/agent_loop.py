@@ -77,6 +77,12 @@ from ..shims.llm import Call, Reply
 from ..shims.llm._engine import StreamShape
 from ..shims.llm._faults import Failure
 from ..shims.llm._summarizer import is_summary_request
+from ._agent_budgets import (
+    Attempts,
+    check_invalid_streaks,
+    check_llm_attempts,
+    check_tool_budget,
+)
 from ._agent_loop_checks import (
     Piece,
     Send,
@@ -109,9 +115,12 @@ SHAPES = {
     "memgpt": ("thoughts", "beats", "beats"),
     "chat": ("chat",),
     "ruled": ("required",),
+    "budget": ("junk", "spree"),  # the loop's budgets (coreJ): off unless the budget param
 }
 RULED_TOOL = "conversation_search"
 REMINDED = "ToolRuleViolated"  # the loop's reminder of an uncalled required_before_exit tool
+JUNK_TOOL = "desk_shredder"  # a tool no agent has: every call of it is refused
+SPREE_CALLS = 3  # the spree shape's calls per step (distinct queries)
 
 
 @attrs.define
@@ -134,6 +143,11 @@ class LoopLog:
     fill: int = 0  # the fullest prompt, per mille of its agent's context window
     rate_limited: int = 0
     retried: int = 0
+    max_tool_calls: int = LOOP.max_tool_calls
+    attempts: dict[int, Attempts] = attrs.Factory(dict)  # id(request) -> its attempts
+    held: list[LlmRequest] = attrs.Factory(list)  # keeps those ids unique
+    observed: int = 0  # model attempts so far
+    summaries: list[int] = attrs.Factory(list)  # the attempts that were summary requests
 
     def problem(self, text: str) -> None:
         if len(self.problems) < _MAX_PROBLEMS:
@@ -222,6 +236,13 @@ class LoopPolicy:
             return (f"done {tag}",)
         if shape == "thoughts":
             return (f"thinking about {tag}",)
+        if shape == "junk":  # an unknown tool every step: refused until invalid_tool_call
+            return (Call(JUNK_TOOL, {"text": f"{tag} {done}"}),)
+        if shape == "spree":  # distinct searches every step, past max_tool_calls
+            return tuple(
+                Call("conversation_search", {"query": f"{tag} {done} {i}"})
+                for i in range(SPREE_CALLS)
+            )
         if shape == "required":
             results = [
                 block
@@ -268,8 +289,28 @@ class LoopObserver:
         if isinstance(outcome, Failure) and outcome.kind == "rate_limited":
             self.log.rate_limited += 1
             self.refused[id(request)] = (request, now, outcome.retry_after or 0.0)
+        self._attempt(request, outcome)
         if not is_summary_request(request):
             self._size(request)
+
+    def _attempt(self, request: LlmRequest, outcome: Any) -> None:
+        """Count the attempts of each request object (one call of the loop)."""
+        log = self.log
+        summary = is_summary_request(request)
+        attempts = log.attempts.get(id(request))
+        if attempts is None:
+            found = None if summary else _input_of(request)
+            tag = str(found[1].get("tag")) if found is not None else None
+            attempts = log.attempts[id(request)] = Attempts(tag, summary)
+            log.held.append(request)
+        if isinstance(outcome, Failure):
+            attempts.outcomes.append(outcome.kind)
+        else:
+            attempts.outcomes.append("cut" if getattr(outcome, "cut_after", None) else "ok")
+        attempts.last = log.observed
+        if summary:
+            log.summaries.append(log.observed)
+        log.observed += 1
 
     def _size(self, request: LlmRequest) -> None:
         agent = _agent_of(self.log, request)
@@ -333,6 +374,8 @@ class Driver:
         memgpt = kind == "memgpt"
         tools: tuple[str, ...] = ("conversation_search", "send_message") if memgpt else ()
         ids = tuple(builtin_id(t) for t in tools)
+        if kind == "budget":
+            ids = (builtin_id("conversation_search"),)
         if kind == "letta":
             ids = (builtin_id("conversation_search"), *self.log.tool_ids.values())
         rules: tuple[ToolRule, ...] = ()
@@ -344,6 +387,7 @@ class Driver:
             "memgpt": (32_000, 1024),
             "chat": (CHAT_WINDOW, CHAT_MAX_TOKENS),
             "ruled": (32_000, 1024),
+            "budget": (32_000, 1024),
         }[kind]
         request = CreateAgent(
             name=f"loop-{n}",
@@ -381,6 +425,8 @@ class Driver:
             max_steps = (8, 1, 2, 3)[self.k % 4]
         elif shape == "desk":
             probe["refuse"] = rng.random() < 0.5
+        elif shape == "spree":  # more calls than max_tool_calls (no draw: budget agents only)
+            max_steps = 4
         if shape == "blank":
             mode = "tokens"
         else:
@@ -417,6 +463,7 @@ class Driver:
         if result is None:
             return
         send.acked = True
+        send.seen = self.log.observed
         send.stop_reason = result.stop_reason
         send.steps = result.usage.step_count
         texts = [m.content for m in result.messages if isinstance(m, AssistantMessage)]
@@ -459,7 +506,15 @@ class Driver:
                     elif isinstance(message, ToolCallMessage):
                         call_id = message.tool_call.tool_call_id
                     self.log.stored[piece.id] = Stored(
-                        piece.id, piece.kind, piece.text, piece.name, status, call_id
+                        piece.id,
+                        piece.kind,
+                        piece.text,
+                        piece.name,
+                        status,
+                        call_id,
+                        run=message.run_id,
+                        step=message.step_id,
+                        agent=self.agent,
                     )
             if len(page) < 100:
                 return
@@ -492,7 +547,7 @@ def _start_servers(
                 node_id=node.name,
                 llm=llm,
                 mcp=mcp,
-                loop_config=LOOP,
+                loop_config=attrs.evolve(LOOP, max_tool_calls=log.max_tool_calls),
                 dispatcher_options=OPTIONS,
                 options=SERVICE,
                 observer=kelpie_dst.log,
@@ -532,24 +587,34 @@ async def _register(ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node) -> 
 
 
 @workload(
-    params={"letta": 2, "memgpt": 1, "chat": 1, "ruled": 0, "span": 60.0},
+    params={
+        "letta": 2,
+        "memgpt": 1,
+        "chat": 1,
+        "ruled": 0,
+        "span": 60.0,
+        "budget": 0,
+        "max_tool_calls": LOOP.max_tool_calls,
+    },
     bounds={
         "letta": (0, 20),
         "memgpt": (0, 20),
         "chat": (0, 20),
         "ruled": (0, 20),
         "span": (1, 3600),
+        "budget": (0, 20),
+        "max_tool_calls": (1, 1000),
     },
 )
 async def agent_loop(ctx: WorkloadContext) -> None:
     """The agent loop's shapes under faults; see the module docstring."""
-    log = LoopLog()
+    log = LoopLog(max_tool_calls=int(ctx.params["max_tool_calls"]))
     ctx.state["log"] = log
     db = ctx.sim.add_node(ctx.topology.database or "db")
     await _register(ctx, log, db)
     services = _start_servers(ctx, log, db)
     drivers: list[Driver] = []
-    for kind in ("letta", "memgpt", "chat", "ruled"):
+    for kind in ("letta", "memgpt", "chat", "ruled", "budget"):
         for _ in range(int(ctx.params[kind])):
             n = len(drivers)
             drivers.append(Driver(Client(ctx, services, f"loop-{n}"), log, n, kind))
@@ -585,8 +650,16 @@ def check_loop(log: LoopLog) -> list[str]:
     problems += check_token_streams(log.sends, log.stored)
     problems += check_streams_stored(log.sends, log.stored)
     problems += check_mcp_verdicts(log.stored, REFUSE)
-    problems += check_valid_calls_run(log.stored)
+    budget = {a.id for a in log.agents.values() if a.kind == "budget"}  # refused on purpose
+    problems += check_valid_calls_run(
+        {k: m for k, m in log.stored.items() if m.agent not in budget}
+    )
     problems += check_one_result_per_call(log.stored)
+    problems += check_tool_budget(log.stored, max_tool_calls=log.max_tool_calls)
+    problems += check_invalid_streaks(log.stored, max_invalid_steps=LOOP.max_invalid_steps)
+    problems += check_llm_attempts(
+        log.sends, list(log.attempts.values()), log.summaries, llm_retries=LOOP.llm_retries
+    )
     return problems + log.problems
 
 

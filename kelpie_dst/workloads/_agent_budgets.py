@@ -11,12 +11,14 @@ the loop's stop reasons and ``LoopConfig``), never computed the way Kelpie compu
   only a call that ran can succeed, so a run's stored results with status ``success`` are at
   most the budget (a refused call's result is a failure). Certain in any world without
   client-side tool results (approvals), which count as successes without running.
-* **``invalid_tool_call`` comes at ``max_invalid_steps``, not later**
+* **``invalid_tool_call`` comes at ``max_invalid_steps``, not later, not earlier**
   (:func:`check_invalid_streaks`): once ``max_invalid_steps`` steps in a row made calls that
-  were all refused, the run has no later step. A refusal is a failed result that says
-  ``invalid_tool_call`` or ``[ToolConstraintError]`` (the loop's documented refusal texts, the
-  ones ``check_valid_calls_run`` reads); a step with any other result breaks the streak, and so
-  does a step without calls (conservative: Kelpie lets a callless step keep the streak).
+  were all refused, the run has no later step; and a run told ``invalid_tool_call`` ends with
+  that many (judged only where every step made calls, each with its stored result). A
+  refusal is a failed result that says ``invalid_tool_call`` or ``[ToolConstraintError]``
+  (the loop's documented refusal texts, the ones ``check_valid_calls_run`` reads); a step with
+  any other result breaks the streak, and so does a step without calls (conservative: Kelpie
+  lets a callless step keep the streak).
 * **A model call is tried ``llm_retries + 1`` times before the run gives up**
   (:func:`check_llm_attempts`): one request object is one call of the loop, so its attempts,
   as the simulated model saw them, are at most ``llm_retries + 1``; and a run that stopped
@@ -82,7 +84,9 @@ def _refused(result: Stored | None) -> bool:
     )
 
 
-def check_invalid_streaks(stored: Mapping[str, Stored], *, max_invalid_steps: int) -> list[str]:
+def check_invalid_streaks(
+    stored: Mapping[str, Stored], *, max_invalid_steps: int, sends: Iterable[Send] = ()
+) -> list[str]:
     steps: dict[str, list[str]] = {}  # run -> its steps in history order
     calls: dict[str, list[str]] = {}  # step -> its calls' ids
     results: dict[str, Stored] = {}  # call id -> its result
@@ -98,6 +102,7 @@ def check_invalid_streaks(stored: Mapping[str, Stored], *, max_invalid_steps: in
         elif m.kind == "tool_return_message" and m.call_id is not None:
             results[m.call_id] = m
     problems: list[str] = []
+    streaks: dict[str, int] = {}  # run -> its streak at its last step
     for run, order in steps.items():
         streak = 0
         for i, step in enumerate(order):
@@ -110,6 +115,19 @@ def check_invalid_streaks(stored: Mapping[str, Stored], *, max_invalid_steps: in
                     f"invalid_tool_call): {len(order) - 1 - i} more step(s)"
                 )
                 break
+        # judged only where every step made calls, each with its result: then the streak is
+        # exactly the loop's (Kelpie keeps it across a step without calls)
+        if all(calls.get(s) and all(c in results for c in calls[s]) for s in order):
+            streaks[run] = streak
+    for s in sends:  # and the other side: invalid_tool_call is earned
+        if not s.acked or s.stop_reason != "invalid_tool_call" or s.run not in streaks:
+            continue
+        if streaks[s.run] < max_invalid_steps:
+            problems.append(
+                f"{s.agent} {s.shape} {s.tag}: stopped with invalid_tool_call after "
+                f"{streaks[s.run]} step(s) in a row whose calls were all refused; "
+                f"max_invalid_steps is {max_invalid_steps}"
+            )
     return problems
 
 

@@ -94,6 +94,7 @@ class Send:
     pieces: list[Piece] = attrs.Factory(list)
     failed: str | None = None
     seen: int = -1  # model attempts observed when it was acknowledged (_agent_budgets)
+    run: str | None = None  # the run it was answered with
 
 
 _LOOP_ENDINGS = frozenset(

@@ -426,7 +426,7 @@ class Driver:
         elif shape == "desk":
             probe["refuse"] = rng.random() < 0.5
         elif shape == "spree":  # more calls than max_tool_calls (no draw: budget agents only)
-            max_steps = 4
+            max_steps = 6  # past the budget: a mixed step, then refused ones to invalid_tool_call
         if shape == "blank":
             mode = "tokens"
         else:
@@ -464,6 +464,7 @@ class Driver:
             return
         send.acked = True
         send.seen = self.log.observed
+        send.run = result.run_id
         send.stop_reason = result.stop_reason
         send.steps = result.usage.step_count
         texts = [m.content for m in result.messages if isinstance(m, AssistantMessage)]
@@ -656,7 +657,9 @@ def check_loop(log: LoopLog) -> list[str]:
     )
     problems += check_one_result_per_call(log.stored)
     problems += check_tool_budget(log.stored, max_tool_calls=log.max_tool_calls)
-    problems += check_invalid_streaks(log.stored, max_invalid_steps=LOOP.max_invalid_steps)
+    problems += check_invalid_streaks(
+        log.stored, max_invalid_steps=LOOP.max_invalid_steps, sends=log.sends
+    )
     problems += check_llm_attempts(
         log.sends, list(log.attempts.values()), log.summaries, llm_retries=LOOP.llm_retries
     )

@@ -103,3 +103,21 @@ def test_a_model_call_tried_more_often_than_allowed_is_named() -> None:
     five = _attempts("overloaded", "cut", "overloaded", "overloaded", "ok")
     [problem] = check_llm_attempts([], [five], [], llm_retries=3)
     assert "tried 5 times" in problem
+
+
+def test_an_invalid_tool_call_stop_that_was_not_earned_is_named() -> None:
+    def stopped(run: str) -> Send:
+        send = Send("agent-1", "spree", "t0-1", 6, "send")
+        send.acked, send.stop_reason, send.run = True, "invalid_tool_call", run
+        return send
+
+    ran = [_call(5, "run-1", "s5"), _result(5, "run-1", "s5", "success")]
+    three = _history(*ran, *_refused_step(1), *_refused_step(2), *_refused_step(3))
+    check = check_invalid_streaks
+    assert check(three, max_invalid_steps=3, sends=[stopped("run-1")]) == []
+    two = _history(*_refused_step(1), *ran, *_refused_step(2), *_refused_step(3))
+    [problem] = check(two, max_invalid_steps=3, sends=[stopped("run-1")])
+    assert "after 2 step(s) in a row" in problem
+    # a call without a result (an interrupted step): not judged
+    open_call = _history(*ran, *_refused_step(2), *_refused_step(3), _call(7, "run-1", "s7"))
+    assert check(open_call, max_invalid_steps=3, sends=[stopped("run-1")]) == []

@@ -69,12 +69,14 @@ class Request:
     nodes: list[str] = attrs.Factory(list)  # the node of each attempt, in order
     ran_ok: bool = True  # False: the approved call's result was a tool error (it may not run)
     note_ok: bool = True  # ... and the same for the note call
+    request_id: str = ""  # the approval request message's id (the legacy answer names it)
 
 
 @attrs.define
 class ApprovalLog:
     tool: str = ""
     note: str = ""
+    legacy: float = 0.0  # the share of answers in Letta's legacy form (approve=...)
     agents: list[str] = attrs.Factory(list)
     requests: list[Request] = attrs.Factory(list)
     held: dict[str, Request] = attrs.Factory(dict)  # node -> the request it is working on

@@ -89,6 +89,7 @@ async def _ask(service: AgentService, log: ApprovalLog, req: Request) -> None:
     if json.loads(call.arguments).get("key") != req.key:
         log.problems.append(f"{req.key}: the approval request is for {call.arguments}")
     req.call_id = call.tool_call_id
+    req.request_id = asks[0].id
     req.phase = "answer"
 
 
@@ -100,6 +101,18 @@ async def _answer(service: AgentService, log: ApprovalLog, req: Request, rng: An
     reason = None if req.approve or rng.random() < 0.5 else f"no, not {req.key}"
     decision = ApprovalDecision(req.call_id, req.approve, reason)
     message = InputMessage("approval", "", otid=f"answer-{req.key}", approvals=(decision,))
+    if log.legacy > 0 and rng.random() < log.legacy:
+        # Letta's legacy answer: approve (and the reason as content) for the approval request
+        # named by approval_request_id: the request message's id, as Letta's clients send it,
+        # or (every third key) the call's id, which Kelpie also accepts (docs/http-api.md)
+        named = req.call_id if sum(map(ord, req.key)) % 3 == 0 else req.request_id
+        message = InputMessage(
+            "approval",
+            reason or "",
+            otid=f"answer-{req.key}",
+            approve=req.approve,
+            approval_request_id=named,
+        )
     if req.sent_at is None:
         req.sent_at = trio.current_time()
     try:
@@ -184,14 +197,19 @@ async def _setup(
 
 
 @workload(
-    params={"agents": 3, "requests": 4, "probe_fraction": 0.3},
+    params={"agents": 3, "requests": 4, "probe_fraction": 0.3, "legacy_fraction": 0.0},
     sizes=("agents", "requests"),
-    bounds={"agents": (1, 20), "requests": (1, 50), "probe_fraction": (0, 1)},
+    bounds={
+        "agents": (1, 20),
+        "requests": (1, 50),
+        "probe_fraction": (0, 1),
+        "legacy_fraction": (0, 1),
+    },
 )
 async def agent_approvals(ctx: WorkloadContext) -> None:
     """Approvals and denials across crashes; see the module docstring."""
     db = ctx.sim.add_node(ctx.topology.database or "db")
-    log = ApprovalLog()
+    log = ApprovalLog(legacy=float(ctx.params["legacy_fraction"]))
     ctx.state["approvals"] = log
     server = vault(log)
     main = ctx.sim.current_node()

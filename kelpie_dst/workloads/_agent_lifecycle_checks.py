@@ -37,6 +37,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from ._agent_fresh import EPHEMERAL
+
 __all__ = [
     "Approval",
     "BlockSwap",
@@ -121,6 +123,10 @@ class LabelAttempt:
     label: str
     outcome: str  # "refused" (409), "accepted", or another error's name
     labels_after: tuple[str, ...]
+    # with ``label_prompts`` (coreJ, session 14): the agent's blocks as storage has them
+    # (label, value) and those the prompt of the activation holding it shows (None: not read)
+    stored: tuple[tuple[str, str], ...] = ()
+    prompt: tuple[tuple[str, str], ...] | None = None
 
 
 @attrs.frozen
@@ -249,6 +255,15 @@ def _labels(log: LifecycleLog) -> list[str]:
             )
         if len(set(a.labels_after)) != len(a.labels_after):
             problems.append(f"{a.agent_id} shows two blocks with one label: {list(a.labels_after)}")
+        if a.prompt is not None:
+            shown = [(lb, v) for lb, v in a.prompt if lb not in EPHEMERAL]
+            if sorted(shown) != sorted(a.stored):
+                problems.append(
+                    f"after the {a.outcome} {a.how} to {a.label!r}, the prompt of the activation "
+                    f"holding {a.agent_id} shows blocks {[lb for lb, _ in shown]} "
+                    f"({[v[:30] for _, v in shown]}), storage has {[lb for lb, _ in a.stored]} "
+                    f"({[v[:30] for _, v in a.stored]})"
+                )
     for block_id, limit, fits, over in log.limits:
         if fits != "ok" or over != "refused":
             problems.append(
@@ -264,6 +279,14 @@ def _labels(log: LifecycleLog) -> list[str]:
             )
         elif [lb for _, lb in w.after_attach].count(label) != 1:
             problems.append(f"{w.agent_id} shows two blocks labelled {label!r} after an attach")
+        # every read of the agent, not only the one after a refusal (coreJ, session 14): a
+        # refused attach that the actor applied in memory first shows up in the next write
+        views = [w.after_attach] + ([w.after_detach] if w.how == "detach" else [])
+        for view in views:
+            labels = [lb for _, lb in view]
+            twice = sorted({lb for lb in labels if labels.count(lb) > 1} - {label})
+            if twice:
+                problems.append(f"{w.agent_id} shows two blocks with one label: {twice}")
         if any(b == w.block_id or lb == label for b, lb in w.after_detach):
             problems.append(
                 f"after {w.how.rstrip('e')}ing block {w.block_id} from {w.agent_id}, the agent "

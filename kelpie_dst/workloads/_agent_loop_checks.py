@@ -72,6 +72,9 @@ class Stored:
     name: str | None = None
     status: str | None = None  # a tool return's
     call_id: str | None = None  # a tool call's or a tool return's tool_call_id
+    run: str | None = None  # its run_id (the budgets of _agent_budgets)
+    step: str | None = None  # its step_id
+    agent: str | None = None  # the agent whose history holds it
 
 
 @attrs.define
@@ -90,6 +93,8 @@ class Send:
     reply: str | None = None  # the run's last assistant text
     pieces: list[Piece] = attrs.Factory(list)
     failed: str | None = None
+    seen: int = -1  # model attempts observed when it was acknowledged (_agent_budgets)
+    run: str | None = None  # the run it was answered with
 
 
 _LOOP_ENDINGS = frozenset(

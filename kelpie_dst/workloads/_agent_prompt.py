@@ -53,3 +53,12 @@ def prompt_blocks(system: str) -> dict[str, PromptBlock] | None:
 def agents_named(text: str) -> set[int]:
     """The agent numbers a text mentions (``tag-aN`` / ``mark-aN``)."""
     return {int(n) for n in AGENT_MARK.findall(text)}
+
+
+def prompt_labels(system: str) -> list[str] | None:
+    """The labels of the memory blocks in a system prompt, in order and with repeats (None if
+    it has no memory section): :func:`prompt_blocks` keeps one block per label."""
+    section = _SECTION.search(system)
+    if section is None:
+        return None
+    return [m["label"] for m in _BLOCK.finditer(section.group(1))]

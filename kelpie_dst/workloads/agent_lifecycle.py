@@ -192,8 +192,12 @@ async def _labels(client: Client, log: LifecycleLog, agent: _Agent, k: int) -> N
     except Exception as error:  # any other answer is wrong too
         outcome = type(error).__name__
     after = await client.until_done(lambda s: s.get_agent(agent.id))
+    stored = tuple((b.label, b.value) for b in after.blocks)
+    prompt = await _holder_prompt(client, agent) if client.ctx.params.get("label_prompts") else None
     log.labels.append(
-        LabelAttempt(agent.id, how, taken, outcome, tuple(b.label for b in after.blocks))
+        LabelAttempt(
+            agent.id, how, taken, outcome, tuple(b.label for b in after.blocks), stored, prompt
+        )
     )
 
 
@@ -369,7 +373,14 @@ async def _delete(client: Client, log: LifecycleLog, agent: _Agent) -> str:
 
 
 @workload(
-    params={"agents": 3, "span": 30.0, "delete_at": 45.0, "repair_at": 60.0, "deletes": 0},
+    params={
+        "agents": 3,
+        "span": 30.0,
+        "delete_at": 45.0,
+        "repair_at": 60.0,
+        "deletes": 0,
+        "label_prompts": 0,
+    },
     sizes=("agents",),
     bounds={
         "agents": (1, 20),
@@ -488,6 +499,33 @@ async def _scratch_deleted(client: Client, log: LifecycleLog, agent: _Agent, k: 
 
 
 SCRATCH_LIMIT = 40  # the limit of the scratch blocks ``deletes`` updates at and over it
+
+
+# -- the prompt after a label change (``label_prompts``; session 14, coreJ) ------------------
+
+
+async def _holder_prompt(client: Client, agent: _Agent) -> tuple[tuple[str, str], ...] | None:
+    """The blocks (label, value, each as often as shown) of the prompt the activation holding
+    the agent compiles now (``recompile``, dry run, through its node: another node would
+    activate it afresh from storage); None if no node holds it or the recompile failed. A
+    refused change must leave what that activation works from as storage has it."""
+    from kelpie_agent.actors import ActorId
+
+    from ._agent_prompt import prompt_blocks, prompt_labels
+
+    actor = ActorId("agent", agent.id)
+    holder = next((s for s in client.services.values() if actor in s.dispatcher.active()), None)
+    if holder is None or not holder.running:
+        return None
+    try:
+        with trio.fail_after(60):
+            prompt = await holder.recompile(agent.id, dry_run=True)
+    except (*_FAILURES, ServiceError):
+        return None  # the node went down or storage failed: no prompt to judge
+    blocks, labels = prompt_blocks(prompt), prompt_labels(prompt)
+    if blocks is None or labels is None:
+        return None
+    return tuple((label, blocks[label].value) for label in labels)
 
 
 async def _update_outcome(

@@ -77,6 +77,12 @@ from ..shims.llm import Call, Reply
 from ..shims.llm._engine import StreamShape
 from ..shims.llm._faults import Failure
 from ..shims.llm._summarizer import is_summary_request
+from ._agent_budgets import (
+    Attempts,
+    check_invalid_streaks,
+    check_llm_attempts,
+    check_tool_budget,
+)
 from ._agent_loop_checks import (
     Piece,
     Send,
@@ -111,6 +117,7 @@ SHAPES = {
     "chat": ("chat",),
     "ruled": ("required",),
     "flood": ("flood", "flood", "chain"),
+    "budget": ("junk", "spree"),  # the loop's budgets (coreJ): off unless the budget param
 }
 FLOOD_BATCH = 34  # calls per step of a flood run: the third step crosses the run's budget
 FLOOD_CALLS = 3 * FLOOD_BATCH
@@ -118,6 +125,8 @@ PAST = {"start_date": "2001-01-01", "end_date": "2001-01-02"}
 BUDGET_REFUSED = "tool call budget exhausted"  # the loop's refusal past max_tool_calls
 RULED_TOOL = "conversation_search"
 REMINDED = "ToolRuleViolated"  # the loop's reminder of an uncalled required_before_exit tool
+JUNK_TOOL = "desk_shredder"  # a tool no agent has: every call of it is refused
+SPREE_CALLS = 3  # the spree shape's calls per step (distinct queries)
 
 
 @attrs.define
@@ -141,6 +150,11 @@ class LoopLog:
     fill: int = 0  # the fullest prompt, per mille of its agent's context window
     rate_limited: int = 0
     retried: int = 0
+    max_tool_calls: int = LOOP.max_tool_calls
+    attempts: dict[int, Attempts] = attrs.Factory(dict)  # id(request) -> its attempts
+    held: list[LlmRequest] = attrs.Factory(list)  # keeps those ids unique
+    observed: int = 0  # model attempts so far
+    summaries: list[int] = attrs.Factory(list)  # the attempts that were summary requests
 
     def problem(self, text: str) -> None:
         if len(self.problems) < _MAX_PROBLEMS:
@@ -229,6 +243,13 @@ class LoopPolicy:
             return (f"done {tag}",)
         if shape == "thoughts":
             return (f"thinking about {tag}",)
+        if shape == "junk":  # an unknown tool every step: refused until invalid_tool_call
+            return (Call(JUNK_TOOL, {"text": f"{tag} {done}"}),)
+        if shape == "spree":  # distinct searches every step, past max_tool_calls
+            return tuple(
+                Call("conversation_search", {"query": f"{tag} {done} {i}"})
+                for i in range(SPREE_CALLS)
+            )
         if shape == "required":
             results = [
                 block
@@ -285,8 +306,28 @@ class LoopObserver:
         if isinstance(outcome, Failure) and outcome.kind == "rate_limited":
             self.log.rate_limited += 1
             self.refused[id(request)] = (request, now, outcome.retry_after or 0.0)
+        self._attempt(request, outcome)
         if not is_summary_request(request):
             self._size(request)
+
+    def _attempt(self, request: LlmRequest, outcome: Any) -> None:
+        """Count the attempts of each request object (one call of the loop)."""
+        log = self.log
+        summary = is_summary_request(request)
+        attempts = log.attempts.get(id(request))
+        if attempts is None:
+            found = None if summary else _input_of(request)
+            tag = str(found[1].get("tag")) if found is not None else None
+            attempts = log.attempts[id(request)] = Attempts(tag, summary)
+            log.held.append(request)
+        if isinstance(outcome, Failure):
+            attempts.outcomes.append(outcome.kind)
+        else:
+            attempts.outcomes.append("cut" if getattr(outcome, "cut_after", None) else "ok")
+        attempts.last = log.observed
+        if summary:
+            log.summaries.append(log.observed)
+        log.observed += 1
 
     def _size(self, request: LlmRequest) -> None:
         agent = _agent_of(self.log, request)
@@ -350,6 +391,8 @@ class Driver:
         memgpt = kind == "memgpt"
         tools: tuple[str, ...] = ("conversation_search", "send_message") if memgpt else ()
         ids = tuple(builtin_id(t) for t in tools)
+        if kind == "budget":
+            ids = (builtin_id("conversation_search"),)
         if kind == "letta":
             ids = (builtin_id("conversation_search"), *self.log.tool_ids.values())
         if kind == "flood":
@@ -364,6 +407,7 @@ class Driver:
             "chat": (CHAT_WINDOW, CHAT_MAX_TOKENS),
             "ruled": (32_000, 1024),
             "flood": (32_000, 8192),
+            "budget": (32_000, 1024),
         }[kind]
         request = CreateAgent(
             name=f"loop-{n}",
@@ -401,6 +445,8 @@ class Driver:
             max_steps = (8, 1, 2, 3)[self.k % 4]
         elif shape == "desk":
             probe["refuse"] = rng.random() < 0.5
+        elif shape == "spree":  # more calls than max_tool_calls (no draw: budget agents only)
+            max_steps = 6  # past the budget: a mixed step, then refused ones to invalid_tool_call
         if shape == "blank":
             mode = "tokens"
         else:
@@ -437,6 +483,8 @@ class Driver:
         if result is None:
             return
         send.acked = True
+        send.seen = self.log.observed
+        send.run = result.run_id
         send.stop_reason = result.stop_reason
         send.steps = result.usage.step_count
         texts = [m.content for m in result.messages if isinstance(m, AssistantMessage)]
@@ -483,7 +531,15 @@ class Driver:
                     elif isinstance(message, ToolCallMessage):
                         call_id = message.tool_call.tool_call_id
                     self.log.stored[piece.id] = Stored(
-                        piece.id, piece.kind, piece.text, piece.name, status, call_id
+                        piece.id,
+                        piece.kind,
+                        piece.text,
+                        piece.name,
+                        status,
+                        call_id,
+                        run=message.run_id,
+                        step=message.step_id,
+                        agent=self.agent,
                     )
             if len(page) < 100:
                 break
@@ -537,7 +593,7 @@ def _start_servers(
                 node_id=node.name,
                 llm=llm,
                 mcp=mcp,
-                loop_config=LOOP,
+                loop_config=attrs.evolve(LOOP, max_tool_calls=log.max_tool_calls),
                 dispatcher_options=OPTIONS,
                 options=SERVICE,
                 observer=kelpie_dst.log,
@@ -577,7 +633,16 @@ async def _register(ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node) -> 
 
 
 @workload(
-    params={"letta": 2, "memgpt": 1, "chat": 1, "ruled": 0, "flood": 0, "span": 60.0},
+    params={
+        "letta": 2,
+        "memgpt": 1,
+        "chat": 1,
+        "ruled": 0,
+        "flood": 0,
+        "span": 60.0,
+        "budget": 0,
+        "max_tool_calls": LOOP.max_tool_calls,
+    },
     bounds={
         "letta": (0, 20),
         "flood": (0, 20),
@@ -585,17 +650,19 @@ async def _register(ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node) -> 
         "chat": (0, 20),
         "ruled": (0, 20),
         "span": (1, 3600),
+        "budget": (0, 20),
+        "max_tool_calls": (1, 1000),
     },
 )
 async def agent_loop(ctx: WorkloadContext) -> None:
     """The agent loop's shapes under faults; see the module docstring."""
-    log = LoopLog()
+    log = LoopLog(max_tool_calls=int(ctx.params["max_tool_calls"]))
     ctx.state["log"] = log
     db = ctx.sim.add_node(ctx.topology.database or "db")
     await _register(ctx, log, db)
     services = _start_servers(ctx, log, db)
     drivers: list[Driver] = []
-    for kind in ("letta", "memgpt", "chat", "ruled", "flood"):
+    for kind in ("letta", "memgpt", "chat", "ruled", "flood", "budget"):
         for _ in range(int(ctx.params[kind])):
             n = len(drivers)
             drivers.append(Driver(Client(ctx, services, f"loop-{n}"), log, n, kind))
@@ -679,12 +746,22 @@ def check_loop(log: LoopLog) -> list[str]:
     problems += check_token_streams(log.sends, log.stored)
     problems += check_streams_stored(log.sends, log.stored)
     problems += check_mcp_verdicts(log.stored, REFUSE)
-    problems += check_valid_calls_run(log.stored, exempt=_flood_refusal)
+    budget = {a.id for a in log.agents.values() if a.kind == "budget"}  # refused on purpose
+    problems += check_valid_calls_run(
+        {k: m for k, m in log.stored.items() if m.agent not in budget}, exempt=_flood_refusal
+    )
     problems += check_call_budget(
-        [s.tag for s in log.sends if s.shape == "flood"], log.stored, LOOP.max_tool_calls
+        [s.tag for s in log.sends if s.shape == "flood"], log.stored, log.max_tool_calls
     )
     problems += check_one_result_per_call(log.stored)
     problems += check_listed_statuses(log.runs)
+    problems += check_tool_budget(log.stored, max_tool_calls=log.max_tool_calls)
+    problems += check_invalid_streaks(
+        log.stored, max_invalid_steps=LOOP.max_invalid_steps, sends=log.sends
+    )
+    problems += check_llm_attempts(
+        log.sends, list(log.attempts.values()), log.summaries, llm_retries=LOOP.llm_retries
+    )
     return problems + log.problems
 
 

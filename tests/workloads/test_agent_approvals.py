@@ -42,3 +42,12 @@ def test_the_oracle_names_each_broken_answer() -> None:
         "a0r3: answered, yet note (no approval needed) never ran",
         "a0r4: pay or note ran before any answer was sent",
     ]
+
+
+def test_the_legacy_answers_scenario_passes_and_repeats_its_trace() -> None:
+    """agent_approvals_legacy (coreJ, session 14): half the answers in Letta's legacy form."""
+    scenario = load_scenario("agent_approvals_legacy", ["workload.params.requests=2"])
+    first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["approvals.requests"] == 6
+    assert first.result.trace_hash == again.result.trace_hash

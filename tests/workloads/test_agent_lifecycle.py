@@ -242,3 +242,37 @@ def test_an_update_at_the_limit_refused_or_one_over_accepted_is_named() -> None:
         "block b3 (limit 40): an update to 40 characters was ok, one to 41 ok (must be ok, then "
         "refused)",
     ]
+
+
+def test_a_refused_change_the_holders_prompt_shows_is_named() -> None:
+    """label_prompts (coreJ, session 14): after a refused attach, the prompt of the activation
+    holding the agent shows its blocks as storage has them, each once."""
+    stored = (("persona", "p"), ("human", "h"))
+    log = _good()
+    log.labels = [
+        LabelAttempt("a1", "attach", "human", "refused", ("persona", "human"), stored, stored),
+        LabelAttempt(
+            "a1",
+            "attach",
+            "human",
+            "refused",
+            ("persona", "human"),
+            stored,
+            (*stored, ("tool_usage_rules", "r")),  # compiled from the rules, never stored
+        ),
+        LabelAttempt("a1", "attach", "human", "refused", ("persona", "human"), stored, None),
+    ]
+    assert check_lifecycle(log) == []
+    log.labels = [
+        LabelAttempt(
+            "a1",
+            "attach",
+            "human",
+            "refused",
+            ("persona", "human"),
+            stored,
+            (("persona", "p"), ("human", "loose"), ("human", "loose")),
+        )
+    ]
+    [problem] = check_lifecycle(log)
+    assert "the prompt of the activation holding a1 shows blocks" in problem

@@ -33,10 +33,13 @@ import attrs
 
 __all__ = [
     "PassageSeen",
+    "ScheduleSeen",
     "SearchSeen",
     "SurroundingsLog",
     "check_folders",
     "check_identities",
+    "check_respelled",
+    "check_schedules",
     "check_searches",
     "check_surroundings",
     "cosine",
@@ -91,6 +94,22 @@ class SearchSeen:
 
 
 @attrs.define
+class ScheduleSeen:
+    """A schedule the client created (far ahead: nothing fires): ``cron`` or ``at`` (epoch
+    seconds); ``sent``/``acked`` the client's clock around the create; what the create and a
+    later retrieve answered (``next_at``, None when unknown)."""
+
+    cron: str | None
+    at: float | None
+    sent: float
+    acked: float | None = None
+    id: str | None = None
+    next_at: float | None = None
+    retrieved: float | None = None
+    deleted: bool = False
+
+
+@attrs.define
 class SurroundingsLog:
     searches: list[SearchSeen] = attrs.Factory(list)
     # identities: (key, outcome) per create in order: "made:<id>", "refused", "unknown"
@@ -104,6 +123,20 @@ class SurroundingsLog:
     open_before: frozenset[str] = frozenset()  # the other agent's open files, before
     open_after: frozenset[str] | None = None  # ... and after the detach
     detached_listed: int | None = None  # files the detached agent lists afterwards
+    # duplicate handling of a taken name: "error" answered (True: refused, False: stored),
+    # "skip" answered this name, "replace": the file it replaced, the new one, the listing after
+    error_refused: bool | None = None
+    skip_name: str | None = None
+    replaced: tuple[str, str, frozenset[str]] | None = None
+    # searches repeated with the query upper-cased and stop words added: (query, changed,
+    # hits, hits again); the embedder case-folds and skips stop words (docs/embeddings.md)
+    respelled: list[
+        tuple[str, str, tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]
+    ] = attrs.Factory(list)
+    schedules: list[ScheduleSeen] = attrs.Factory(list)
+    schedule_pages: list[tuple[int, list[bool], list[list[str]]]] = attrs.Factory(list)
+    schedule_listed: list[tuple[str, float, str]] = attrs.Factory(list)  # (id, created_at, id)
+    schedule_gone: list[tuple[str, bool]] = attrs.Factory(list)  # (deleted id, still found)
     problems: list[str] = attrs.Factory(list)  # found while running
 
 
@@ -241,13 +274,96 @@ def check_folders(log: SurroundingsLog) -> list[str]:
         )
     if log.detached_listed:
         problems.append(f"the agent the folder was detached from lists {log.detached_listed} files")
+    if log.error_refused is False:
+        problems.append("an upload of a taken name with duplicate_handling=error was stored")
+    if log.skip_name is not None and log.skip_name != "notes.txt":
+        problems.append(f"an upload of notes.txt with skip answered the file {log.skip_name!r}")
+    if log.replaced is not None:
+        old, new, after = log.replaced
+        if old in after or new not in after:
+            problems.append(
+                f"replace: the folder lists {sorted(after)}; {old} must be gone and {new} there"
+            )
     return problems[:_MAX]
 
 
-def check_surroundings(log: SurroundingsLog) -> list[str]:
+def check_respelled(log: SurroundingsLog) -> list[str]:
+    problems = []
+    for query, changed, hits, again in log.respelled:
+        same = len(hits) == len(again) and all(
+            a[0] == b[0] and abs(a[1] - b[1]) <= _EPS for a, b in zip(hits, again, strict=True)
+        )
+        if not same:
+            problems.append(
+                f"a search for {changed!r} answered {list(again)[:3]}, one for {query!r} "
+                f"{list(hits)[:3]} (case and stop words must not matter)"
+            )
+    return problems[:_MAX]
+
+
+def check_schedules(log: SurroundingsLog, tolerance: float) -> list[str]:
+    """Each created schedule's next time is its own (a one-time one's moment; a recurring
+    one's cron's next minute after its create, by the oracle's cron model), on create and on
+    retrieve; the list is the creation order (``created_at``, then id), pages of one or two
+    following ``after`` add up to it with ``has_next_page`` true exactly before the last page;
+    a deleted schedule is neither listed nor found."""
+    from ._cron_model import cron_model  # the oracle's own reading of cron
+
+    problems: list[str] = []
+    for s in log.schedules:
+        if s.id is None or s.next_at is None:
+            continue
+        want_low = want_high = None
+        if s.at is not None:
+            want_low = want_high = s.at
+        elif s.cron is not None and s.acked is not None:
+            model = cron_model(s.cron)
+            horizon = 60 * 24 * 40
+            if not model.fires_at(s.next_at):
+                problems.append(
+                    f"schedule {s.id} ({s.cron}) next due at {s.next_at}, not a cron minute"
+                )
+                continue
+            want_low = model.next_after(s.sent - tolerance, horizon)
+            want_high = model.next_after(s.acked + tolerance, horizon)
+        if want_low is None or want_high is None:
+            continue
+        for what, value in (("created", s.next_at), ("retrieved", s.retrieved)):
+            if value is not None and not want_low - 1e-3 <= value <= want_high + 1e-3:
+                problems.append(
+                    f"schedule {s.id} ({s.cron or s.at}) {what} with next time {value}, "
+                    f"not {want_low}" + (f" to {want_high}" if want_high != want_low else "")
+                )
+    listed = [i for i, _, _ in log.schedule_listed]
+    order = sorted(log.schedule_listed, key=lambda r: (r[1], r[2]))
+    if [i for i, _, _ in order] != listed:
+        problems.append(f"schedules listed out of creation order: {listed}")
+    for size, more, pages in log.schedule_pages:
+        ids = [i for page in pages for i in page]
+        if ids != listed:
+            problems.append(f"schedules paged {size} at a time give {ids}, not {listed}")
+        want_more = [any(pages[k + 1 :]) for k in range(len(pages))]
+        if more != want_more:
+            problems.append(
+                f"schedule pages of {size} ({[len(p) for p in pages]} schedules): "
+                f"has_next_page {more}, not {want_more}"
+            )
+    for schedule_id, found in log.schedule_gone:
+        if found or schedule_id in listed:
+            problems.append(f"schedule {schedule_id} deleted, yet still found or listed")
+    made = {s.id for s in log.schedules if s.id is not None and not s.deleted}
+    missing = sorted(made - set(listed))
+    if missing and log.schedule_listed:
+        problems.append(f"acknowledged schedules not listed: {missing}")
+    return problems[:_MAX]
+
+
+def check_surroundings(log: SurroundingsLog, tolerance: float = 5.0) -> list[str]:
     return [
         *log.problems[:_MAX],
         *check_searches(log.searches),
+        *check_respelled(log),
         *check_identities(log),
         *check_folders(log),
+        *check_schedules(log, tolerance),
     ]

@@ -37,6 +37,7 @@ from kelpie_agent.agent import (
     AgentStorageError,
     CreateAgent,
     IdentityStore,
+    InputMessage,
     InvalidRequestError,
 )
 from kelpie_agent.embeddings import HashingEmbedder
@@ -49,12 +50,14 @@ from kelpie_agent.service import (
 )
 from kelpie_agent.service import _archives as archives
 from kelpie_agent.service import _folders as folders
+from kelpie_agent.service import _schedules as schedules
 
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
 from ._agent_schedules import _FAILURES, OPTIONS, Client
 from ._surroundings_checks import (
     PassageSeen,
+    ScheduleSeen,
     SearchSeen,
     SurroundingsLog,
     check_surroundings,
@@ -80,6 +83,19 @@ WORDS = (
     "current",
 )
 TAGS = ("red", "blue")
+# crons whose next time rolls over an hour, a day, a week or a month from the epoch's first
+# minutes (Thursday 1 January 2026), read by the oracle's own model (_cron_model)
+CRONS = (
+    "0 9 * * 1-5",
+    "30 */6 * * *",
+    "15 14 * * sun",
+    "5,35 8-10 2 * *",
+    "0 0 1 * *",
+    "59 23 31 * *",
+    "0 12 * feb mon",
+    "*/20 3 * * 6,0",
+    "0 6 3 * fri",
+)
 DAY = 86_400.0
 
 
@@ -167,6 +183,24 @@ class Surroundings:
         for seen, created in batch:
             seen.sure, seen.created_at = True, created
 
+    async def delete_own_passage(self, agent: str) -> None:
+        """Delete one of the agent's own passages (through its actor), then search at once."""
+        mine = [p for p in self.passages.values() if p.owner == agent and p.sure and not p.deleted]
+        if not mine:
+            return
+        target = self.rng.choice(mine)
+
+        async def delete(s: AgentService) -> None:
+            found = await s.list_passages(agent, limit=1000)
+            for record in found:
+                if record.text == target.text:
+                    with contextlib.suppress(NotFoundError):
+                        await s.delete_passage(agent, record.id)
+
+        await self.client.until_done(delete)
+        target.deleted = True
+        await self.search(agent)
+
     async def delete_archive_passage(self, archive: str) -> None:
         mine = [
             p for p in self.passages.values() if p.owner == archive and p.sure and not p.deleted
@@ -205,14 +239,28 @@ class Surroundings:
             first, last = sorted((rng.choice(dated), rng.choice(dated)))
             start = first if rng.random() < 0.8 else None
             end = last if rng.random() < 0.8 else None
-        try:
-            hits = await self.client.once(
-                lambda s: s.search_passages(
-                    agent, query, tags=tags, tag_match_mode=mode, top_k=top_k, start=start, end=end
-                )
+
+        def ask(text: str) -> Callable[[AgentService], Awaitable[Any]]:
+            return lambda s: s.search_passages(
+                agent, text, tags=tags, tag_match_mode=mode, top_k=top_k, start=start, end=end
             )
+
+        try:
+            hits = await self.client.once(ask(query))
         except (*_FAILURES, ServiceError):
             return
+        if rng.random() < 0.3 and len(certain) == len(there):  # nothing of unknown outcome
+            changed = "The " + query.upper() + " of it"
+            with contextlib.suppress(*_FAILURES, ServiceError):
+                again = await self.client.once(ask(changed))
+                self.log.respelled.append(
+                    (
+                        query,
+                        changed,
+                        tuple((h.passage.text, h.score) for h in hits),
+                        tuple((h.passage.text, h.score) for h in again),
+                    )
+                )
         embedder = HashingEmbedder()  # a fresh one: the oracle's, not a node's
         [q] = await embedder.embed([query])
         vectors = await embedder.embed([p.text for p in there])
@@ -383,6 +431,111 @@ class Surroundings:
         log.open_after = await open_of(b)
         listed, _ = await self.client.until_done(lambda s: folders.agent_files(s, a, limit=50))
         log.detached_listed = len(listed)
+        await self.duplicates(folder.id)
+
+    async def duplicates(self, folder_id: str) -> None:
+        """Uploads of the taken name notes.txt: ``error`` is refused, ``skip`` answers the file
+        of that name, ``replace`` stores a new file in its place."""
+        log = self.log
+
+        def upload(how: str) -> Callable[[AgentService], Awaitable[Any]]:
+            return lambda s: folders.upload_file(
+                s, folder_id, "notes.txt", b"again\n", declared_type=None, duplicate_handling=how
+            )
+
+        try:
+            await self.client.once(upload("error"))
+        except _FAILURES:
+            pass
+        except ServiceError:
+            log.error_refused = True
+        else:
+            log.error_refused = False
+        kept = await self.client.until_done(upload("skip"))
+        if kept is None:
+            return
+        log.skip_name = kept.file_name
+        try:
+            new = await self.client.once(upload("replace"))
+        except (*_FAILURES, ServiceError):
+            return
+        files = await self.client.until_done(lambda s: folders.list_files(s, folder_id))
+        log.replaced = (kept.id, new.id, frozenset(f.id for f in files))
+        log.folder_names = [f.file_name for f in files]
+
+    # -- schedules ------------------------------------------------------------------------
+    async def schedules(self) -> None:
+        """Schedules far ahead (the nodes' schedulers are off: nothing fires): one-time and
+        recurring on crons that roll over hours, days, weeks and months; retrieved, listed
+        whole and in pages, one deleted."""
+        agent = self.agents[1]
+        log = self.log
+        clock = self.client.clock
+        for cron in CRONS:
+            await self._schedule(agent, cron, None)
+            if self.rng.random() < 0.5:
+                await self._schedule(agent, None, clock.now() + self.rng.uniform(600, 9 * DAY))
+        for seen in log.schedules:
+            if seen.id is None:
+                continue
+            record = await self.client.until_done(
+                lambda s, i=seen.id: schedules.get_schedule(s, agent, i)  # type: ignore[misc]
+            )
+            seen.retrieved = record.next_at
+        made = [s for s in log.schedules if s.id is not None]
+        if made:
+            gone = self.rng.choice(made)
+
+            async def delete(s: AgentService) -> None:
+                with contextlib.suppress(NotFoundError):  # a retry of a delete that landed
+                    await schedules.delete_schedule(s, agent, gone.id or "")
+
+            await self.client.until_done(delete)
+            gone.deleted = True
+            try:
+                await self.client.until_done(
+                    lambda s: schedules.get_schedule(s, agent, gone.id or "")
+                )
+            except NotFoundError:
+                log.schedule_gone.append((gone.id or "", False))
+            else:
+                log.schedule_gone.append((gone.id or "", True))
+        everything, _ = await self.client.until_done(lambda s: schedules.list_schedules(s, agent))
+        log.schedule_listed = [(r.id, r.created_at, r.id) for r in everything]
+        for size in (1, 2):
+            more: list[bool] = []
+            pages: list[list[str]] = []
+            after: str | None = None
+            while len(more) < 50:
+                page, further = await self.client.until_done(
+                    lambda s, a=after, n=size: schedules.list_schedules(  # type: ignore[misc]
+                        s, agent, after=a, limit=n
+                    )
+                )
+                more.append(further)
+                pages.append([r.id for r in page])
+                if not further or not page:
+                    break
+                after = page[-1].id
+            log.schedule_pages.append((size, more, pages))
+
+    async def _schedule(self, agent: str, cron: str | None, at: float | None) -> None:
+        clock = self.client.clock
+        seen = ScheduleSeen(cron, at, clock.now())
+        self.log.schedules.append(seen)
+        spec: dict[str, object] = (
+            {"type": "recurring", "cron_expression": cron}
+            if cron is not None
+            else {"type": "one-time", "scheduled_at": (at or 0.0) * 1000}
+        )
+        messages = (InputMessage("user", f"later {len(self.log.schedules)}"),)
+        try:
+            record = await self.client.once(
+                lambda s: schedules.create_schedule(s, agent, messages, spec)
+            )
+        except (*_FAILURES, ServiceError):
+            return
+        seen.acked, seen.id, seen.next_at = clock.now(), record.id, record.next_at
 
     # -- the run --------------------------------------------------------------------------
     agents: list[str]
@@ -410,6 +563,7 @@ class Surroundings:
         await self.archive_batch(shelf, int(self.ctx.params["passages"]) // 2)
         await self.own_passage(a)
         await self.delete_archive_passage(shelf)
+        await self.delete_own_passage(b)
         for _ in range(int(self.ctx.params["searches"])):
             await self.search(a if self.rng.random() < 0.7 else b)
         await self.attach_archive(b, shelf, True)
@@ -419,12 +573,13 @@ class Surroundings:
         await self.search(b)
         await self.identities()
         await self.folder()
+        await self.schedules()
 
 
 @workload(
-    params={"passages": 8, "searches": 8},
+    params={"passages": 8, "searches": 8, "tolerance": 5.0},
     sizes=("passages", "searches"),
-    bounds={"passages": (1, 100), "searches": (1, 200)},
+    bounds={"passages": (1, 100), "searches": (1, 200), "tolerance": (0, 60)},
 )
 async def agent_surroundings(ctx: WorkloadContext) -> None:
     """Archives, search, identities and folders under faults; see the module docstring."""
@@ -438,14 +593,17 @@ async def agent_surroundings(ctx: WorkloadContext) -> None:
     ctx.metric("surroundings.hits", sum(len(s.hits) for s in log.searches))
     ctx.metric("surroundings.identities", len(log.identity_list))
     ctx.metric("surroundings.uploads", sum(n is not None for _, n in log.uploads))
-    ctx.metric("surroundings.problems", len(check_surroundings(log)))
+    ctx.metric("surroundings.schedules", sum(s.id is not None for s in log.schedules))
+    ctx.metric(
+        "surroundings.problems", len(check_surroundings(log, float(ctx.params["tolerance"])))
+    )
 
 
 @invariant
 def surroundings_consistent(ctx: WorkloadContext) -> None:
     """Search ranks by cosine within the filters; keys name one identity; an identity's agents
     are the attached ones; folder names are unique; a detach leaves others' files."""
-    problems = check_surroundings(ctx.state["surroundings"])
+    problems = check_surroundings(ctx.state["surroundings"], float(ctx.params["tolerance"]))
     shown = "; ".join(problems[:5]) + (
         f"; ... ({len(problems)} in all)" if len(problems) > 5 else ""
     )

@@ -10,10 +10,13 @@ import attrs
 
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._surroundings_checks import (
+    ScheduleSeen,
     SearchSeen,
     SurroundingsLog,
     check_folders,
     check_identities,
+    check_respelled,
+    check_schedules,
     check_searches,
     cosine,
 )
@@ -133,3 +136,51 @@ def test_folder_names_are_unique_and_a_detach_leaves_other_agents_files() -> Non
     assert any("lists 2 files" in p for p in problems)
     renamed = attrs.evolve(good, uploads=[("notes.txt", "notes (1).txt")])
     assert any("was named 'notes (1).txt'" in p for p in check_folders(renamed))
+
+
+def test_a_search_that_depends_on_case_or_stop_words_is_named() -> None:
+    same = (("kelp tide", 0.7), ("reef", 0.0))
+    log = SurroundingsLog(respelled=[("kelp", "The KELP of it", same, same)])
+    assert check_respelled(log) == []
+    log.respelled.append(("kelp", "The KELP of it", same, (("reef", 0.2), ("kelp tide", 0.1))))
+    [problem] = check_respelled(log)
+    assert "case and stop words must not matter" in problem
+
+
+def _schedules(**changes: Any) -> SurroundingsLog:
+    """Two schedules of the epoch's first minute (Thursday 1 January 2026, 00:00:10 UTC)."""
+    start = 1_767_225_610.0
+    log = SurroundingsLog(
+        schedules=[
+            ScheduleSeen("0 9 * * 1-5", None, start, start + 1, "s-1", 1_767_258_000.0),
+            ScheduleSeen(None, start + 600, start, start + 1, "s-2", start + 600),
+        ],
+        schedule_listed=[("s-1", start, "s-1"), ("s-2", start + 0.5, "s-2")],
+        schedule_pages=[(1, [True, False], [["s-1"], ["s-2"]]), (2, [False], [["s-1", "s-2"]])],
+    )
+    return attrs.evolve(log, **changes)
+
+
+def test_schedules_read_back_as_created_and_paged() -> None:
+    assert check_schedules(_schedules(), 5.0) == []
+    late = _schedules()
+    late.schedules[0].next_at = 1_767_258_000.0 + 86_400  # Friday 9:00, not Thursday's
+    assert any("next time" in p for p in check_schedules(late, 5.0))
+    pages = _schedules(schedule_pages=[(2, [True, False], [["s-1", "s-2"], []])])
+    assert any(
+        "has_next_page [True, False], not [False, False]" in p for p in check_schedules(pages, 5.0)
+    )
+    gone = _schedules(schedule_gone=[("s-2", False)])
+    assert any("deleted, yet still found or listed" in p for p in check_schedules(gone, 5.0))
+
+
+def test_duplicate_handling_is_judged() -> None:
+    log = SurroundingsLog(
+        error_refused=False,
+        skip_name="notes_(1).txt",
+        replaced=("file-old", "file-new", frozenset({"file-old", "file-new"})),
+    )
+    problems = check_folders(log)
+    assert any("duplicate_handling=error was stored" in p for p in problems)
+    assert any("with skip answered the file 'notes_(1).txt'" in p for p in problems)
+    assert any("file-old must be gone" in p for p in problems)

@@ -134,6 +134,13 @@ class SurroundingsLog:
         tuple[str, str, tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]
     ] = attrs.Factory(list)
     schedules: list[ScheduleSeen] = attrs.Factory(list)
+    # the archive renamed: (archives listed by the new name, by the old name); then deleted:
+    # (its id, still listed, agents whose archive_ids still hold it)
+    archive_names: tuple[list[str], list[str]] | None = None
+    archive_gone: tuple[str, bool, list[str]] | None = None
+    # the folder deleted: (files the other agent still lists, folders named "docs", still in
+    # that agent's folder_ids)
+    folder_gone: tuple[int, int, bool] | None = None
     schedule_pages: list[tuple[int, list[bool], list[list[str]]]] = attrs.Factory(list)
     schedule_listed: list[tuple[str, float, str]] = attrs.Factory(list)  # (id, created_at, id)
     schedule_gone: list[tuple[str, bool]] = attrs.Factory(list)  # (deleted id, still found)
@@ -274,6 +281,24 @@ def check_folders(log: SurroundingsLog) -> list[str]:
         )
     if log.detached_listed:
         problems.append(f"the agent the folder was detached from lists {log.detached_listed} files")
+    if log.folder_gone is not None and log.folder_gone != (0, 0, False):
+        files, named, attached = log.folder_gone
+        problems.append(
+            f"after the folder's delete an agent lists {files} of its files, {named} folders "
+            f"have its name, and it is{'' if attached else ' not'} in the agent's folder_ids"
+        )
+    if log.archive_names is not None:
+        by_new, by_old = log.archive_names
+        if len(by_new) != 1 or by_old:
+            problems.append(
+                f"after a rename, archives.list(name=new) gives {by_new} and (name=old) {by_old}"
+            )
+    if log.archive_gone is not None:
+        archive, listed, holders = log.archive_gone
+        if listed or holders:
+            problems.append(
+                f"archive {archive} deleted, yet listed ({listed}) or attached to {holders}"
+            )
     if log.error_refused is False:
         problems.append("an upload of a taken name with duplicate_handling=error was stored")
     if log.skip_name is not None and log.skip_name != "notes.txt":

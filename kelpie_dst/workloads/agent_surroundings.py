@@ -226,8 +226,11 @@ class Surroundings:
         scope = {agent, *self.scope[agent]}
         there = [p for p in self.passages.values() if p.owner in scope and not p.deleted]
         certain = [p for p in there if p.sure]
-        if certain and rng.random() < 0.4:
+        roll = rng.random()
+        if certain and roll < 0.4:
             query = rng.choice(certain).text
+        elif roll < 0.5:
+            query = "the of it"  # stop words only: a zero vector, every passage scores 0
         else:
             query = " ".join(rng.sample(WORDS, rng.choice((1, 2))))
         tags = tuple(sorted(rng.sample(TAGS, rng.choice((1, 2))))) if rng.random() < 0.4 else ()
@@ -283,6 +286,101 @@ class Surroundings:
                     for h in hits
                 ),
             )
+        )
+
+    async def search_everywhere(self, agent: str | None) -> None:
+        """``/v1/passages/search``: one agent's archival memory (``agent_id``) or every agent's
+        that has passages of its own, merged best first, at most ``limit``. Judged as one
+        search over (agent, passage) pairs."""
+        rng = self.rng
+        agents = [agent] if agent is not None else list(self.agents)
+        pairs: dict[str, PassageSeen] = {}
+        for owner in agents:
+            scope = {owner, *self.scope[owner]}
+            for p in self.passages.values():
+                if p.owner in scope and not p.deleted:
+                    pairs[f"{owner}|{p.text}"] = p
+        if agent is None and any(  # only agents with passages of their own are searched
+            not any(p.owner == g and p.sure and not p.deleted for p in self.passages.values())
+            for g in agents
+        ):
+            return
+        query = " ".join(rng.sample(WORDS, rng.choice((1, 2))))
+        tags = tuple(sorted(rng.sample(TAGS, 1))) if rng.random() < 0.3 else ()
+        mode = rng.choice(("any", "all"))
+        limit = rng.randint(1, 12)
+        try:
+            found = await self.client.once(
+                lambda s: s.search_all_passages(
+                    query, agent_id=agent, tags=tags, tag_match_mode=mode, limit=limit
+                )
+            )
+        except (*_FAILURES, ServiceError):
+            return
+        embedder = HashingEmbedder()
+        [q] = await embedder.embed([query])
+        texts = sorted({p.text for p in pairs.values()})
+        vectors = dict(zip(texts, await embedder.embed(texts), strict=True))
+        certain = {k: p for k, p in pairs.items() if p.sure}
+        self.log.searches.append(
+            SearchSeen(
+                agent=f"{agent or 'every agent'} (passages.search)",
+                query=query,
+                tags=tags,
+                mode=mode,
+                top_k=limit,
+                start=None,
+                end=None,
+                certain=frozenset(certain),
+                possible=frozenset(pairs),
+                model={k: cosine(q, vectors[p.text]) for k, p in pairs.items()},
+                created={k: p.created_at for k, p in certain.items() if p.created_at is not None},
+                tagged={k: p.tags for k, p in pairs.items()},
+                hits=tuple(
+                    (
+                        f"{owner}|{h.passage.text}",
+                        h.score,
+                        h.passage.created_at,
+                        frozenset(h.passage.tags),
+                    )
+                    for owner, h in found
+                ),
+            )
+        )
+
+    async def retire_archive(self, archive: str) -> None:
+        """Rename the archive, then delete it: it is detached from its agents, its passages
+        leave their archival memory, and it is no longer listed."""
+        log = self.log
+        await self.client.until_done(
+            lambda s: archives.update_archive(s, archive, {"name": "shelf-renamed"})
+        )
+        by_new = await self.client.until_done(
+            lambda s: archives.list_archives(s, name="shelf-renamed")
+        )
+        by_old = await self.client.until_done(lambda s: archives.list_archives(s, name="shelf"))
+        log.archive_names = ([a.id for a in by_new], [a.id for a in by_old])
+
+        async def delete(s: AgentService) -> None:
+            with contextlib.suppress(NotFoundError):  # a retry of a delete that landed
+                await archives.delete_archive(s, archive)
+
+        await self.client.until_done(delete)
+        for p in self.passages.values():
+            if p.owner == archive:
+                p.deleted = True
+        for agent in self.agents:
+            if archive in self.scope[agent]:
+                self.scope[agent].remove(archive)
+        listed = await self.client.until_done(lambda s: archives.list_archives(s, limit=50))
+        views = [
+            await self.client.until_done(lambda s, g=g: s.get_agent(g))  # type: ignore[misc]
+            for g in self.agents
+        ]
+        log.archive_gone = (
+            archive,
+            archive in {a.id for a in listed},
+            sorted(v.agent.id for v in views if archive in v.agent.archive_ids),
         )
 
     async def attach_archive(self, agent: str, archive: str, attach: bool) -> None:
@@ -433,6 +531,16 @@ class Surroundings:
         log.detached_listed = len(listed)
         await self.duplicates(folder.id)
 
+        async def delete(s: AgentService) -> None:
+            with contextlib.suppress(NotFoundError):  # a retry of a delete that landed
+                await folders.delete_folder(s, folder.id)
+
+        await self.client.until_done(delete)
+        left, _ = await self.client.until_done(lambda s: folders.agent_files(s, b, limit=50))
+        named = await self.client.until_done(lambda s: folders.list_folders(s, name="docs"))
+        view = await self.client.until_done(lambda s: s.get_agent(b))
+        log.folder_gone = (len(left), len(named), folder.id in view.agent.folder_ids)
+
     async def duplicates(self, folder_id: str) -> None:
         """Uploads of the taken name notes.txt: ``error`` is refused, ``skip`` answers the file
         of that name, ``replace`` stores a new file in its place."""
@@ -569,8 +677,14 @@ class Surroundings:
         await self.attach_archive(b, shelf, True)
         await self.search(b)
         await self.search(b)
+        await self.search_everywhere(None)
+        await self.search_everywhere(b)
         await self.attach_archive(b, shelf, False)
         await self.search(b)
+        await self.search_everywhere(a)
+        await self.retire_archive(shelf)
+        await self.search(a)
+        await self.search_everywhere(None)
         await self.identities()
         await self.folder()
         await self.schedules()

@@ -184,3 +184,21 @@ def test_duplicate_handling_is_judged() -> None:
     assert any("duplicate_handling=error was stored" in p for p in problems)
     assert any("with skip answered the file 'notes_(1).txt'" in p for p in problems)
     assert any("file-old must be gone" in p for p in problems)
+
+
+def test_a_deleted_archive_or_folder_left_behind_is_named() -> None:
+    good = SurroundingsLog(
+        archive_names=(["archive-1"], []),
+        archive_gone=("archive-1", False, []),
+        folder_gone=(0, 0, False),
+    )
+    assert check_folders(good) == []
+    bad = SurroundingsLog(
+        archive_names=(["archive-1"], ["archive-1"]),
+        archive_gone=("archive-1", False, ["agent-1"]),
+        folder_gone=(2, 0, True),
+    )
+    problems = check_folders(bad)
+    assert any("after a rename" in p for p in problems)
+    assert any("attached to ['agent-1']" in p for p in problems)
+    assert any("lists 2 of its files" in p for p in problems)

@@ -100,3 +100,32 @@ async def test_an_identity_whose_commit_outcome_is_unknown_is_created_not_refuse
     assert {r.id for r in made} <= {r.id for r in listed}
     keys = [r.identifier_key for r in listed]
     assert len(keys) == len(set(keys))
+
+
+@pytest.mark.dst(seeds=3, guards="strict", faults=["storage.commit_unknown=0.5"])
+async def test_an_archive_passage_delete_whose_commit_outcome_is_unknown_is_not_a_404() -> None:
+    """The delete's retry after an ambiguous commit found its passage gone and answered "not
+    found" for a passage it had deleted (a real bug found by schedJ, session 14)."""
+    store = ArchiveStore(node_kv(), sim_ports())
+    embedder = HashingEmbedder()
+    archive = None
+    while archive is None:
+        try:
+            archive = await store.create("shelf")
+        except AgentStorageError:
+            continue
+    stored = []
+    for n in range(6):
+        try:
+            [record] = await store.add_passages(
+                archive.id, [(f"kelp note {n}", (), {}, None)], embedder, "hashing"
+            )
+        except AgentStorageError:
+            continue
+        stored.append(record)
+    assert stored
+    for record in stored:
+        try:
+            await store.delete_passage(archive.id, record.id)
+        except AgentStorageError:
+            continue

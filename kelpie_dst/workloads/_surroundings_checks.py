@@ -294,10 +294,10 @@ def check_folders(log: SurroundingsLog) -> list[str]:
                 f"after a rename, archives.list(name=new) gives {by_new} and (name=old) {by_old}"
             )
     if log.archive_gone is not None:
-        archive, listed, holders = log.archive_gone
-        if listed or holders:
+        archive, still_listed, holders = log.archive_gone
+        if still_listed or holders:
             problems.append(
-                f"archive {archive} deleted, yet listed ({listed}) or attached to {holders}"
+                f"archive {archive} deleted, yet listed ({still_listed}) or attached to {holders}"
             )
     if log.error_refused is False:
         problems.append("an upload of a taken name with duplicate_handling=error was stored")

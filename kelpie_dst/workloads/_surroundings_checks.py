@@ -136,7 +136,7 @@ class SurroundingsLog:
     schedules: list[ScheduleSeen] = attrs.Factory(list)
     # the archive renamed: (archives listed by the new name, by the old name); then deleted:
     # (its id, still listed, agents whose archive_ids still hold it)
-    archive_names: tuple[list[str], list[str]] | None = None
+    archive_names: tuple[str, list[str], list[str]] | None = None
     archive_gone: tuple[str, bool, list[str]] | None = None
     # the folder deleted: (files the other agent still lists, folders named "docs", still in
     # that agent's folder_ids)
@@ -288,10 +288,11 @@ def check_folders(log: SurroundingsLog) -> list[str]:
             f"have its name, and it is{'' if attached else ' not'} in the agent's folder_ids"
         )
     if log.archive_names is not None:
-        by_new, by_old = log.archive_names
-        if len(by_new) != 1 or by_old:
+        renamed, by_new, by_old = log.archive_names
+        if renamed not in by_new or renamed in by_old:
             problems.append(
-                f"after a rename, archives.list(name=new) gives {by_new} and (name=old) {by_old}"
+                f"after {renamed}'s rename, archives.list(name=new) gives {by_new} and "
+                f"(name=old) {by_old}"
             )
     if log.archive_gone is not None:
         archive, still_listed, holders = log.archive_gone
@@ -299,7 +300,7 @@ def check_folders(log: SurroundingsLog) -> list[str]:
             problems.append(
                 f"archive {archive} deleted, yet listed ({still_listed}) or attached to {holders}"
             )
-    if log.error_refused is False:
+    if log.error_refused is False and ("notes.txt", "notes.txt") in log.uploads:
         problems.append("an upload of a taken name with duplicate_handling=error was stored")
     if log.skip_name is not None and log.skip_name != "notes.txt":
         problems.append(f"an upload of notes.txt with skip answered the file {log.skip_name!r}")

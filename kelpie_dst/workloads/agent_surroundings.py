@@ -359,7 +359,7 @@ class Surroundings:
             lambda s: archives.list_archives(s, name="shelf-renamed")
         )
         by_old = await self.client.until_done(lambda s: archives.list_archives(s, name="shelf"))
-        log.archive_names = ([a.id for a in by_new], [a.id for a in by_old])
+        log.archive_names = (archive, [a.id for a in by_new], [a.id for a in by_old])
 
         async def delete(s: AgentService) -> None:
             with contextlib.suppress(NotFoundError):  # a retry of a delete that landed

@@ -176,6 +176,7 @@ def test_schedules_read_back_as_created_and_paged() -> None:
 
 def test_duplicate_handling_is_judged() -> None:
     log = SurroundingsLog(
+        uploads=[("notes.txt", "notes.txt")],
         error_refused=False,
         skip_name="notes_(1).txt",
         replaced=("file-old", "file-new", frozenset({"file-old", "file-new"})),
@@ -188,17 +189,17 @@ def test_duplicate_handling_is_judged() -> None:
 
 def test_a_deleted_archive_or_folder_left_behind_is_named() -> None:
     good = SurroundingsLog(
-        archive_names=(["archive-1"], []),
+        archive_names=("archive-1", ["archive-1"], []),
         archive_gone=("archive-1", False, []),
         folder_gone=(0, 0, False),
     )
     assert check_folders(good) == []
     bad = SurroundingsLog(
-        archive_names=(["archive-1"], ["archive-1"]),
+        archive_names=("archive-1", ["archive-1"], ["archive-1"]),
         archive_gone=("archive-1", False, ["agent-1"]),
         folder_gone=(2, 0, True),
     )
     problems = check_folders(bad)
-    assert any("after a rename" in p for p in problems)
+    assert any("archive-1's rename" in p for p in problems)
     assert any("attached to ['agent-1']" in p for p in problems)
     assert any("lists 2 of its files" in p for p in problems)

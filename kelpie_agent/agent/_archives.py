@@ -210,11 +210,17 @@ class ArchiveStore:
         return records
 
     async def delete_passage(self, archive_id: str, passage_id: str) -> None:
+        tried = False  # a retry may follow a commit that landed without an answer
+
         async def build(txn: Transaction) -> None:
+            nonlocal tried
             if await txn.get(passage_key(archive_id, passage_id)) is None:
+                if tried:  # gone: this delete's own earlier attempt (or another) landed
+                    return
                 raise ResourceNotFoundError(
                     "passage", passage_id, f"passage {passage_id!r} not found in {archive_id}"
                 )
+            tried = True
             await txn.delete(passage_key(archive_id, passage_id))
             await txn.delete(passage_id_key(passage_id))
 

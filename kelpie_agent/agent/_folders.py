@@ -387,10 +387,16 @@ class FolderStore:
         return text
 
     async def delete_file(self, folder_id: str, file_id: str) -> None:
+        tried = False  # a retry may follow a commit that landed without an answer
+
         async def build(txn: Transaction) -> None:
+            nonlocal tried
             data = await txn.get(file_key(folder_id, file_id))
             if data is None:
+                if tried:  # gone: this delete's own earlier attempt (or another) landed
+                    return
                 raise ResourceNotFoundError("file", file_id)
+            tried = True
             await _delete_file(txn, unpack(data))
 
         await self.read.transact(build, f"file {file_id}")

@@ -107,6 +107,8 @@ class IdentityStore:
 
         async def build(txn: Transaction) -> IdentityRecord:
             taken = await txn.get(key_key(identifier_key))
+            if taken is not None and unpack(taken) == record.id:
+                return record  # an ambiguous commit landed: the key is ours (Reader.transact)
             if taken is not None:
                 raise InvalidRequestError(
                     f"identifier_key: an identity with key {identifier_key!r} already exists"

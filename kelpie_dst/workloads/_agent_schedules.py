@@ -112,6 +112,9 @@ class Log:
     pending: list[tuple[str, str, float]] = attrs.Factory(list)  # (agent, id, next due)
     end: float = 0.0  # when the final read began (the client's clock)
     duplicates: list[str] = attrs.Factory(list)  # otids stored twice
+    # (agent, schedule, next due, the client's clock when the read began): the pending
+    # recurring schedules read before the final deletes (a pure record: no request added)
+    listed: list[tuple[str, str, float, float]] = attrs.Factory(list)
     unknown: int = 0  # creates whose outcome was unknown
 
 
@@ -215,6 +218,28 @@ def check(log: Log, grace: float, tolerance: float) -> list[str]:
     for agent_id, schedule_id, due in log.pending:
         if due < log.end - grace:
             problems.append(f"schedule {schedule_id} of {agent_id} still pending, due {due:.3f}")
+    problems += _check_moved_on(log, seen, tolerance)
+    return problems
+
+
+def _check_moved_on(log: Log, seen: dict[str, list[Fired]], tolerance: float) -> list[str]:
+    """A schedule moves past what it sent: a recurring schedule listed (read from the time
+    ``read``) as next due at ``due`` has sent no occurrence due at or after ``due`` that was
+    stored before ``read`` (give or take the clocks' ``tolerance``). An occurrence's input and
+    the schedule's advance commit together, so once the input is stored the schedule's next
+    time is past it."""
+    problems = []
+    for agent_id, schedule_id, due, read in log.listed:
+        behind = [
+            f.due
+            for f in seen.get(schedule_id, [])
+            if f.agent_id == agent_id and f.date < read - tolerance and _us(f.due) >= _us(due)
+        ]
+        if behind:
+            problems.append(
+                f"schedule {schedule_id} listed as next due at {due} (read at {read:.3f}) after "
+                f"its occurrence(s) {behind} were sent"
+            )
     return problems
 
 
@@ -401,11 +426,13 @@ async def agent_schedules(ctx: WorkloadContext) -> None:
             nursery.start_soon(_outage, ctx, nodes, span)
     # the end: delete what is left (including schedules whose create's outcome was unknown)
     for agent_id in agent_ids:
+        read = client.clock.now()
         pending, _ = await client.until_done(_pending(agent_id))
         known = {c.id: c for c in log.created if c.id is not None}
         for record in pending:
             if record.cron is None:
                 continue
+            log.listed.append((agent_id, record.id, record.next_at, read))
             created = known.get(record.id)
             if created is None:  # an unknown outcome that took effect
                 text = record.messages[0].content

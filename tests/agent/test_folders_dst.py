@@ -225,3 +225,29 @@ async def test_an_upload_whose_commit_outcome_is_unknown_keeps_its_name_and_is_s
             if f.original_file_name == record.original_file_name
         ]
         assert named == [record.id]
+
+
+@pytest.mark.dst(seeds=3, guards="strict", faults=["storage.commit_unknown=0.5"])
+async def test_a_folder_delete_whose_commits_lose_their_answers_deletes_it() -> None:
+    """A file delete's retry after an ambiguous commit found its file gone and raised "file not
+    found", so deleting the folder (and a file) answered 404 and left the folder (a real bug
+    found by schedJ, session 14)."""
+    store = FolderStore(node_kv(), sim_ports())
+    folder = None
+    while folder is None:
+        try:
+            folder = await store.create("docs")
+        except AgentStorageError:
+            continue
+    for n in range(6):
+        try:
+            await store.upload(folder.id, f"notes-{n}.txt", NOTES.encode())
+        except AgentStorageError:
+            continue
+    while True:
+        try:
+            await store.delete(folder.id)
+        except AgentStorageError:
+            continue
+        break
+    assert [f.id for f in await store.all() if f.id == folder.id] == []

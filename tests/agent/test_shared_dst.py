@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kelpie_agent.agent import (
+    AgentStorageError,
     ArchiveStore,
     AttachShared,
     DeletePassage,
@@ -78,3 +79,53 @@ async def test_identities_attach_to_agents() -> None:
     await store.delete(ada.id)
     with pytest.raises(ResourceNotFoundError):
         await store.get(ada.id)
+
+
+@pytest.mark.dst(seeds=3, guards="strict", faults=["storage.commit_unknown=0.5"])
+async def test_an_identity_whose_commit_outcome_is_unknown_is_created_not_refused() -> None:
+    """The create's retry after an ambiguous commit found its own key taken and answered
+    "already exists" for an identity it had created (a real bug found by schedJ, session 14)."""
+    store = IdentityStore(node_kv(), sim_ports())
+    made = []
+    for n in range(8):
+        try:
+            record = await store.create(f"user-{n}@example.com", f"User {n}")
+        except AgentStorageError:
+            continue
+        assert record.identifier_key == f"user-{n}@example.com"
+        assert await store.by_key(record.identifier_key) == record
+        made.append(record)
+    assert made
+    listed = await store.all()
+    assert {r.id for r in made} <= {r.id for r in listed}
+    keys = [r.identifier_key for r in listed]
+    assert len(keys) == len(set(keys))
+
+
+@pytest.mark.dst(seeds=3, guards="strict", faults=["storage.commit_unknown=0.5"])
+async def test_an_archive_passage_delete_whose_commit_outcome_is_unknown_is_not_a_404() -> None:
+    """The delete's retry after an ambiguous commit found its passage gone and answered "not
+    found" for a passage it had deleted (a real bug found by schedJ, session 14)."""
+    store = ArchiveStore(node_kv(), sim_ports())
+    embedder = HashingEmbedder()
+    archive = None
+    while archive is None:
+        try:
+            archive = await store.create("shelf")
+        except AgentStorageError:
+            continue
+    stored = []
+    for n in range(6):
+        try:
+            [record] = await store.add_passages(
+                archive.id, [(f"kelp note {n}", (), {}, None)], embedder, "hashing"
+            )
+        except AgentStorageError:
+            continue
+        stored.append(record)
+    assert stored
+    for record in stored:
+        try:
+            await store.delete_passage(archive.id, record.id)
+        except AgentStorageError:
+            continue

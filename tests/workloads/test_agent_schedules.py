@@ -124,3 +124,20 @@ def test_a_recurring_schedules_first_due_is_its_crons_next_minute_after_creation
         f"schedule s-1 (* * * * *) created between {T0 + 10:.3f} and {T0 + 11:.3f} is first "
         f"due at {T0 + 120}, not its cron's next minute ({T0 + 60} to {T0 + 60})"
     ]
+
+
+def test_a_recurring_schedule_that_stays_at_an_occurrence_it_sent_is_caught() -> None:
+    """The schedule listed before the final deletes must be past every occurrence it sent
+    (cron-next-at-or-after: a next time "at or after" leaves it at the one it sent)."""
+    every = Created("agent-1", "every", "* * * * *", None, "s-every", T0 + 60)
+    fired = [_fired("s-every", T0 + 60, T0 + 60.5, "every")]
+    moved = Log(created=[every], end=T0 + 400, fired=fired)
+    moved.listed = [("agent-1", "s-every", T0 + 180, T0 + 150)]
+    assert not any("listed as next due" in p for p in check(moved, 60.0, 5.0))
+    stuck = Log(created=[every], end=T0 + 400, fired=fired)
+    stuck.listed = [("agent-1", "s-every", T0 + 60, T0 + 150)]
+    assert any("listed as next due" in p for p in check(stuck, 60.0, 5.0))
+    # an occurrence stored after the read began (within the tolerance) is no evidence
+    recent = Log(created=[every], end=T0 + 400, fired=fired)
+    recent.listed = [("agent-1", "s-every", T0 + 60, T0 + 62)]
+    assert not any("listed as next due" in p for p in check(recent, 60.0, 5.0))

@@ -2,8 +2,9 @@
 
 With ``message_fields`` on, once the agents' clients are done (the faults go on) one more
 client, on random nodes, hopping after failures, drives a memgpt agent of its own
-(``fields-agent-0``, its base tools, marker ``mark-a903``) and one conversation of it, and logs
-what it read for :mod:`._agent_fields_checks`:
+(``fields-agent-0``, its base tools, marker ``mark-a903``) and one conversation of it, and a
+letta_v1 agent with the smallest window (``fields-agent-1``, ``mark-a904``), and logs what it
+read for :mod:`._agent_fields_checks`:
 
 1. **Inputs with every field**: sends as JSON and as streams, to the agent's own history and
    to the conversation, with ``use_assistant_message`` either way; each input carries an
@@ -12,7 +13,10 @@ what it read for :mod:`._agent_fields_checks`:
    approval; each call is answered by the client with a result it ran itself (``success`` or
    ``error``) or a denial with a reason, the first ``send_message`` never approved, later ones
    approved, until the run ends.
-3. **Reads**: each thread's history with ``use_assistant_message`` either way, the steps of
+3. **An input over the history budget**: about 5,000 characters (non-ASCII among them) sent to
+   ``fields-agent-1``, whose 1,000-token window leaves the loop's floor of 4,000 characters
+   for history.
+4. **Reads**: each thread's history with ``use_assistant_message`` either way, the steps of
    every run it shows, and the agent's history in pages of 1 to 4 by ``after`` cursors (either
    order, either rendering) and backwards by ``before`` cursors.
 
@@ -51,6 +55,10 @@ ROUNDS = 6
 TEXTS = ("", " caf\u00e9", " \u6d77\u85fb", " \U0001f9a6 \u2014 ok")
 NAMES = (None, "fields-user", "Zo\u00eb")
 APPROVED = ("archival_memory_insert", "send_message")
+BIG_AGENT = "fields-agent-1"
+BIG_MARK = "mark-a904"  # the small agent's marker (no planned agent has number 904)
+BIG_WORDS = 1200  # about 5,000 characters: over the 4,000 a floor-sized window keeps
+PADDING = ("kelp", "tide", "caf\u00e9", "\u6d77\u85fb", "\U0001f9a6", "reef")
 
 
 class FieldsWalker(WireWalker):
@@ -60,9 +68,10 @@ class FieldsWalker(WireWalker):
         super().__init__(clients, rng)
         self.fields = FieldsLog()
         self.conv: str | None = None
+        self.big_agent: str | None = None
 
     async def run(self) -> None:
-        for phase in (self._make, self._sends, self._approvals, self._reads):
+        for phase in (self._make, self._sends, self._big, self._approvals, self._reads):
             if phase != self._make and (self.agent is None or self.conv is None):
                 continue
             try:
@@ -153,6 +162,44 @@ class FieldsWalker(WireWalker):
             what = f"fields send {n} to {thread} (stream={stream}, use_assistant_message={use})"
             await self._send(what, thread, [message], use, stream)
             self.fields.inputs.append(Input(thread, otid, content, name))
+
+    async def _big(self) -> None:
+        """An input over the history budget of a small agent (its window at the floor)."""
+
+        async def find_agent(node: str) -> Any:
+            found = await self._get(node, "/v1/agents/", {"name": BIG_AGENT})
+            return found[0] if found else None
+
+        agent = await self._json(
+            f"create {BIG_AGENT}",
+            "POST",
+            "/v1/agents/",
+            {
+                "name": BIG_AGENT,
+                "agent_type": "letta_v1_agent",
+                "memory_blocks": [
+                    {"label": "human", "value": f"Small ({BIG_MARK}).", "limit": 100}
+                ],
+                "tool_ids": [],
+                "include_base_tools": False,
+                "context_window_limit": 1000,
+                "max_tokens": 200,
+            },
+            before_retry=find_agent,
+        )
+        big = self.big_agent = str(agent["id"])
+        tag = "big-0"
+        pad = " ".join(self.rng.choice(PADDING) for _ in range(BIG_WORDS))
+        content = f"remember {tag} ({BIG_MARK}): {pad}"
+        message = {"role": "user", "content": content, "otid": f"fields-{tag}"}
+        what = f"fields send {tag} of {len(content)} characters"
+        got = await self._json(what, "POST", f"/v1/agents/{big}/messages", {"messages": [message]})
+        replies = [
+            str(m.get("content"))
+            for m in got["messages"]
+            if m.get("message_type") == "assistant_message"
+        ]
+        self.fields.big.append((what, tag, " ".join(replies)))
 
     async def _pending(self, got: list[Seen]) -> list[Seen]:
         """The approval requests the run stopped on: in its answer, else the newest

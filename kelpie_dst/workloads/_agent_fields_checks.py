@@ -19,6 +19,10 @@ server's code (docs/api.md, "Messages"; letta-compat.md):
 * **A client's answer to an approval is what the call returns.** A result the client ran
   itself is stored as the call's one result with the client's ``status`` and text; a denial is
   an ``error`` result carrying the reason; an approval makes exactly one result.
+* **The newest input is always shown.** An input larger than the agent's whole history budget
+  (a letta_v1 agent with a 1,000-token window: the loop's floor of 4,000 characters) is still
+  shown to the model, alone: its reply (the simulated model's ``I'll keep that in mind: ...``)
+  answers it.
 * **A page is short only at the end.** Paged by ``after`` cursors (and backwards by
   ``before``), a history reads the same as in one page; every page holds ``limit`` messages
   except the last.
@@ -165,6 +169,9 @@ class FieldsLog:
     histories: dict[str, tuple[tuple[Seen, ...] | None, tuple[Seen, ...]]] = attrs.Factory(dict)
     steps: dict[str, frozenset[str]] = attrs.Factory(dict)  # run id -> its steps' ids
     walks: list[Walk] = attrs.Factory(list)
+    # (what, the input's tag, the reply's text): an input larger than the agent's history
+    # budget, and what the agent answered it
+    big: list[tuple[str, str, str]] = attrs.Factory(list)
     problems: list[str] = attrs.Factory(list)
 
 
@@ -325,9 +332,19 @@ def _walks(log: FieldsLog) -> list[str]:
     return out
 
 
+def _big(log: FieldsLog) -> list[str]:
+    return [
+        f"{what}: the reply {reply[:80]!r} does not answer the input {tag} (the model was not "
+        "shown it)"
+        for what, tag, reply in log.big
+        if tag not in reply
+    ]
+
+
 def check_fields(log: FieldsLog) -> list[str]:
     """Every problem the walk shows (empty: the fields held)."""
     out = list(log.problems) + _inputs(log) + _answers(log) + _decisions(log) + _walks(log)
+    out += _big(log)
     for thread, (raw, shown) in log.histories.items():
         if raw is not None:
             out += _views(thread, raw, shown)

@@ -575,8 +575,8 @@ def _server_id(ctx: WorkloadContext, plans: list[AgentPlan], number: int) -> str
         if isinstance(wire, WireWalker) and number == 901:
             return wire.agent
         fields = ctx.state.get("fields")  # ... or the fields walk's (a903)
-        if isinstance(fields, FieldsWalker) and number == 903:
-            return fields.agent
+        if isinstance(fields, FieldsWalker) and number in (903, 904):
+            return fields.agent if number == 903 else fields.big_agent
         handover = ctx.state.get("handover")  # ... or the handover walk's (a902)
         return handover.agent if isinstance(handover, HandoverWalker) and number == 902 else None
     return None if link is None else link.server_id(plans[number - 1])

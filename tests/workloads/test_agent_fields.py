@@ -129,3 +129,11 @@ def test_a_short_page_before_the_end_and_a_gap_are_named() -> None:
     assert any("under limit 3, though more follow" in p for p in check_fields(log))
     log.walks[0] = Walk("pages of 3", 3, ids, (ids[:3], ()))
     assert any("in one page" in p for p in check_fields(log))
+
+
+def test_a_reply_that_does_not_answer_a_big_input_is_named() -> None:
+    log = _log()
+    log.big.append(("send big-0", "big-0", "I'll keep that in mind: big-0 (mark-a904): kelp"))
+    assert check_fields(log) == []
+    log.big.append(("send big-1", "big-1", 'I hear you. You said: "(no messages yet)"'))
+    assert any("does not answer the input big-1" in p for p in check_fields(log))

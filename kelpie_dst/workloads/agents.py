@@ -70,6 +70,8 @@ from ._agent_creates import Creates
 from ._agent_direct import DirectLink
 from ._agent_directory import DirectoryWalker
 from ._agent_directory_checks import check_directory
+from ._agent_fields import FieldsWalker
+from ._agent_fields_checks import check_fields
 from ._agent_filters import FilterWalker, plan_tags
 from ._agent_fresh import FreshPrompts
 from ._agent_handover import HandoverWalker
@@ -132,6 +134,7 @@ __all__ = [
     "llm_port_faithful",
     "llm_sees_one_agent",
     "memory_blocks_within_limits",
+    "message_fields_kept",
     "message_views_agree",
     "no_acknowledged_message_lost",
     "no_mixing_across_agents",
@@ -207,6 +210,10 @@ PARAMS: dict[str, int | float | str | bool] = {
     # after the clients raw requests at and over each limit, and a memgpt agent's message
     # views (use_assistant_message, types, conversations, runs, orders), are judged against
     # the documented contract (via http; _agent_wire)
+    "message_fields": False,  # after the clients, a memgpt agent's inputs (name, otid,
+    # non-ASCII text), both renderings, its steps, approvals answered by the client over HTTP
+    # and its history in pages are judged against the documented contract (via http;
+    # _agent_fields)
     "catalog": False,  # after the clients, the shared catalog (archives, a folder's and a
     # block's agents, scheduled messages, the tool search), an agent file the client writes and
     # full-text message search are driven and judged against the model and the documented
@@ -283,6 +290,7 @@ async def agents(ctx: WorkloadContext) -> None:
         "wire",
         "catalog",
         "handover",
+        "message_fields",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
@@ -428,6 +436,12 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         await wire.run()
         ctx.metric("wire.requests", wire.requests)
         ctx.metric("wire.probes", len(wire.log.probes))
+    if bool(ctx.params["message_fields"]):
+        fields = FieldsWalker(clients, ctx.rng("message_fields"))
+        ctx.state["fields"] = fields
+        await fields.run()
+        ctx.metric("fields.requests", fields.requests)
+        ctx.metric("fields.decisions", len(fields.fields.decisions))
     if bool(ctx.params["catalog"]):
         catalog = CatalogWalker(clients, ctx.rng("catalog"))
         ctx.state["catalog"] = catalog
@@ -567,6 +581,9 @@ def _server_id(ctx: WorkloadContext, plans: list[AgentPlan], number: int) -> str
         wire = ctx.state.get("wire")  # ... or the wire walk's (a901)
         if isinstance(wire, WireWalker) and number == 901:
             return wire.agent
+        fields = ctx.state.get("fields")  # ... or the fields walk's (a903)
+        if isinstance(fields, FieldsWalker) and number in (903, 904):
+            return fields.agent if number == 903 else fields.big_agent
         handover = ctx.state.get("handover")  # ... or the handover walk's (a902)
         return handover.agent if isinstance(handover, HandoverWalker) and number == 902 else None
     return None if link is None else link.server_id(plans[number - 1])
@@ -749,6 +766,17 @@ def message_views_agree(ctx: WorkloadContext) -> None:
     wire = ctx.state.get("wire")
     if isinstance(wire, WireWalker):
         _holds(check_message_views(wire.log), "the message views disagree")
+
+
+@invariant
+def message_fields_kept(ctx: WorkloadContext) -> None:
+    """(With ``message_fields``.) An input is stored with the content, name and otid sent; the
+    two renderings of a message agree on its date, run, step and otid; a model step's messages
+    name a step of their run; answers show what is stored; a client's result or denial is the
+    call's one result, with its status; a page is short only at the end (_agent_fields_checks)."""
+    fields = ctx.state.get("fields")
+    if isinstance(fields, FieldsWalker):
+        _holds(check_fields(fields.fields), "a message's fields were not kept")
 
 
 @invariant

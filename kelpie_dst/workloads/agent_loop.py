@@ -83,6 +83,7 @@ from ._agent_budgets import (
     check_llm_attempts,
     check_tool_budget,
 )
+from ._agent_bulk import bulk_archive
 from ._agent_loop_checks import (
     Piece,
     Send,
@@ -133,7 +134,7 @@ SPREE_CALLS = 3  # the spree shape's calls per step (distinct queries)
 class AgentInfo:
     number: int
     id: str
-    kind: str  # letta, memgpt, chat, ruled or flood
+    kind: str  # letta, memgpt, chat, ruled, flood, budget or bulk
     context_window: int
     max_tokens: int
 
@@ -146,6 +147,7 @@ class LoopLog:
     stored: dict[str, Stored] = attrs.Factory(dict)
     problems: list[str] = attrs.Factory(list)
     runs: list[tuple[str, str, str | None]] = attrs.Factory(list)  # id, status, stop reason
+    bulk: int = 0  # passages the bulk agents inserted
     requests: int = 0
     fill: int = 0  # the fullest prompt, per mille of its agent's context window
     rate_limited: int = 0
@@ -408,6 +410,7 @@ class Driver:
             "ruled": (32_000, 1024),
             "flood": (32_000, 8192),
             "budget": (32_000, 1024),
+            "bulk": (32_000, 1024),
         }[kind]
         request = CreateAgent(
             name=f"loop-{n}",
@@ -506,6 +509,11 @@ class Driver:
             return stream.result
 
     async def run(self, span: float) -> None:
+        if self.kind == "bulk":  # an archive past one storage page (_agent_bulk)
+            self.log.bulk += await bulk_archive(
+                self.client, self.agent, OPTIONS.idle_timeout, self.log.problem
+            )
+            return
         deadline = trio.current_time() + span
         while trio.current_time() < deadline:
             await self.send()
@@ -641,6 +649,7 @@ async def _register(ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node) -> 
         "flood": 0,
         "span": 60.0,
         "budget": 0,
+        "bulk": 0,
         "max_tool_calls": LOOP.max_tool_calls,
     },
     bounds={
@@ -651,6 +660,7 @@ async def _register(ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node) -> 
         "ruled": (0, 20),
         "span": (1, 3600),
         "budget": (0, 20),
+        "bulk": (0, 5),
         "max_tool_calls": (1, 1000),
     },
 )
@@ -662,7 +672,7 @@ async def agent_loop(ctx: WorkloadContext) -> None:
     await _register(ctx, log, db)
     services = _start_servers(ctx, log, db)
     drivers: list[Driver] = []
-    for kind in ("letta", "memgpt", "chat", "ruled", "flood", "budget"):
+    for kind in ("letta", "memgpt", "chat", "ruled", "flood", "budget", "bulk"):
         for _ in range(int(ctx.params[kind])):
             n = len(drivers)
             drivers.append(Driver(Client(ctx, services, f"loop-{n}"), log, n, kind))
@@ -675,6 +685,8 @@ async def agent_loop(ctx: WorkloadContext) -> None:
     for driver in drivers:
         await driver.read_back()
     ctx.metric("loop.sends", len(log.sends))
+    if log.bulk:
+        ctx.metric("loop.bulk_passages", log.bulk)
     ctx.metric("loop.acked", sum(s.acked for s in log.sends))
     ctx.metric("loop.requests", log.requests)
     ctx.metric("loop.rate_limited", log.rate_limited)

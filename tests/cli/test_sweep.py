@@ -153,6 +153,7 @@ COSTLY = frozenset(  # 7 s a seed or more
         "agent_recovery_storms",
         "agent_sqlite",
         "agent_directory",
+        "agent_bulk_archive",
     }
 )
 

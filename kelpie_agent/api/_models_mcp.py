@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import StringConstraints
+from pydantic import StringConstraints, WithJsonSchema
 
 from kelpie_agent.service._mcp_servers import MASK, McpServerRecord
 
@@ -24,7 +24,20 @@ __all__ = [
 
 ServerName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 Url = Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$")]
-HeaderName = Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
+_HEADER = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+HeaderName = Annotated[str, StringConstraints(pattern=_HEADER)]
+# Header names to values. Stated whole in the schema: with only ``patternProperties`` a key
+# that does not match would be allowed any value, where the server refuses the key.
+Headers = Annotated[
+    dict[HeaderName, str],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "patternProperties": {_HEADER: {"type": "string"}},
+            "additionalProperties": False,
+        }
+    ),
+]
 
 
 class StdioConfig(RequestModel):
@@ -38,7 +51,7 @@ class SseConfig(RequestModel):
     server_url: Url
     auth_header: HeaderName | None = None
     auth_token: str | None = None
-    custom_headers: dict[HeaderName, str] | None = None
+    custom_headers: Headers | None = None
     mcp_server_type: Literal["sse"]
 
 
@@ -46,7 +59,7 @@ class HttpConfig(RequestModel):
     server_url: Url
     auth_header: HeaderName | None = None
     auth_token: str | None = None
-    custom_headers: dict[HeaderName, str] | None = None
+    custom_headers: Headers | None = None
     mcp_server_type: Literal["streamable_http"] = "streamable_http"
 
 
@@ -65,7 +78,7 @@ class UpdateConfig(RequestModel):
     server_url: Url | None = None
     auth_header: HeaderName | None = None
     auth_token: str | None = None
-    custom_headers: dict[HeaderName, str] | None = None
+    custom_headers: Headers | None = None
     mcp_server_type: Literal["stdio", "sse", "streamable_http"] | None = None
 
     def changes(self) -> dict[str, Any]:

@@ -148,13 +148,16 @@ class AnthropicLlm:
                 if chunk is not None:
                     yield chunk
         except anthropic.AnthropicError as error:
-            raise map_error(error, midstream=True) from error
+            if not reader.ended:  # after message_stop the answer is whole: only draining failed
+                raise map_error(error, midstream=True) from error
         except httpx2.TimeoutException as error:
-            raise LlmTimeoutError(f"stream timed out after {reader.events} events") from error
+            if not reader.ended:
+                raise LlmTimeoutError(f"stream timed out after {reader.events} events") from error
         except (httpx2.TransportError, httpx2.StreamError) as error:
-            raise LlmStreamCutError(
-                f"stream cut off after {reader.events} events: {type(error).__name__}: {error}"
-            ) from error
+            if not reader.ended:
+                raise LlmStreamCutError(
+                    f"stream cut off after {reader.events} events: {type(error).__name__}: {error}"
+                ) from error
         finally:
             await _finish(events)
         if not reader.ended:

@@ -169,6 +169,8 @@ class AnthropicApiHost:
             if i == plan.cut_after:
                 return await self._cut(reply, plan.cut_clean)
             await reply.send(encoder.chunk(chunk))
+        if plan.reset_after_end:
+            raise _Cut  # every event sent, message_stop too: the connection breaks before the end
         await reply.end()
 
     async def _cut(self, reply: _Reply, clean: float) -> None:

@@ -135,12 +135,14 @@ class Plan:
     """One answer, laid out in time: ``steps`` are (delay before, chunk) pairs ending with
     the :class:`StreamEnd`. ``cut_after``: a stream delivers that many steps, then breaks;
     ``cut_clean``: the probability that the API host ends such a body properly (no
-    message_stop) rather than breaking the connection."""
+    message_stop) rather than breaking the connection. ``reset_after_end``: the API host breaks
+    the connection after the last event, before the body's end (the answer is whole)."""
 
     response: LlmResponse
     steps: tuple[tuple[float, StreamChunk], ...]
     cut_after: int | None = None
     cut_clean: float = 0.0
+    reset_after_end: bool = False
 
     @property
     def duration(self) -> float:
@@ -283,9 +285,15 @@ class SimLlmEngine:
         fired = None
         if streaming and faults:
             fired = faults.fires(STREAM_CUT.name, node=node, model=request.model)
+        reset = False
         if fired is not None:
-            cut, clean = shaping.randint(0, len(steps) - 1), fired.param("clean")
+            after_end = fired.param("after_end")
+            if after_end and sim is not None and sim.rng("llm/after_end").random() < after_end:
+                reset = True  # the whole answer, then the connection breaks
+            else:
+                cut, clean = shaping.randint(0, len(steps) - 1), fired.param("clean")
         if sim is not None:
+            extra = {"reset_after_end": True} if reset else {}
             sim.trace_event(
                 "llm.response",
                 id=response.id,
@@ -293,8 +301,9 @@ class SimLlmEngine:
                 blocks=len(blocks),
                 output_tokens=output,
                 cut_after=cut,
+                **extra,
             )
-        return Plan(response, steps, cut, clean)
+        return Plan(response, steps, cut, clean, reset)
 
     def _blocks(self, sim: Simulation | None, reply: Reply) -> list[AssistantBlock]:
         blocks: list[AssistantBlock] = []

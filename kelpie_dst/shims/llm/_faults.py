@@ -98,12 +98,15 @@ STREAM_CUT = _R(
     FaultSpec(
         "llm.stream_cut",
         "a stream ends in the middle of the message",
-        params={"clean": 0.0},
+        params={"clean": 0.0, "after_end": 0.0},
         swarm_range=(0.0, 0.05),
         observed="some chunks arrive, then LlmStreamCutError; never a StreamEnd. On the API "
         "host the connection breaks mid-body, except with probability `clean`: then the body "
         "ends properly without message_stop, half the time after an SSE `error` event "
-        "(overloaded_error), as the real API does mid-stream",
+        "(overloaded_error), as the real API does mid-stream. With probability `after_end` "
+        "the API host sends the whole answer, message_stop included, and then breaks the "
+        "connection before the body's end: the answer is whole and must be taken (the "
+        "in-process port has no connection, so there it is a whole answer)",
     )
 )
 MAX_TOKENS = _R(

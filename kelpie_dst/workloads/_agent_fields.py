@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kelpie_agent.agent import builtin_id, default_tool_names
-
 from ._agent_fields_checks import (
     APPROVE,
     CLIENT,
@@ -71,37 +69,15 @@ class FieldsWalker(WireWalker):
         self.big_agent: str | None = None
 
     async def run(self) -> None:
-        for phase in (self._make, self._sends, self._big, self._approvals, self._reads):
-            if phase != self._make and (self.agent is None or self.conv is None):
-                continue
-            try:
-                await phase()
-            except Exception as error:  # a request the client must not retry: recorded
-                name = phase.__name__.strip("_")
-                self.fields.problems.append(f"fields {name}: {type(error).__name__}: {error}")
+        await self._phases(
+            (self._make, self._sends, self._big, self._approvals, self._reads),
+            lambda: self.agent is not None and self.conv is not None,
+            self.fields.problems,
+            "fields",
+        )
 
     async def _make(self) -> None:
-        async def find_agent(node: str) -> Any:
-            found = await self._get(node, "/v1/agents/", {"name": AGENT})
-            return found[0] if found else None
-
-        agent = await self._json(
-            f"create {AGENT}",
-            "POST",
-            "/v1/agents/",
-            {
-                "name": AGENT,
-                "agent_type": "memgpt_agent",
-                "memory_blocks": [
-                    {"label": "human", "value": f"The fields walker ({MARK}).", "limit": 4000},
-                    {"label": "persona", "value": "A terse helper.", "read_only": True},
-                ],
-                "tool_ids": [builtin_id(n) for n in default_tool_names("memgpt_agent")],
-                "include_base_tools": False,
-            },
-            before_retry=find_agent,
-        )
-        self.agent = str(agent["id"])
+        self.agent = await self._memgpt_agent(AGENT, f"The fields walker ({MARK}).")
         summary = "fields-conv-0"
 
         async def find_conv(node: str) -> Any:

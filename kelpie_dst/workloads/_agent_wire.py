@@ -320,29 +320,47 @@ class WireWalker:
         return result
 
     async def run(self) -> None:
-        for phase in (self._setup, self._probes, self._messages):
-            if phase != self._setup and (self.agent is None or self.block is None):
+        await self._phases(
+            (self._setup, self._probes, self._messages),
+            lambda: self.agent is not None and self.block is not None,
+            self.log.problems,
+            "wire",
+        )
+
+    async def _phases(
+        self,
+        phases: Sequence[Callable[[], Awaitable[None]]],
+        ready: Callable[[], bool],
+        problems: list[str],
+        walk: str,
+    ) -> None:
+        """The first phase, then the others while ``ready()``; a phase that raises (a request
+        the client must not retry) is recorded in ``problems`` and the walk goes on."""
+        for phase in phases:
+            if phase != phases[0] and not ready():
                 continue
             try:
                 await phase()
-            except Exception as error:  # a request the client must not retry: recorded
+            except Exception as error:
                 name = phase.__name__.strip("_")
-                self.log.problems.append(f"wire {name}: {type(error).__name__}: {error}")
+                problems.append(f"{walk} {name}: {type(error).__name__}: {error}")
 
-    async def _setup(self) -> None:
+    async def _memgpt_agent(self, name: str, human: str) -> str:
+        """Create (or, on a retry, find) the memgpt agent ``name``; its id."""
+
         async def find_agent(node: str) -> Any:
-            found = await self._get(node, "/v1/agents/", {"name": AGENT})
+            found = await self._get(node, "/v1/agents/", {"name": name})
             return found[0] if found else None
 
         agent = await self._json(
-            f"create {AGENT}",
+            f"create {name}",
             "POST",
             "/v1/agents/",
             {
-                "name": AGENT,
+                "name": name,
                 "agent_type": "memgpt_agent",
                 "memory_blocks": [
-                    {"label": "human", "value": f"The wire walker ({MARK}).", "limit": 4000},
+                    {"label": "human", "value": human, "limit": 4000},
                     {"label": "persona", "value": "A terse helper.", "read_only": True},
                 ],
                 "tool_ids": [builtin_id(n) for n in default_tool_names("memgpt_agent")],
@@ -350,7 +368,10 @@ class WireWalker:
             },
             before_retry=find_agent,
         )
-        self.agent = str(agent["id"])
+        return str(agent["id"])
+
+    async def _setup(self) -> None:
+        self.agent = await self._memgpt_agent(AGENT, f"The wire walker ({MARK}).")
 
         async def find_block(node: str) -> Any:
             found = await self._get(node, "/v1/blocks/", {"label": "Wire-0"})

@@ -13,7 +13,10 @@ Operators (``--ops``, comma-separated):
 
 - ``boundary``: ``<`` for ``<=`` and back, ``>`` for ``>=`` and back (an off-by-one at a limit);
 - ``equality``: ``==`` for ``!=`` and back (mostly caught at once; a survivor is a dead check);
-- ``constant``: an integer literal ``n`` compared against or sliced with becomes ``n + 1``.
+- ``constant``: an integer literal ``n`` compared against or sliced with becomes ``n + 1``;
+- ``delete``: a one-line statement that only has an effect (a call, an awaited call, an
+  assignment to an attribute or an item, a ``del``) becomes ``pass`` (a forgotten commit,
+  invalidation, notification or state update). Calls that only log are left alone.
 
 A generated mutant is named ``FILE-LINE-OP`` (``loop-212-lte``) and its ``find`` is the source
 line, with the lines before it added until it occurs once in the file. Many survivors are
@@ -80,7 +83,38 @@ def _sites(text: str, ops: set[str]) -> list[tuple[int, int, int, str, str]]:
             for bound in (node.lower, node.upper):
                 if bound is not None and _int(bound):
                     found.append(_bump(bound))
+    if "delete" in ops:
+        found.extend(_deletions(tree, skip))
     return sorted(set(found))
+
+
+_QUIET = {"debug", "info", "warning", "error", "exception", "log", "say", "observe"}
+
+
+def _deletions(tree: ast.AST, skip: set[int]) -> list[tuple[int, int, int, str, str]]:
+    """Statements that only have an effect, each on a line of its own."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or node.lineno != node.end_lineno:
+            continue
+        if node.lineno in skip or node.end_col_offset is None:
+            continue
+        if isinstance(node, ast.Expr):
+            call = node.value.value if isinstance(node.value, ast.Await) else node.value
+            if not isinstance(call, ast.Call):
+                continue
+            func = call.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _QUIET:
+                continue
+        elif isinstance(node, ast.Assign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if not all(isinstance(t, ast.Attribute | ast.Subscript) for t in targets):
+                continue
+        elif not isinstance(node, ast.Delete):
+            continue
+        found.append((node.lineno, node.col_offset, node.end_col_offset, "pass", "del"))
+    return found
 
 
 def _int(node: ast.expr) -> bool:
@@ -139,11 +173,11 @@ def generate(files: list[str], ops: set[str]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", help="source files, relative to the repository")
-    parser.add_argument("--ops", default="boundary", help="boundary,equality,constant")
+    parser.add_argument("--ops", default="boundary", help="boundary,equality,constant,delete")
     parser.add_argument("--out", default=str(OUT), help=f"spec to write (default: {OUT})")
     args = parser.parse_args()
     ops = set(args.ops.split(","))
-    unknown = ops - {"boundary", "equality", "constant"}
+    unknown = ops - {"boundary", "equality", "constant", "delete"}
     if unknown:
         sys.exit(f"operator_probe: unknown operator(s) {', '.join(sorted(unknown))}")
     for file in args.files:

@@ -29,6 +29,14 @@ conversation search answers ``min(limit, matching)`` results; no acknowledged ed
 is lost (every read is a value some real-time-respecting serial order of the edits gives);
 and, checked at every model call against the database (read directly, no request), the prompt's
 count of messages in recall memory and of the agent's own archival passages is the stored one.
+
+**Every prompt is a read of the board** (session 15). The blocks API changes the board outside
+the agent's actor, so the agent learns of it only by reading its blocks again before a step
+(``refresh_blocks``). A step's prompt must show the board as some serial order of the edits
+leaves it, with every edit acknowledged before the client sent the input the step answers:
+each model call is judged by ``check_board`` as a read that was sent when that input was first
+sent and ended at the call. A runtime that renders its cached copy shows the model memory the
+database no longer holds (and the next edit the model makes from it is built on that).
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ import kelpie_dst
 from kelpie_agent.agent import BlockCreate, CreateAgent, InputMessage, Keys, builtin_id
 from kelpie_agent.agent._config import LoopConfig
 from kelpie_agent.agent._messages import ToolReturnMessage
-from kelpie_agent.llm import LlmRequest
+from kelpie_agent.llm import LlmRequest, TextBlock, ToolResult
 from kelpie_agent.service import AgentService, ServiceError
 from kelpie_agent.service import _archives as archives
 
@@ -105,6 +113,8 @@ class MemoryLog:
     persona: dict[str, tuple[str, str]] = attrs.Factory(dict)  # agent -> (initial, final)
     prompt_problems: list[str] = attrs.Factory(list)
     prompts_checked: int = 0
+    first_sent: dict[tuple[str, str], float] = attrs.Factory(dict)  # (agent, input) -> time
+    board_prompts: dict[str, list[BoardRead]] = attrs.Factory(dict)  # what the model was shown
 
 
 class ProbePolicy:
@@ -151,6 +161,7 @@ class ProbePolicy:
         except Exception:  # a corrupted frame: nothing to compare with
             return
         self.log.prompts_checked += 1
+        self._board_shown(agent_id, blocks, request)
         for what, pattern in (("messages", _MESSAGES), ("passages", _PASSAGES)):
             shown = pattern.search(request.system)
             wrong = shown is not None and int(shown.group(1)) != stored[what]
@@ -160,6 +171,21 @@ class ProbePolicy:
                     f"a prompt of {agent_id} says {shown.group(1)} {what} are stored; the "
                     f"database holds {stored[what]}"
                 )
+
+    def _board_shown(self, agent_id: str, blocks: Any, request: LlmRequest) -> None:
+        """The board a prompt shows, as a read sent when the input it answers was first sent."""
+        sent = self.log.first_sent.get((agent_id, _input_text(request)))
+        if sent is not None and "board" in blocks and agent_id in self.log.boards:
+            read = BoardRead(blocks["board"].value, sent, _now())
+            self.log.board_prompts.setdefault(agent_id, []).append(read)
+
+
+def _input_text(request: LlmRequest) -> str:
+    """The text of the last user message that is not a tool result: the input a step answers."""
+    for message in reversed(request.messages):
+        if message.role == "user" and not any(isinstance(b, ToolResult) for b in message.content):
+            return "".join(b.text for b in message.content if isinstance(b, TextBlock)).strip()
+    return ""
 
 
 def _count(store: Any, prefix: bytes) -> int:
@@ -371,6 +397,7 @@ class Memory:
         sent = _now()
         entry: tuple[float, float | None] = (sent, None)
         self.log.inputs[self.agent].append(entry)
+        self.log.first_sent.setdefault((self.agent, text), sent)
         try:
             result = await self.client.once(
                 lambda s: s.send_message(self.agent, (InputMessage("user", text),), max_steps=3)
@@ -603,6 +630,7 @@ async def agent_memory(ctx: WorkloadContext) -> None:
     ctx.metric("memory.passages", sum(p.acked is not None for p in log.stored))
     ctx.metric("memory.board_reads", sum(len(r) for r in log.board_reads.values()))
     ctx.metric("memory.prompts_checked", log.prompts_checked)
+    ctx.metric("memory.board_prompts", sum(len(r) for r in log.board_prompts.values()))
     sends = [e for v in log.inputs.values() for e in v]
     ctx.metric("memory.sends", len(sends))
     ctx.metric("memory.sends_acked", sum(1 for _, a in sends if a is not None))
@@ -617,6 +645,11 @@ def check_memory(log: MemoryLog) -> list[str]:
     for agent, (block_id, initial) in log.boards.items():
         problems += check_board(
             f"board {block_id} of {agent}", initial, log.board_ops[agent], log.board_reads[agent]
+        )
+    for agent, reads in log.board_prompts.items():
+        block_id, initial = log.boards[agent]
+        problems += check_board(
+            f"the prompt's board {block_id} of {agent}", initial, log.board_ops[agent], reads
         )
     for agent, (initial, final) in log.persona.items():
         if initial != final:

@@ -52,6 +52,7 @@ from kelpie_agent.storage import StorageError
 from .._errors import NodeDownError
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
+from ._agent_coherence import coherence_options
 from ._cron_model import cron_model
 
 __all__ = ["Created", "Fired", "Log", "agent_schedules", "check", "scheduled_exactly_once"]
@@ -387,6 +388,7 @@ def start_servers(ctx: WorkloadContext) -> tuple[dict[str, AgentService], list[k
             dispatcher_options=OPTIONS,
             options=SERVICE,
             observer=kelpie_dst.log,
+            **coherence_options(ctx, db),
         ) as service:
             services[node.name] = service
             await trio.sleep_forever()

@@ -46,6 +46,7 @@ from ..shims import (
 from ..shims._mcp import SimMcpServer, sim_mcp_transport
 from ..shims._storage import SimKVStore, SimTransaction
 from ._agent_checks import Commit, Execution, Fence, Observed, Owner, agent_of_key
+from ._agent_coherence import CoherenceAudit, audited_service
 from ._agent_llm import ModelLink
 from ._agent_moves import EFFECT_SERVICE
 from ._agent_oracles import Ledger, PromptAuditor, Sent
@@ -387,6 +388,7 @@ class World:
         ]
         self.tool_ids: dict[str, str] = {}  # name -> id of the custom and MCP tools
         self.http_statuses: dict[str, int] = {}  # "2xx", "4xx", ...: what the servers answered
+        self.coherence: CoherenceAudit | None = None  # set before start(): audited services
 
     async def setup(self) -> None:
         """Start the model's API host if there is one, and register the custom tool and the
@@ -469,6 +471,11 @@ class World:
                         dispatcher_options=OPTIONS,
                         options=self.service,
                         observer=observer,
+                        service_class=(
+                            audited_service(self.coherence)
+                            if self.coherence is not None
+                            else AgentService
+                        ),
                     )
                 )
                 self.services[node.name] = service

@@ -31,6 +31,7 @@ from kelpie_agent.service import _portability as portability
 
 from ..scenario import WorkloadContext, invariant, workload
 from ._agent_admin_checks import BlockShape, Final, Rename, check_admin, check_searches
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_schedules import _FAILURES, Client, start_servers
 
 __all__ = ["admin_consistent", "agent_admin"]

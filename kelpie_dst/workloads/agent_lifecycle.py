@@ -34,6 +34,7 @@ from kelpie_agent.service import AgentService, ConflictError, NotFoundError, Ser
 from kelpie_agent.service import _portability as portability
 
 from ..scenario import WorkloadContext, invariant, workload
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_lifecycle_checks import (
     Approval,
     BlockSwap,

@@ -84,6 +84,8 @@ from ._agent_budgets import (
     check_tool_budget,
 )
 from ._agent_bulk import bulk_archive
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_loop_checks import (
     Piece,
     Send,
@@ -605,6 +607,7 @@ def _start_servers(
                 dispatcher_options=OPTIONS,
                 options=SERVICE,
                 observer=kelpie_dst.log,
+                **coherence_options(ctx, db),
             ) as service,
         ):
             services[node.name] = service

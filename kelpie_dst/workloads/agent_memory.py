@@ -63,6 +63,8 @@ from ..scenario import WorkloadContext, invariant, workload
 from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
 from ..shims.llm import Call, Reply
 from ..shims.llm._turns import latest_turn
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_memory_checks import (
     BoardOp,
     BoardRead,
@@ -560,7 +562,7 @@ def _start_servers(ctx: WorkloadContext, log: MemoryLog) -> dict[str, AgentServi
 
     async def server(node: kelpie_dst.Node) -> None:
         policy = ProbePolicy(log, open_kv(db).store)
-        async with kelpie_dst_open_node(node, db, policy, loop) as service:
+        async with kelpie_dst_open_node(node, db, policy, loop, ctx) as service:
             services[node.name] = service
             await trio.sleep_forever()
 
@@ -569,7 +571,9 @@ def _start_servers(ctx: WorkloadContext, log: MemoryLog) -> dict[str, AgentServi
     return services
 
 
-def kelpie_dst_open_node(node: kelpie_dst.Node, db: kelpie_dst.Node, policy: Any, loop: Any) -> Any:
+def kelpie_dst_open_node(
+    node: kelpie_dst.Node, db: kelpie_dst.Node, policy: Any, loop: Any, ctx: WorkloadContext
+) -> Any:
     from kelpie_agent.service import open_agent_node
 
     return open_agent_node(
@@ -581,6 +585,7 @@ def kelpie_dst_open_node(node: kelpie_dst.Node, db: kelpie_dst.Node, policy: Any
         dispatcher_options=OPTIONS,
         options=SERVICE,
         observer=kelpie_dst.log,
+        **coherence_options(ctx, db),
     )
 
 

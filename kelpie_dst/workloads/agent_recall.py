@@ -57,6 +57,8 @@ from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_kv, sim_ports
 from ..shims.llm import Call, Reply
 from ..shims.llm._turns import latest_turn
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_http import _tls
 from ._agent_recall_checks import (
     ROLES,
@@ -752,6 +754,7 @@ def _start_servers(ctx: WorkloadContext, log: RecallLog, http: bool) -> dict[str
             dispatcher_options=OPTIONS,
             options=SERVICE,
             observer=kelpie_dst.log,
+            **coherence_options(ctx, db),
         ) as service:
             services[node.name] = service
             if http:

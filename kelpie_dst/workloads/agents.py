@@ -65,6 +65,8 @@ from ._agent_checks import (
     made_twice,
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
+from ._agent_coherence import CoherenceAudit, memory_matches_storage
+from ._agent_cold import ColdReads
 from ._agent_compaction import check_summaries
 from ._agent_creates import Creates
 from ._agent_direct import DirectLink
@@ -76,7 +78,7 @@ from ._agent_filters import FilterWalker, plan_tags
 from ._agent_fresh import FreshPrompts
 from ._agent_handover import HandoverWalker
 from ._agent_handover_checks import check_handover
-from ._agent_http import open_http_link
+from ._agent_http import HttpLink, open_http_link
 from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
@@ -134,6 +136,7 @@ __all__ = [
     "llm_port_faithful",
     "llm_sees_one_agent",
     "memory_blocks_within_limits",
+    "memory_matches_storage",
     "message_fields_kept",
     "message_views_agree",
     "no_acknowledged_message_lost",
@@ -148,6 +151,7 @@ __all__ = [
     "tool_effects_exactly_once",
     "tool_outcomes_correct",
     "turns_complete",
+    "warm_equals_cold",
 ]
 
 AGENT_TYPES = ("memgpt_agent", "letta_v1_agent", "react_agent")
@@ -223,6 +227,10 @@ PARAMS: dict[str, int | float | str | bool] = {
     # tool runs through the API, sends retried with their otid after other runs, a background
     # run read at once, an agent file's steps and statuses, sandbox files across nodes, judged
     # against the documented contract (via http; _agent_handover)
+    "coherence": False,  # after each request to an agent, an idle activation's memory is
+    # compared with the database (via http; a pure check: _agent_coherence)
+    "cold_reads": False,  # at the very end, each agent is read through the API, deactivated on
+    # every node and read again: the two readings must be equal (via http; _agent_cold)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -291,6 +299,8 @@ async def agents(ctx: WorkloadContext) -> None:
         "catalog",
         "handover",
         "message_fields",
+        "cold_reads",
+        "coherence",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
@@ -334,6 +344,8 @@ async def agents(ctx: WorkloadContext) -> None:
     plans = _plan(ctx, world, kinds, types)
     record = RunRecord(plans)
     ctx.state.update(world=world, record=record)
+    if bool(ctx.params["coherence"]):
+        world.coherence = ctx.state["coherence"] = CoherenceAudit(world.store)
     world.start()
     if bool(ctx.params["fresh_prompts"]):
         fresh = FreshPrompts(world.store, lambda n: _server_id(ctx, plans, n))
@@ -461,6 +473,20 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
     )
+    if bool(ctx.params["cold_reads"]):  # last: it moves no earlier event
+        link = clients.link
+        assert isinstance(link, HttpLink)
+        cold = ColdReads(
+            link.http,
+            clients.world.services,
+            clients.world.node_names,
+            ctx.rng("cold"),
+            link.retryable,
+        )
+        ctx.state["cold"] = cold
+        await cold.run()
+        ctx.metric("cold.compared", cold.log.compared)
+        ctx.metric("cold.skipped", len(cold.log.skipped))
 
 
 async def _clients(
@@ -618,6 +644,15 @@ def interrupted_runs_finished(ctx: WorkloadContext) -> None:
         check_recovery(journal.runs, journal.entries, journal.crashes),
         "an interrupted run was not finished on reactivation",
     )
+
+
+@invariant
+def warm_equals_cold(ctx: WorkloadContext) -> None:
+    """An agent read while active and read again after every node deactivated it answers the
+    same, field by field (_agent_cold; needs ``cold_reads``)."""
+    cold = ctx.state.get("cold")
+    assert cold is not None, "warm_equals_cold needs workload.params.cold_reads"
+    _holds(cold.log.problems, "the warm and the cold reading")
 
 
 @invariant

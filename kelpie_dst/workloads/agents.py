@@ -66,7 +66,6 @@ from ._agent_checks import (
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_coherence import CoherenceAudit, memory_matches_storage
-from ._agent_cold import ColdReads
 from ._agent_compaction import check_summaries
 from ._agent_creates import Creates
 from ._agent_direct import DirectLink
@@ -78,7 +77,7 @@ from ._agent_filters import FilterWalker, plan_tags
 from ._agent_fresh import FreshPrompts
 from ._agent_handover import HandoverWalker
 from ._agent_handover_checks import check_handover
-from ._agent_http import HttpLink, open_http_link
+from ._agent_http import open_http_link
 from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
@@ -151,7 +150,6 @@ __all__ = [
     "tool_effects_exactly_once",
     "tool_outcomes_correct",
     "turns_complete",
-    "warm_equals_cold",
 ]
 
 AGENT_TYPES = ("memgpt_agent", "letta_v1_agent", "react_agent")
@@ -229,8 +227,6 @@ PARAMS: dict[str, int | float | str | bool] = {
     # against the documented contract (via http; _agent_handover)
     "coherence": False,  # after each request to an agent, an idle activation's memory is
     # compared with the database (via http; a pure check: _agent_coherence)
-    "cold_reads": False,  # at the very end, each agent is read through the API, deactivated on
-    # every node and read again: the two readings must be equal (via http; _agent_cold)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -299,7 +295,6 @@ async def agents(ctx: WorkloadContext) -> None:
         "catalog",
         "handover",
         "message_fields",
-        "cold_reads",
         "coherence",
     ):
         if float(ctx.params[name]) and via != "http":
@@ -473,20 +468,6 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
     )
-    if bool(ctx.params["cold_reads"]):  # last: it moves no earlier event
-        link = clients.link
-        assert isinstance(link, HttpLink)
-        cold = ColdReads(
-            link.http,
-            clients.world.services,
-            clients.world.node_names,
-            ctx.rng("cold"),
-            link.retryable,
-        )
-        ctx.state["cold"] = cold
-        await cold.run()
-        ctx.metric("cold.compared", cold.log.compared)
-        ctx.metric("cold.skipped", len(cold.log.skipped))
 
 
 async def _clients(
@@ -644,15 +625,6 @@ def interrupted_runs_finished(ctx: WorkloadContext) -> None:
         check_recovery(journal.runs, journal.entries, journal.crashes),
         "an interrupted run was not finished on reactivation",
     )
-
-
-@invariant
-def warm_equals_cold(ctx: WorkloadContext) -> None:
-    """An agent read while active and read again after every node deactivated it answers the
-    same, field by field (_agent_cold; needs ``cold_reads``)."""
-    cold = ctx.state.get("cold")
-    assert cold is not None, "warm_equals_cold needs workload.params.cold_reads"
-    _holds(cold.log.problems, "the warm and the cold reading")
 
 
 @invariant

@@ -35,7 +35,8 @@ the agent's actor, so the agent learns of it only by reading its blocks again be
 (``refresh_blocks``). A step's prompt must show the board as some serial order of the edits
 leaves it, with every edit acknowledged before the client sent the input the step answers:
 each model call is judged by ``check_board`` as a read that was sent when that input was first
-sent and ended at the call. A runtime that renders its cached copy shows the model memory the
+sent (for a later step of the run: when the node called the model for the step before, since
+every step reads the blocks again) and ended at the call. A runtime that renders its cached copy shows the model memory the
 database no longer holds (and the next edit the model makes from it is built on that).
 """
 
@@ -128,6 +129,7 @@ class ProbePolicy:
         self.log = log
         self.store = store
         self.fallback = HelpfulPolicy()
+        self.calls: dict[tuple[str, str], float] = {}  # (agent, input) -> its last model call
 
     def respond(self, request: LlmRequest, rng: random.Random) -> Reply:
         self.check(request)
@@ -175,8 +177,14 @@ class ProbePolicy:
                 )
 
     def _board_shown(self, agent_id: str, blocks: Any, request: LlmRequest) -> None:
-        """The board a prompt shows, as a read sent when the input it answers was first sent."""
-        sent = self.log.first_sent.get((agent_id, _input_text(request)))
+        """The board a prompt shows, as a read sent when the input it answers was first sent,
+        or, for a later step of the run, when this node called the model for its step before
+        (the step read the blocks again after that call)."""
+        key = (agent_id, _input_text(request))
+        sent = self.log.first_sent.get(key)
+        if latest_turn(request).kind == "tool_result":
+            sent = self.calls.get(key, sent)
+        self.calls[key] = _now()
         if sent is not None and "board" in blocks and agent_id in self.log.boards:
             read = BoardRead(blocks["board"].value, sent, _now())
             self.log.board_prompts.setdefault(agent_id, []).append(read)

@@ -48,6 +48,8 @@ from ._agent_approval_checks import (
     check,
     paired,
 )
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 
 __all__ = ["agent_approvals", "approvals_exactly_as_answered"]
 
@@ -234,6 +236,7 @@ async def agent_approvals(ctx: WorkloadContext) -> None:
                     mcp=mcp,
                     options=SERVICE,
                     observer=kelpie_dst.log,
+                    **coherence_options(ctx, db),
                 ) as service,
             ):
                 if admin:

@@ -30,6 +30,8 @@ from kelpie_agent.service import _folders as folders
 from .._nodes import Node
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_kv, sim_ports
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_upload_checks import (
     FOLDER,
     UploadLog,
@@ -188,6 +190,7 @@ async def agent_uploads(ctx: WorkloadContext) -> None:
                 llm=SimLlmClient(FilesPolicy(shown), timing=LlmTiming()),
                 options=SERVICE,
                 observer=kelpie_dst.log,
+                **coherence_options(ctx, db),
             ) as service:
                 if admin:
                     chunk = ctx.rng("uploads/chunk").randint(60, 400)

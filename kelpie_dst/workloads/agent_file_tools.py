@@ -42,6 +42,8 @@ from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_kv, sim_ports
 from ..shims.llm import Call, Reply
 from ..shims.llm._turns import latest_turn
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._file_tools_model import MFile, Model, directories_section
 
 __all__ = ["agent_file_tools", "file_tools_match_model"]
@@ -270,6 +272,7 @@ async def agent_file_tools(ctx: WorkloadContext) -> None:
             llm=SimLlmClient(FileToolsPolicy(log), timing=LlmTiming()),
             options=SERVICE,
             observer=kelpie_dst.log,
+            **coherence_options(ctx, db),
         ) as service:
             agent_id = await _setup(service, ctx, model)
             rng = ctx.rng("file_tools/ops")

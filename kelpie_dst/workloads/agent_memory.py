@@ -36,8 +36,9 @@ the agent's actor, so the agent learns of it only by reading its blocks again be
 leaves it, with every edit acknowledged before the client sent the input the step answers:
 each model call is judged by ``check_board`` as a read that was sent when that input was first
 sent (for a later step of the run: when the node called the model for the step before, since
-every step reads the blocks again) and ended at the call. A runtime that renders its cached copy shows the model memory the
-database no longer holds (and the next edit the model makes from it is built on that).
+every step reads the blocks again) and ended at the call. A runtime that renders its cached
+copy shows the model memory the database no longer holds (and the next edit the model makes
+from it is built on that).
 """
 
 from __future__ import annotations

@@ -86,6 +86,8 @@ from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_kv, sim_ports
 from ..shims.llm import Call, Reply
 from ..shims.llm._summarizer import is_summary_request
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_http import RETRY_STATUS, _tls
 from ._agent_schedules import _FAILURES, OPTIONS, SERVICE, Client
 from ._agent_world import PORT, SERVER
@@ -752,6 +754,7 @@ def _start_servers(
             dispatcher_options=OPTIONS,
             options=SERVICE,
             observer=kelpie_dst.log,
+            **coherence_options(ctx, db),
         ) as service:
             services[node.name] = service
             if http:  # Letta's REST routes too, for the reads (and compactions)

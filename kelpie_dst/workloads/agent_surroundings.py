@@ -54,6 +54,8 @@ from kelpie_agent.service import _schedules as schedules
 
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_schedules import _FAILURES, OPTIONS, Client
 from ._surroundings_checks import (
     PassageSeen,
@@ -115,6 +117,7 @@ def _start(ctx: WorkloadContext) -> tuple[dict[str, AgentService], kelpie_dst.No
             dispatcher_options=OPTIONS,
             options=SERVICE,
             observer=kelpie_dst.log,
+            **coherence_options(ctx, db),
         ) as service:
             services[node.name] = service
             await trio.sleep_forever()

@@ -51,6 +51,8 @@ from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_direct_kv, open_kv, open_sandbox, sim_ports
 from ..shims._mcp import SimMcpServer, sim_mcp_transport
 from ..shims.llm import Call, Reply
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_schedules import OPTIONS, SERVICE
 from ._agent_tools_checks import ListSeen, RunSeen, StoredCall, ToolsLog, check_tools
 from ._agent_tools_model import (
@@ -155,6 +157,7 @@ def _start_servers(ctx: WorkloadContext, db: kelpie_dst.Node) -> None:
                 dispatcher_options=OPTIONS,
                 options=SERVICE,
                 observer=kelpie_dst.log,
+                **coherence_options(ctx, db),
             ) as service,
         ):
             await serve(create_app(service), "0.0.0.0", PORT)

@@ -49,6 +49,7 @@ from kelpie_agent.sandbox import SandboxLimits
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import open_kv
 from ..shims.llm._turns import Call, Reply
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_schedules import Client
 from ._shell_model import (
     DISK_BYTES,

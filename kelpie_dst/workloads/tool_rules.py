@@ -55,6 +55,8 @@ from kelpie_agent.service import open_agent_node
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_kv, open_sandbox, sim_ports
 from ..shims.llm._turns import Call, Reply
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_rules import prompt_max_counts
 from ._agent_schedules import OPTIONS, SERVICE, Client
 from ._tool_rule_model import (
@@ -304,6 +306,7 @@ def start_servers(
                     dispatcher_options=OPTIONS,
                     options=SERVICE,
                     observer=kelpie_dst.log,
+                    **coherence_options(ctx, db),
                 )
             )
             services[node.name] = service

@@ -116,6 +116,8 @@ class BackgroundRuns:
             break
         if stop is None:
             raise IncompleteFollowError(f"the stream of run {run.id} ended before its stop")
+        if steps is None:  # Letta's stream ends with the stop reason, then the run's usage
+            seen.problems.append(f"{otid}: run {run.id}'s stream ended without its usage")
         page = await client.runs.messages.list(run.id, limit=1000, order="asc")
         seen.stored = [(m.id, m.message_type) for m in page.items]
         texts = [text(m) for m in page.items if m.message_type == "assistant_message"]
@@ -129,8 +131,9 @@ class BackgroundRuns:
 
 
 def check_followed(runs: BackgroundRuns) -> list[str]:
-    """Every followed run: frames numbered without gaps or repeats across resumes, and, for
-    a run the client saw end, exactly the run's stored messages in order."""
+    """Every followed run: frames numbered without gaps or repeats across resumes, a stream
+    that ends with the stop reason and the run's usage, and, for a run the client saw end,
+    exactly the run's stored messages in order."""
     problems: list[str] = []
     for seen in runs.followed.values():
         problems += seen.problems

@@ -28,6 +28,7 @@ from the pattern table of docs/sandbox.md, not by the server's matcher.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import random
 import re
@@ -37,6 +38,7 @@ import attrs
 import trio
 
 import kelpie_dst
+from kelpie_agent.actors import DispatcherOptions
 from kelpie_agent.agent import (
     CreateAgent,
     InputMessage,
@@ -45,7 +47,6 @@ from kelpie_agent.agent import (
     ToolReturnMessage,
     builtin_id,
 )
-from kelpie_agent.actors import DispatcherOptions
 from kelpie_agent.llm import LlmRequest
 from kelpie_agent.sandbox import SandboxNetwork, SandboxRequest
 from kelpie_agent.service import open_agent_node
@@ -108,6 +109,36 @@ OPTIONS = DispatcherOptions(
 )
 
 
+# A custom tool that fetches, whose source defines a public helper first: the tool is the
+# last public top-level function (Letta's rule, docs/tools/custom_tools.md).
+TOOL = "fetch_url"
+TOOL_SOURCE = '''def describe(host: str, port: int) -> str:
+    """Say where a fetch goes."""
+    return f"{host}:{port}"
+
+
+def fetch_url(host: str, port: int = 443, note: str = "") -> str:
+    """Fetch a host from the sandbox.
+
+    Args:
+        host: The host to reach.
+        port: Its port.
+        note: Anything, for the caller's records.
+    """
+    return fetch(host, port)
+'''
+
+
+def tool_signature() -> tuple[str, list[str], list[str]]:
+    """(name, parameters, required) of :data:`TOOL_SOURCE`'s tool, by ``inspect``."""
+    namespace: dict[str, Any] = {}
+    exec(compile(TOOL_SOURCE, "<fetch_url>", "exec"), namespace)
+    fn = namespace[TOOL]
+    params = inspect.signature(fn).parameters.values()
+    required = [p.name for p in params if p.default is inspect.Parameter.empty]
+    return fn.__name__, [p.name for p in params], required
+
+
 def _matches(pattern: str, host: str, port: int) -> bool:
     """docs/sandbox.md's table: ``host`` (any port), ``*.domain`` (any subdomain of it, not
     the domain itself), ``host:port`` (that port only); names compare in any case."""
@@ -165,6 +196,8 @@ class FetchPolicy:
         fits = [d for d in DESTINATIONS if allowed(patterns, *d)]
         host, port = rng.choice(fits if fits and rng.random() < 0.5 else DESTINATIONS)
         tag = f"sn-a{directive.group(1)}-m{directive.group(2)}-c{self.calls}"
+        if TOOL in offered and rng.random() < 0.5:
+            return (Call(TOOL, {"host": host, "port": port, "note": tag}),)
         return (Call("run_code", {"code": fetch_code(host, port, tag), "language": "python"}),)
 
 
@@ -178,6 +211,7 @@ class Fetch:
     port: int
     ok: bool
     text: str
+    tool: str = "run_code"
 
 
 @attrs.define
@@ -187,6 +221,7 @@ class NetworkLog:
     policy: FetchPolicy = attrs.field(init=False)
     fetches: list[Fetch] = attrs.Factory(list)
     updates: int = 0
+    problems: list[str] = attrs.Factory(list)
 
     def __attrs_post_init__(self) -> None:
         self.policy = FetchPolicy(self.lists)
@@ -280,6 +315,7 @@ async def _read_back(client: Client, log: NetworkLog) -> None:
             lambda s, a=agent_id: s.list_messages(a, limit=1000, order="asc")  # type: ignore[misc]
         )
         calls: dict[str, tuple[int, str, int]] = {}
+        names: dict[str, str] = {}
         for m in history:
             if isinstance(m, ToolCallMessage) and m.tool_call.name == "run_code":
                 try:
@@ -294,16 +330,28 @@ async def _read_back(client: Client, log: NetworkLog) -> None:
                         where.group(1),
                         int(where.group(2)),
                     )
+            elif isinstance(m, ToolCallMessage) and m.tool_call.name == TOOL:
+                try:
+                    args = json.loads(m.tool_call.arguments)
+                except ValueError:
+                    continue
+                found = TAG.search(repr(str(args.get("note", ""))))
+                if found and int(found.group(2)) == number:
+                    host, port = str(args.get("host")), int(args.get("port", 443))
+                    calls[m.tool_call.tool_call_id] = (int(found.group(3)), host, port)
+                    names[m.tool_call.tool_call_id] = TOOL
             elif isinstance(m, ToolReturnMessage) and m.tool_call_id in calls:
                 k, host, port = calls[m.tool_call_id]
                 text = result_message(m.tool_return)
-                log.fetches.append(Fetch(number, k, host, port, m.status == "success", text))
+                name = names.get(m.tool_call_id, "run_code")
+                ok = m.status == "success"
+                log.fetches.append(Fetch(number, k, host, port, ok, text, name))
 
 
 def judge_fetches(log: NetworkLog) -> list[str]:
     """Each committed fetch reached its host exactly when a list in force from its message on
     (and the ceiling) allows it; failures other than the network's refusal are not judged."""
-    problems = []
+    problems = list(log.problems)
     for fetch in log.fetches:
         lists = log.lists[fetch.agent][fetch.message :]
         if fetch.ok:
@@ -343,12 +391,21 @@ async def agent_sandbox_network(ctx: WorkloadContext) -> None:
     client = Client(ctx, services, "sandbox-network")
     nodes = sorted(ctx.topology.nodes or ("server-1", "server-2", "server-3"))
     await trio.sleep(0.5)
+    tool = await client.until_done(lambda s: s.upsert_tool(TOOL_SOURCE))
+    name, names, required = tool_signature()
+    params = dict(tool.parameters)
+    shown = (tool.name, list(params.get("properties", {})), list(params.get("required", [])))
+    if shown != (name, names, required):
+        log.problems.append(
+            f"the custom tool from a source with a helper first is {shown} (name, parameters, "
+            f"required), not its last public function's {(name, names, required)}"
+        )
     for number in range(int(ctx.params["agents"])):
         first = client.rng.choice(LISTS)
         request = CreateAgent(
             name=f"net-{number}",
             agent_type="letta_v1_agent",
-            tool_ids=(builtin_id("run_code"),),
+            tool_ids=(builtin_id("run_code"), tool.id),
             metadata=_metadata(first),
         )
         view = await client.until_done(
@@ -359,13 +416,16 @@ async def agent_sandbox_network(ctx: WorkloadContext) -> None:
     messages = int(ctx.params["messages"])
     async with trio.open_nursery() as nursery:
         for number in log.agents:
-            home = HomeClient(ctx, services, f"sandbox-network/{number}", nodes[number % len(nodes)])
+            home = HomeClient(
+                ctx, services, f"sandbox-network/{number}", nodes[number % len(nodes)]
+            )
             nursery.start_soon(_converse, home, log, number, messages)
     await _read_back(client, log)
     ctx.metric("sandbox_network.requests", log.policy.requests)
     ctx.metric("sandbox_network.updates", log.updates)
     ctx.metric("sandbox_network.fetches", len(log.fetches))
     ctx.metric("sandbox_network.reached", sum(f.ok for f in log.fetches))
+    ctx.metric("sandbox_network.custom_tool", sum(f.tool == TOOL for f in log.fetches))
     ctx.metric(
         "sandbox_network.refused",
         sum(not f.ok and "PermissionError" in f.text for f in log.fetches),

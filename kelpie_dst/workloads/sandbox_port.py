@@ -61,9 +61,7 @@ __all__ = ["sandbox_port", "sandbox_port_contract", "sandbox_timeouts_kept"]
 FILE_BYTES = 96  # the sandboxes' file size limit
 OUTPUT_BYTES = 64  # their max_output_bytes
 TIMEOUT = 1.0  # their default exec timeout
-LIMITS = SandboxLimits(
-    timeout=TIMEOUT, max_output_bytes=OUTPUT_BYTES, file_size_bytes=FILE_BYTES
-)
+LIMITS = SandboxLimits(timeout=TIMEOUT, max_output_bytes=OUTPUT_BYTES, file_size_bytes=FILE_BYTES)
 DIRS = ("d", "d2", "dx", "d/e")  # names that share prefixes, on purpose
 FILES = ("f", "f2", "d.txt", "d2.txt", "dx", "d/a", "d/a2", "d/e/b", "d2/a", "dx/c")
 LOG = "log.txt"
@@ -164,16 +162,32 @@ class User:
                 result = await sb.exec(command, **kw)
         except ExecTimeoutError:
             self.timed.append(
-                Timed(self.name, command, kw.get("timeout", TIMEOUT), 0.0, start,
-                      trio.current_time(), (), "timeout")
+                Timed(
+                    self.name,
+                    command,
+                    kw.get("timeout", TIMEOUT),
+                    0.0,
+                    start,
+                    trio.current_time(),
+                    (),
+                    "timeout",
+                )
             )
             self.ctx.count("sandbox.exec_timeouts")
             return None
         except (SandboxCrashedError, SandboxStateError) as error:
             raise Lost(str(error)) from None
         self.timed.append(
-            Timed(self.name, command, kw.get("timeout", TIMEOUT), 0.0, start,
-                  trio.current_time(), (), "ok")
+            Timed(
+                self.name,
+                command,
+                kw.get("timeout", TIMEOUT),
+                0.0,
+                start,
+                trio.current_time(),
+                (),
+                "ok",
+            )
         )
         return result
 
@@ -217,19 +231,26 @@ class User:
             got = "written"
         except SandboxFileError:
             got = "refused"
-        self.see(f"write_file({path!r}, {size} bytes)", got,
-                 "written" if size <= FILE_BYTES else "refused")
+        self.see(
+            f"write_file({path!r}, {size} bytes)",
+            got,
+            "written" if size <= FILE_BYTES else "refused",
+        )
         if size <= FILE_BYTES:
             self.tree.add_dirs(path)
             self.tree.files[path] = data
         if got == "written":
-            self.see(f"read_file({path!r}) after writing it", await self.sandbox.read_file(path),
-                     data)
+            self.see(
+                f"read_file({path!r}) after writing it", await self.sandbox.read_file(path), data
+            )
 
     async def op_shell_write(self) -> None:
         """``printf`` redirected into a file: what fits is kept, past the limit it fails."""
-        choices = [p for p in FILES if self.tree.can_hold(p)
-                   and all(d in self.tree.dirs for d in self.tree.parents(p))]
+        choices = [
+            p
+            for p in FILES
+            if self.tree.can_hold(p) and all(d in self.tree.dirs for d in self.tree.parents(p))
+        ]
         if not choices:
             return
         path = self.rng.choice(choices)
@@ -247,8 +268,11 @@ class User:
             await self.check_tree(f"after a timed-out printf {op} {path}", after)
             return
         over = len(old) + size > FILE_BYTES
-        self.see(f"exit code of printf {op} {path} ({len(old)}+{size} bytes)",
-                 result.exit_code, 1 if over else 0)
+        self.see(
+            f"exit code of printf {op} {path} ({len(old)}+{size} bytes)",
+            result.exit_code,
+            1 if over else 0,
+        )
         self.tree = after
 
     async def op_mkdir(self) -> None:
@@ -289,9 +313,11 @@ class User:
         if result is None:
             return
         data = self.tree.files[path]
-        self.see(f"cat {path} ({len(data)} bytes)",
-                 (result.exit_code, result.stdout, result.truncated),
-                 (0, data[:OUTPUT_BYTES].decode(), len(data) > OUTPUT_BYTES))
+        self.see(
+            f"cat {path} ({len(data)} bytes)",
+            (result.exit_code, result.stdout, result.truncated),
+            (0, data[:OUTPUT_BYTES].decode(), len(data) > OUTPUT_BYTES),
+        )
 
     async def op_output(self) -> None:
         """Output at and around the output limit, on stdout or stderr, from Python or sh."""
@@ -306,8 +332,11 @@ class User:
             return
         kept = "y" * min(n, OUTPUT_BYTES)
         got = (result.exit_code, result.stdout, result.stderr, result.truncated)
-        want = (0, kept, "", n > OUTPUT_BYTES) if stream == "stdout" else (
-            0, "", kept, n > OUTPUT_BYTES)
+        want = (
+            (0, kept, "", n > OUTPUT_BYTES)
+            if stream == "stdout"
+            else (0, "", kept, n > OUTPUT_BYTES)
+        )
         self.see(f"{n} bytes written to {stream}", got, want)
 
     async def op_exit(self) -> None:
@@ -355,8 +384,7 @@ class User:
         after = self.tree.copy()
         after.files[LOG] = (old + mark.encode())[:FILE_BYTES]
         self.timed.append(
-            Timed(self.name, command, timeout, work, times[0], times[1], tuple(paused),
-                  outcome[0])
+            Timed(self.name, command, timeout, work, times[0], times[1], tuple(paused), outcome[0])
         )
         if outcome[0] == "crash":
             raise Lost("crashed during a timed command")
@@ -465,8 +493,9 @@ async def sandbox_port(ctx: WorkloadContext) -> None:
     nodes = [ctx.sim.add_node(name) for name in names]
 
     async def user(number: int) -> None:
-        me = User(ctx, f"u{number}", nodes[number % len(nodes)], ctx.rng(f"user/{number}"),
-                  seen, timed)
+        me = User(
+            ctx, f"u{number}", nodes[number % len(nodes)], ctx.rng(f"user/{number}"), seen, timed
+        )
         await me.fresh()
         for index in range(ctx.params["ops"]):
             try:
@@ -508,4 +537,3 @@ def sandbox_timeouts_kept(ctx: WorkloadContext) -> None:
     """Each command's running time (less pauses) kept its timeout to the tick."""
     problems = check_timed(ctx.state["timed"])
     assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:10])
-

@@ -23,7 +23,9 @@ secret instead of sending it back masked, and nothing else: the server "upgrades
 must equal ``v``). Once that update and the refresh after it returned, until the round's
 delete starts, the record certainly says version ``v``, and callers send ``v``. Then
 (:func:`check_rotation`) every such call ran on a process started with version ``v``'s
-secret and was never refused for its arguments: an update takes effect on the next call.
+secret and was never refused for its arguments: an update takes effect on the next call; and
+after each such refresh the registered ``tick`` (what agents are offered) has version ``v``'s
+schema (:func:`check_registered`).
 """
 
 from __future__ import annotations

@@ -23,7 +23,9 @@ secret instead of sending it back masked, and nothing else: the server "upgrades
 must equal ``v``). Once that update and the refresh after it returned, until the round's
 delete starts, the record certainly says version ``v``, and callers send ``v``. Then
 (:func:`check_rotation`) every such call ran on a process started with version ``v``'s
-secret and was never refused for its arguments: an update takes effect on the next call.
+secret and was never refused for its arguments: an update takes effect on the next call; and
+after each such refresh the registered ``tick`` (what agents are offered) has version ``v``'s
+schema (:func:`check_registered`).
 """
 
 from __future__ import annotations
@@ -281,6 +283,7 @@ async def churn(
             await catalog.refresh_server(service, record.id)
             if rotate:
                 log.settled, log.window = log.version, log.window + 1
+                await check_registered(service, log, record.id, number)
         except UnavailableError:  # the server crashed or did not start: a 503, as users see
             log.refresh_failures += 1
         attached = [t.id for t in await service.list_agent_tools(agent_id)]
@@ -295,6 +298,22 @@ async def churn(
         log.live = False  # only once the delete is done
         log.round += 1
         await trio.sleep(rng.uniform(0.1, 0.5))
+
+
+async def check_registered(service: Any, log: Log, server_id: str, number: int) -> None:
+    """With ``rotate``: once a refresh returned, the registered ``tick`` (what agents are
+    offered, and what their calls are checked against) has the schema the server lists now,
+    version ``log.version``'s (a refresh updates a changed tool in place, docs/mcp.md)."""
+    with contextlib.suppress(KelpieError):  # a read that fails judges nothing
+        listed = await catalog.server_tool_list(service, server_id)
+        want = versioned_schema(log.version)
+        for spec in listed:
+            shown = dict(spec.json_schema).get("parameters")
+            if spec.name == "tick" and shown != want:
+                log.problems.append(
+                    f"round {number}: after the refresh, the registered tick's schema is "
+                    f"{shown}, not version {log.version}'s {want}"
+                )
 
 
 async def caller(service: Any, log: Log, i: int, first: int, count: int, rng: Any) -> None:

@@ -142,6 +142,7 @@ CHEAP = frozenset(  # under about 1.5 s a seed
         "agent_approvals",
         "agent_admin",
         "agent_lifecycle_deletes",
+        "sandbox_port",
     }
 )
 COSTLY = frozenset(  # 7 s a seed or more

@@ -54,6 +54,8 @@ from kelpie_agent.service import open_agent_node
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_kv, open_sandbox, sim_ports
 from ..shims.llm._turns import Call, Reply
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_schedules import SERVICE, Client
 from ._tool_rule_model import result_message
 
@@ -260,6 +262,7 @@ def _start(ctx: WorkloadContext, policy: FetchPolicy) -> dict[str, Any]:
                     dispatcher_options=OPTIONS,
                     options=SERVICE,
                     observer=kelpie_dst.log,
+                    **coherence_options(ctx, db),
                 )
             )
             services[node.name] = service

@@ -11,7 +11,9 @@ holds its lease, and is not stale, what it keeps in memory must be what the data
   last ones stored, in order), a next sequence number above every stored one, the run
   checkpoint, the context window, and for a conversation, that its record still exists and is
   the one in memory;
-* its archival passages, once loaded.
+* its archival passages, once loaded;
+* the summary a thread's context window starts from is the message the thread stores at its
+  seq (a fork's copy carries the copy's id).
 
 Memory blocks are not judged here: the blocks API edits them outside the agent's actor, and
 the runtime reads them again before it uses them (``_agent_fresh`` judges what it shows).
@@ -133,6 +135,14 @@ class CoherenceAudit:
         context = _load(store, keys.context)
         if context is not None and context != thread.context:
             self._problem(f"{who}: the context window in memory is not the stored one")
+        summary = getattr(context, "summary", None)
+        if summary is not None:  # the summary a prompt starts from is a message of the thread
+            there = _load(store, keys.message(summary.seq))
+            if there is None or there.id != summary.id:
+                self._problem(
+                    f"{who}: the context's summary {summary.id!r} (seq {summary.seq}) is not "
+                    f"the thread's stored message {getattr(there, 'id', None)!r}"
+                )
 
 
 def _load(store: Any, key: bytes) -> Any:

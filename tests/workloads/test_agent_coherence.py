@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from attrs import evolve as attrs_evolve
 
 from kelpie_agent.agent import Keys
 from kelpie_agent.agent._codec import pack
@@ -86,6 +87,21 @@ def test_a_conversation_deleted_but_still_loaded_is_named() -> None:
     audit._compare(rt, store, "n/a")
     assert audit.problems == ["n/a conversation conversation-1: loaded in memory, but not stored"
                               " (deleted?)"]  # fmt: skip
+
+
+def test_a_context_summary_that_is_not_the_threads_message_is_named() -> None:
+    from kelpie_agent.agent._window import ContextWindow
+
+    rt, store = _world([1, 2, 3], [1, 2, 3], 4)
+    keys = Keys(AGENT)
+    stored = _message(2)
+    for summary, named in ((stored, False), (attrs_evolve(stored, id=""), True)):
+        context = ContextWindow(start_seq=2, summary=summary, text="so far")
+        store._apply([(keys.context, pack(context))])
+        rt.default.context = context
+        audit = CoherenceAudit(lambda: store)
+        audit._compare(rt, store, "n/a")
+        assert bool(audit.problems) is named, audit.problems
 
 
 SMALL = ["workload.params.agents=3", "workload.params.messages=2", "duration=20s"]

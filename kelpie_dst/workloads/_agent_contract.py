@@ -13,11 +13,14 @@ after failures, drives what the documentation promises and logs what it read for
 3. **Lists**: agents, blocks, tools, the agent's messages, runs and steps, read without
    ``order``/``limit`` and with the documented defaults, both orders, and with ``limit`` 0,
    1000 and 1001.
-4. **The API key**: requests without ``Authorization``, with another scheme, with keys one
+4. **Refusals**: requests whose status the error table names: an archival search whose
+   start is after its end, an approval when no call waits, deleting a built-in tool (400),
+   a list after an unknown cursor (404), a date that is not one (422).
+5. **The API key**: requests without ``Authorization``, with another scheme, with keys one
    character off (changed, longer, shorter, empty) on reads, writes, deletes and the schema
    routes; the health route without a key; then, with the key, whether a refused write was
    applied.
-5. **The head limit**: ``GET /v1/health/`` with a head of exactly ``max_header_bytes`` and
+6. **The head limit**: ``GET /v1/health/`` with a head of exactly ``max_header_bytes`` and
    of one byte more, on raw connections.
 
 A request that fails with an error the client must not retry is a problem
@@ -105,7 +108,14 @@ class ContractWalker(SdkWalker):
     async def run(self) -> None:
         first = (self._setup, self._head_limit)
         await self._phases(
-            (self._setup, self._streams, self._lists, self._auth, self._head_limit),
+            (
+                self._setup,
+                self._streams,
+                self._lists,
+                self._refusals,
+                self._auth,
+                self._head_limit,
+            ),
             lambda phase: phase in first or self.agent is not None,
         )
 
@@ -317,7 +327,86 @@ class ContractWalker(SdkWalker):
         want = tuple(reversed(first)) if reverse else first
         self.log.lists.append(ListSeen(what, want, second))
 
-    # -- 4. the API key --------------------------------------------------------------------------
+    # -- 4. refusals ----------------------------------------------------------------------------
+    async def _refusals(self) -> None:
+        """Requests whose status the error table names (docs/http-api.md, "Errors"): a
+        well-formed request the state refuses is a 400, an unknown cursor a 404, a value the
+        schema refuses a 422; each with a JSON detail and ``x-should-retry: false``."""
+        agent = self.agent
+        assert agent is not None
+        tools = await self._raw("GET", "/v1/tools/", params={"name": "send_message"})
+        builtin = None
+        if tools is not None and tools.status_code == 200 and tools.json():
+            builtin = str(tools.json()[0]["id"])
+        probes: list[tuple[str, int, str, str, Any, dict[str, Any] | None]] = [
+            (
+                "an archival search whose start is after its end",
+                400,
+                "GET",
+                f"/v1/agents/{agent}/archival-memory/search",
+                None,
+                {
+                    "query": "kelp",
+                    "start_datetime": "2030-01-02T00:00:00Z",
+                    "end_datetime": "2030-01-01T00:00:00Z",
+                },
+            ),
+            (
+                "an approval when no call waits for one",
+                400,
+                "POST",
+                f"/v1/agents/{agent}/messages",
+                {
+                    "messages": [
+                        {"type": "approval", "approve": True, "approval_request_id": "message-x"}
+                    ],
+                    "streaming": False,
+                },
+                None,
+            ),
+            (
+                "agents listed after an unknown agent",
+                404,
+                "GET",
+                "/v1/agents/",
+                None,
+                {"after": "agent-nope"},
+            ),
+            (
+                "an archival search with a date that is not one",
+                422,
+                "GET",
+                f"/v1/agents/{agent}/archival-memory/search",
+                None,
+                {"query": "kelp", "start_datetime": "yesterday"},
+            ),
+        ]
+        if builtin is not None:
+            probes.append(
+                (
+                    "deleting the built-in send_message",
+                    400,
+                    "DELETE",
+                    f"/v1/tools/{builtin}",
+                    None,
+                    None,
+                )
+            )
+        self.rng.shuffle(probes)
+        for what, want, method, path, body, params in probes:
+            got = await self._raw(method, path, body=body, params=params)
+            if got is not None:
+                self.log.refusals.append(
+                    StatusSeen(
+                        f"{what} ({method} {path})",
+                        want,
+                        got.status_code,
+                        _detail(got),
+                        retry=got.headers.get("x-should-retry"),
+                    )
+                )
+
+    # -- 5. the API key --------------------------------------------------------------------------
     async def _auth(self) -> None:
         agent, block, victim = self.agent, self.block, self.victim
         assert agent is not None and block is not None and victim is not None
@@ -360,7 +449,9 @@ class ContractWalker(SdkWalker):
         got = await self._raw("GET", "/v1/health/", auth=NONE)
         if got is not None:
             self.log.auth.append(
-                AuthSeen("GET /v1/health/", "no Authorization header", 200, got.status_code, True, None)
+                AuthSeen(
+                    "GET /v1/health/", "no Authorization header", 200, got.status_code, True, None
+                )
             )
         # with the key: nothing refused was applied
         got = await self._raw("GET", f"/v1/blocks/{block}")
@@ -375,7 +466,7 @@ class ContractWalker(SdkWalker):
         if got is not None and got.status_code == 404:
             self.log.not_applied.append(f"block {victim} deleted by DELETEs refused 401")
 
-    # -- 5. the head limit -----------------------------------------------------------------------
+    # -- 6. the head limit -----------------------------------------------------------------------
     async def _head_limit(self) -> None:
         for size, want in ((HEAD, 200), (HEAD + 1, 431)):
             seen = await self._head_probe(size, want)
@@ -398,7 +489,7 @@ class ContractWalker(SdkWalker):
                 try:
                     with trio.fail_after(self.clients.timeout):
                         await raw.send(head)
-                        status, headers, body = await raw.answer()
+                        status, _, body = await raw.answer()
                     if status not in RETRY_APP:
                         closed = await raw.closed(2.0) if status >= 400 else None
                         try:

@@ -27,6 +27,12 @@ server finished (the connection ended cleanly) ends with ``stop_reason`` then
 the server's ping interval to produce its first event; and its message frames are exactly
 the run's stored messages other than its inputs (by id).
 
+**A refusal answers the status the error table names** (``refusals_documented``). A
+well-formed request the state refuses is a 400 (an archival search whose start is after its
+end, an approval when no call waits for one, deleting a built-in tool), an unknown cursor a
+404, a value the schema refuses a 422; each with a JSON ``detail`` and ``x-should-retry:
+false``.
+
 **The head limit is exact** (``http_limits_exact``). A request head of exactly
 ``max_header_bytes`` is served; one byte more is a 431 with a JSON ``detail`` and
 ``connection: close``.
@@ -47,6 +53,7 @@ __all__ = [
     "check_auth",
     "check_limits",
     "check_lists",
+    "check_refusals",
     "check_streams",
 ]
 
@@ -81,6 +88,7 @@ class StatusSeen:
     got: int
     detail: bool = True  # a JSON detail, where an error was answered
     closed: bool | None = None  # the connection was closed after it (None: not asked)
+    retry: str | None = "false"  # x-should-retry, where an error was answered
 
 
 @attrs.frozen
@@ -103,6 +111,7 @@ class ContractLog:
     lists: list[ListSeen] = attrs.field(factory=list)
     statuses: list[StatusSeen] = attrs.field(factory=list)
     limits: list[StatusSeen] = attrs.field(factory=list)
+    refusals: list[StatusSeen] = attrs.field(factory=list)
     streams: list[StreamSeen] = attrs.field(factory=list)
     problems: list[str] = attrs.field(factory=list)  # requests that failed for good
 
@@ -139,6 +148,10 @@ def check_limits(log: ContractLog) -> list[str]:
     return _statuses(log.limits)
 
 
+def check_refusals(log: ContractLog) -> list[str]:
+    return _statuses(log.refusals)
+
+
 def _statuses(seen: Sequence[StatusSeen]) -> list[str]:
     problems: list[str] = []
     for s in seen:
@@ -150,6 +163,8 @@ def _statuses(seen: Sequence[StatusSeen]) -> list[str]:
             problems.append(f"{s.what}: a {s.got} without a JSON detail")
         elif s.want >= 400 and s.closed is False:
             problems.append(f"{s.what}: a {s.got} that left the connection open")
+        elif s.want >= 400 and s.retry != "false":
+            problems.append(f"{s.what}: a {s.got} with x-should-retry {s.retry!r}")
     return problems
 
 

@@ -37,6 +37,7 @@ from kelpie_agent.agent import BUILTINS, builtin_id, default_tool_names
 from .._errors import UsageError
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import sim_ports
+from . import _agent_contract_checks as contract_checks
 from ._agent_catalog import CatalogWalker
 from ._agent_catalog_checks import check_catalog
 from ._agent_checks import (
@@ -67,7 +68,6 @@ from ._agent_checks import (
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_compaction import check_summaries
 from ._agent_contract import CONTRACT_KEY, CONTRACT_PING, CONTRACT_SERVER, ContractWalker
-from . import _agent_contract_checks as contract_checks
 from ._agent_creates import Creates
 from ._agent_direct import DirectLink
 from ._agent_directory import DirectoryWalker
@@ -473,6 +473,11 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("contract.quiet_streams", contract.quiet)
         ctx.metric("contract.auth_probes", len(contract.log.auth))
         ctx.metric("contract.list_reads", len(contract.log.lists))
+        ctx.metric(
+            "contract.streams_judged", sum(s.stored is not None for s in contract.log.streams)
+        )
+        ctx.metric("contract.refusals", len(contract.log.refusals))
+        ctx.metric("contract.head_probes", len(contract.log.limits))
     if handover is not None:
         ctx.metric("handover.requests", handover.requests)
         ctx.metric("handover.missing", len(handover.log.missing))
@@ -1018,7 +1023,9 @@ def api_key_enforced(ctx: WorkloadContext) -> None:
     schema routes included, and a refused write is not applied (_agent_contract_checks)."""
     contract = _contract(ctx)
     if contract is not None:
-        _holds(contract_checks.check_auth(contract.log), "the API key was not enforced as documented")
+        _holds(
+            contract_checks.check_auth(contract.log), "the API key was not enforced as documented"
+        )
 
 
 @invariant
@@ -1028,7 +1035,10 @@ def list_parameters_documented(ctx: WorkloadContext) -> None:
     1001 is a 422 (_agent_contract_checks)."""
     contract = _contract(ctx)
     if contract is not None:
-        _holds(contract_checks.check_lists(contract.log), "a list parameter broke its documented meaning")
+        _holds(
+            contract_checks.check_lists(contract.log),
+            "a list parameter broke its documented meaning",
+        )
 
 
 @invariant
@@ -1048,4 +1058,16 @@ def http_limits_exact(ctx: WorkloadContext) -> None:
     431 with a JSON detail that closes the connection (_agent_contract_checks)."""
     contract = _contract(ctx)
     if contract is not None:
-        _holds(contract_checks.check_limits(contract.log), "the HTTP server's head limit is not exact")
+        _holds(
+            contract_checks.check_limits(contract.log), "the HTTP server's head limit is not exact"
+        )
+
+
+@invariant
+def refusals_documented(ctx: WorkloadContext) -> None:
+    """(With ``contract``.) A well-formed request the state refuses is a 400, an unknown cursor
+    a 404, a value the schema refuses a 422, each with a JSON detail and x-should-retry false
+    (_agent_contract_checks)."""
+    contract = _contract(ctx)
+    if contract is not None:
+        _holds(contract_checks.check_refusals(contract.log), "a refusal has the wrong status")

@@ -338,11 +338,9 @@ async def agents(ctx: WorkloadContext) -> None:
         bare_sdk_nodes=int(ctx.params["bare_sdk_nodes"]),
         shapes=bool(ctx.params["step_shapes"]),
         **({"server": WIRE_SERVER} if bool(ctx.params["wire"]) else {}),
-        **(
-            {"server": CONTRACT_SERVER, "api_key": CONTRACT_KEY, "ping_interval": CONTRACT_PING}
-            if bool(ctx.params["contract"])
-            else {}
-        ),
+        **({"server": CONTRACT_SERVER} if bool(ctx.params["contract"]) else {}),
+        api_key=CONTRACT_KEY if bool(ctx.params["contract"]) else None,
+        ping_interval=CONTRACT_PING if bool(ctx.params["contract"]) else 15.0,
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)

@@ -268,13 +268,17 @@ def _tls() -> ssl.SSLContext:
 
 @asynccontextmanager
 async def open_http_link(
-    timeout: float, background: BackgroundRuns | None = None
+    timeout: float, background: BackgroundRuns | None = None, api_key: str | None = None
 ) -> AsyncIterator[HttpLink]:
     """One connection pool for every client task; closed when the clients are done. Its
-    cookie store parses only responses that set a cookie (``kelpie_dst/net/_cookies.py``)."""
+    cookie store parses only responses that set a cookie (``kelpie_dst/net/_cookies.py``).
+    ``api_key``: every request carries ``Authorization: Bearer <api_key>``."""
     from kelpie_dst.net._cookies import quiet_cookies
 
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout), verify=_tls()) as http:
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else None
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout), verify=_tls(), headers=headers
+    ) as http:
         yield HttpLink(quiet_cookies(http), background)
 
 

@@ -336,10 +336,14 @@ class World:
         bare_sdk_nodes: int = 0,
         shapes: bool = False,
         server: ServerOptions = SERVER,
+        api_key: str | None = None,
+        ping_interval: float = 15.0,
     ) -> None:
         self.sim = sim
         self.via = via
         self.server = server  # the HTTP server's limits and timeouts (via http)
+        self.api_key = api_key  # the API's key (via http; None: none)
+        self.ping_interval = ping_interval  # seconds of silence before a stream pings
         loop = attrs.evolve(LOOP, history_window=history_window) if history_window else LOOP
         self.service = SERVICE
         if storage_attempts:  # the runtime's and the service's own storage reads alike
@@ -479,7 +483,12 @@ class World:
                     )
                 )
                 self.services[node.name] = service
-                app = create_app(service, observer=observer)
+                app = create_app(
+                    service,
+                    observer=observer,
+                    api_key=self.api_key,
+                    ping_interval=self.ping_interval,
+                )
                 await serve(
                     app,
                     "0.0.0.0",

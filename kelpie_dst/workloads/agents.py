@@ -37,6 +37,7 @@ from kelpie_agent.agent import BUILTINS, builtin_id, default_tool_names
 from .._errors import UsageError
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import sim_ports
+from . import _agent_contract_checks as contract_checks
 from ._agent_catalog import CatalogWalker
 from ._agent_catalog_checks import check_catalog
 from ._agent_checks import (
@@ -67,6 +68,7 @@ from ._agent_checks import (
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_coherence import CoherenceAudit, memory_matches_storage
 from ._agent_compaction import check_summaries
+from ._agent_contract import CONTRACT_KEY, CONTRACT_PING, CONTRACT_SERVER, ContractWalker
 from ._agent_creates import Creates
 from ._agent_direct import DirectLink
 from ._agent_directory import DirectoryWalker
@@ -227,6 +229,10 @@ PARAMS: dict[str, int | float | str | bool] = {
     # against the documented contract (via http; _agent_handover)
     "coherence": False,  # after each request to an agent, an idle activation's memory is
     # compared with the database (via http; a pure check: _agent_coherence)
+    "contract": False,  # the servers run with an API key, a short ping interval and an 8 KiB
+    # head limit; after the clients, the documented contract nobody else reads (the key on
+    # every route, list defaults and limits, streams with and without pings, the exact head
+    # limit) is driven and judged (via http; _agent_contract)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -296,11 +302,14 @@ async def agents(ctx: WorkloadContext) -> None:
         "handover",
         "message_fields",
         "coherence",
+        "contract",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
     if ctx.params["handover"] and float(ctx.params["poll_interval"]):
         raise UsageError("workload.params.handover: runs alongside the clients, not with polls")
+    if ctx.params["contract"] and ctx.params["wire"]:
+        raise UsageError("workload.params.contract: not with wire (each sets the server's limits)")
     if int(ctx.params["create_burst"]) and not float(ctx.params["list_walks"]):
         raise UsageError("workload.params.create_burst: needs list_walks (the walk checks it)")
     topology = ctx.topology
@@ -334,6 +343,9 @@ async def agents(ctx: WorkloadContext) -> None:
         bare_sdk_nodes=int(ctx.params["bare_sdk_nodes"]),
         shapes=bool(ctx.params["step_shapes"]),
         **({"server": WIRE_SERVER} if bool(ctx.params["wire"]) else {}),
+        **({"server": CONTRACT_SERVER} if bool(ctx.params["contract"]) else {}),
+        api_key=CONTRACT_KEY if bool(ctx.params["contract"]) else None,
+        ping_interval=CONTRACT_PING if bool(ctx.params["contract"]) else 15.0,
     )
     await world.setup()
     plans = _plan(ctx, world, kinds, types)
@@ -351,7 +363,8 @@ async def agents(ctx: WorkloadContext) -> None:
             float(ctx.params["background_fraction"]), float(ctx.params["follow_breaks"])
         )
         ctx.state["background"] = background
-        async with open_http_link(float(ctx.params["attempt_timeout"]), background) as link:
+        key = CONTRACT_KEY if bool(ctx.params["contract"]) else None
+        async with open_http_link(float(ctx.params["attempt_timeout"]), background, key) as link:
             ctx.state["link"] = link
             await _drive(ctx, Clients(ctx, world, record, link), plans)
         ctx.metric("background.runs", len(background.followed))
@@ -457,6 +470,19 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("catalog.walks", len(catalog.log.walks))
         ctx.metric("catalog.round_trips", len(catalog.log.round_trips))
         ctx.metric("catalog.problems", len(check_catalog(catalog.log)))
+    if bool(ctx.params["contract"]):
+        contract = ContractWalker(clients, ctx.rng("contract"))
+        ctx.state["contract"] = contract
+        await contract.run()
+        ctx.metric("contract.requests", contract.requests)
+        ctx.metric("contract.quiet_streams", contract.quiet)
+        ctx.metric("contract.auth_probes", len(contract.log.auth))
+        ctx.metric("contract.list_reads", len(contract.log.lists))
+        ctx.metric(
+            "contract.streams_judged", sum(s.stored is not None for s in contract.log.streams)
+        )
+        ctx.metric("contract.refusals", len(contract.log.refusals))
+        ctx.metric("contract.head_probes", len(contract.log.limits))
     if handover is not None:
         ctx.metric("handover.requests", handover.requests)
         ctx.metric("handover.missing", len(handover.log.missing))
@@ -588,6 +614,9 @@ def _server_id(ctx: WorkloadContext, plans: list[AgentPlan], number: int) -> str
         wire = ctx.state.get("wire")  # ... or the wire walk's (a901)
         if isinstance(wire, WireWalker) and number == 901:
             return wire.agent
+        contract = ctx.state.get("contract")  # ... or the contract walk's (a905)
+        if isinstance(contract, ContractWalker) and number == 905:
+            return contract.agent
         fields = ctx.state.get("fields")  # ... or the fields walk's (a903)
         if isinstance(fields, FieldsWalker) and number in (903, 904):
             return fields.agent if number == 903 else fields.big_agent
@@ -985,3 +1014,65 @@ def mcp_recovers(ctx: WorkloadContext) -> None:
         check_mcp_recovers(_world(ctx).journal.mcp_calls, healed),
         "MCP tools stayed broken after the faults healed",
     )
+
+
+def _contract(ctx: WorkloadContext) -> ContractWalker | None:
+    contract = ctx.state.get("contract")
+    return contract if isinstance(contract, ContractWalker) else None
+
+
+@invariant
+def api_key_enforced(ctx: WorkloadContext) -> None:
+    """(With ``contract``.) With an API key set, every route but health answers 401 (a JSON
+    detail, x-should-retry false) without the key, with another scheme or another key, the
+    schema routes included, and a refused write is not applied (_agent_contract_checks)."""
+    contract = _contract(ctx)
+    if contract is not None:
+        _holds(
+            contract_checks.check_auth(contract.log), "the API key was not enforced as documented"
+        )
+
+
+@invariant
+def list_parameters_documented(ctx: WorkloadContext) -> None:
+    """(With ``contract``.) A list without order or limit is the list with the documented
+    defaults, desc is asc reversed, every limit 0-1000 is served (1000 lists all, 0 none) and
+    1001 is a 422 (_agent_contract_checks)."""
+    contract = _contract(ctx)
+    if contract is not None:
+        _holds(
+            contract_checks.check_lists(contract.log),
+            "a list parameter broke its documented meaning",
+        )
+
+
+@invariant
+def quiet_streams_complete(ctx: WorkloadContext) -> None:
+    """(With ``contract``.) Every stream the server finished, with or without pings, also one
+    whose run was slower than the ping interval to start, ends with stop_reason and
+    usage_statistics, and its message frames are its run's stored messages
+    (_agent_contract_checks)."""
+    contract = _contract(ctx)
+    if contract is not None:
+        _holds(contract_checks.check_streams(contract.log), "a stream did not carry its run")
+
+
+@invariant
+def http_limits_exact(ctx: WorkloadContext) -> None:
+    """(With ``contract``.) A head of exactly max_header_bytes is served, one byte more is a
+    431 with a JSON detail that closes the connection (_agent_contract_checks)."""
+    contract = _contract(ctx)
+    if contract is not None:
+        _holds(
+            contract_checks.check_limits(contract.log), "the HTTP server's head limit is not exact"
+        )
+
+
+@invariant
+def refusals_documented(ctx: WorkloadContext) -> None:
+    """(With ``contract``.) A well-formed request the state refuses is a 400, an unknown cursor
+    a 404, a value the schema refuses a 422, each with a JSON detail and x-should-retry false
+    (_agent_contract_checks)."""
+    contract = _contract(ctx)
+    if contract is not None:
+        _holds(contract_checks.check_refusals(contract.log), "a refusal has the wrong status")

@@ -61,7 +61,9 @@ class SettingsLog:
 
 
 def _rule(rule: Any) -> tuple[Any, ...]:
-    get = rule.get if isinstance(rule, Mapping) else lambda k: getattr(rule, k, None)
+    def get(key: str) -> Any:
+        return rule.get(key) if isinstance(rule, Mapping) else getattr(rule, key, None)
+
     return (
         get("type"),
         get("tool_name"),
@@ -105,7 +107,9 @@ def _normal(model: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _differences(want: Mapping[str, Any], got: Mapping[str, Any], skip: tuple[str, ...] = ()):
+def _differences(
+    want: Mapping[str, Any], got: Mapping[str, Any], skip: tuple[str, ...] = ()
+) -> list[str]:
     return [
         f"{k} {got.get(k)!r}, want {want.get(k)!r}"
         for k in FIELDS

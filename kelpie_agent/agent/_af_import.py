@@ -6,7 +6,8 @@ custom tool of the same name is kept (its source replaced with the file's when
 registered for their server. Blocks are created anew. Each source becomes a new folder (its
 name made unique) whose files are uploaded from their text and processed in the background.
 Then the agent is created (through ``create``, so its actor writes it) with its history, and
-its folders are attached and its open files opened again.
+its folders are attached, the files attaching opened are closed (those processed by then), and
+the file's open files are opened again.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ._agent_file import AgentFilePlan, ToolDef
 from ._builtins import builtin_by_name
 from ._errors import InvalidRequestError
 from ._folders import FolderStore, unique_name
-from ._requests import AgentView, AttachFolder, CreateAgent, OpenFile
+from ._requests import AgentView, AttachFolder, CloseFile, CreateAgent, OpenFile
 from ._stores import BlockStore, ToolStore
 
 __all__ = ["import_agent_file"]
@@ -133,6 +134,8 @@ async def import_agent_file(
         agent_id = view.agent.id
         for ref in planned.folder_refs:
             await request(agent_id, AttachFolder(folder_ids[ref]))
+        if planned.folder_refs:  # attaching opened the files processed by then: the file
+            await request(agent_id, CloseFile(None))  # says which are open (DreqK-1)
         for ref, start, end in planned.open_files:
             if ref in file_ids:
                 await request(agent_id, OpenFile(file_ids[ref], start, end))

@@ -24,6 +24,9 @@ shapes a real model makes and the loop must end correctly:
 
 * ``desk`` (letta_v1): a call of an MCP tool that echoes, or of one whose server answers
   every call with an ``isError`` result in plain words, then a reply.
+* ``bulky`` (letta_v1 with a small context window, ``bulky`` agents; off by default): a call
+  of the echoing MCP tool with about 5,500 characters, then a reply, so the history is mostly
+  large tool results and the window must count them to fit (``scenarios/agent_loop_bulky.toml``).
 
 Sends are plain, streamed, or streamed token by token, and a failed send is retried with its
 otid (a resumed run's answer is judged too); servers crash and restart; storage fails often
@@ -121,7 +124,10 @@ SHAPES = {
     "ruled": ("required",),
     "flood": ("flood", "flood", "chain"),
     "budget": ("junk", "spree"),  # the loop's budgets (coreJ): off unless the budget param
+    "bulky": ("bulky",),  # large tool results (reqK): off unless the bulky param
 }
+BULKY_WINDOW, BULKY_MAX_TOKENS = 7000, 2500
+BULKY_WORDS = 1000  # words the bulky shape's call echoes (about 5,500 characters)
 FLOOD_BATCH = 34  # calls per step of a flood run: the third step crosses the run's budget
 FLOOD_CALLS = 3 * FLOOD_BATCH
 PAST = {"start_date": "2001-01-01", "end_date": "2001-01-02"}
@@ -136,7 +142,7 @@ SPREE_CALLS = 3  # the spree shape's calls per step (distinct queries)
 class AgentInfo:
     number: int
     id: str
-    kind: str  # letta, memgpt, chat, ruled, flood, budget or bulk
+    kind: str  # letta, memgpt, chat, ruled, flood, budget, bulk or bulky
     context_window: int
     max_tokens: int
 
@@ -240,6 +246,13 @@ class LoopPolicy:
             return (Call("conversation_search", {"query": query}),)
         if shape == "empty":
             return ()
+        if shape == "bulky":
+            if first:
+                text = " ".join(
+                    _WORDS[(i * 7 + len(tag)) % len(_WORDS)] for i in range(BULKY_WORDS)
+                )
+                return (Call(LOOKUP, {"text": f"{tag} {text}"}),)
+            return (f"done {tag}",)
         if shape == "desk":
             if first:
                 tool = REFUSE if probe.get("refuse") else LOOKUP
@@ -397,7 +410,7 @@ class Driver:
         ids = tuple(builtin_id(t) for t in tools)
         if kind == "budget":
             ids = (builtin_id("conversation_search"),)
-        if kind == "letta":
+        if kind in ("letta", "bulky"):
             ids = (builtin_id("conversation_search"), *self.log.tool_ids.values())
         if kind == "flood":
             ids = (builtin_id("conversation_search"),)
@@ -413,6 +426,7 @@ class Driver:
             "flood": (32_000, 8192),
             "budget": (32_000, 1024),
             "bulk": (32_000, 1024),
+            "bulky": (BULKY_WINDOW, BULKY_MAX_TOKENS),
         }[kind]
         request = CreateAgent(
             name=f"loop-{n}",
@@ -653,6 +667,7 @@ async def _register(ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node) -> 
         "span": 60.0,
         "budget": 0,
         "bulk": 0,
+        "bulky": 0,
         "max_tool_calls": LOOP.max_tool_calls,
     },
     bounds={
@@ -664,6 +679,7 @@ async def _register(ctx: WorkloadContext, log: LoopLog, db: kelpie_dst.Node) -> 
         "span": (1, 3600),
         "budget": (0, 20),
         "bulk": (0, 5),
+        "bulky": (0, 20),
         "max_tool_calls": (1, 1000),
     },
 )
@@ -675,7 +691,7 @@ async def agent_loop(ctx: WorkloadContext) -> None:
     await _register(ctx, log, db)
     services = _start_servers(ctx, log, db)
     drivers: list[Driver] = []
-    for kind in ("letta", "memgpt", "chat", "ruled", "flood", "budget", "bulk"):
+    for kind in ("letta", "memgpt", "chat", "ruled", "flood", "budget", "bulk", "bulky"):
         for _ in range(int(ctx.params[kind])):
             n = len(drivers)
             drivers.append(Driver(Client(ctx, services, f"loop-{n}"), log, n, kind))

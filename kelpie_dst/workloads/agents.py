@@ -87,6 +87,8 @@ from ._agent_polls import Poller, check_polled_order
 from ._agent_recovery import check_clean_ends, check_recovery, check_run_statuses
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
+from ._agent_settings import SettingsWalker
+from ._agent_settings_checks import check_settings
 from ._agent_steps import check_run_steps, read_steps
 from ._agent_stops import (
     check_invalid_stops,
@@ -146,6 +148,7 @@ __all__ = [
     "prompts_show_stored_memory",
     "runs_end_cleanly",
     "server_raised_nothing",
+    "settings_contract",
     "single_activation",
     "steps_recorded",
     "streams_match_results",
@@ -233,6 +236,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     # head limit; after the clients, the documented contract nobody else reads (the key on
     # every route, list defaults and limits, streams with and without pings, the exact head
     # limit) is driven and judged (via http; _agent_contract)
+    "settings": False,  # after the clients, agents made with random settings in each of
+    # Letta's shapes, PATCHed with random subsets of their fields, exported and imported
+    # twice, judged against the model (via http; _agent_settings)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -303,6 +309,7 @@ async def agents(ctx: WorkloadContext) -> None:
         "message_fields",
         "coherence",
         "contract",
+        "settings",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
@@ -483,6 +490,13 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         )
         ctx.metric("contract.refusals", len(contract.log.refusals))
         ctx.metric("contract.head_probes", len(contract.log.limits))
+    if bool(ctx.params["settings"]):
+        settings = SettingsWalker(clients, ctx.rng("settings"))
+        ctx.state["settings"] = settings
+        await settings.run()
+        ctx.metric("settings.requests", settings.requests)
+        ctx.metric("settings.reads", len(settings.log.reads))
+        ctx.metric("settings.problems", len(check_settings(settings.log)))
     if handover is not None:
         ctx.metric("handover.requests", handover.requests)
         ctx.metric("handover.missing", len(handover.log.missing))
@@ -1076,3 +1090,14 @@ def refusals_documented(ctx: WorkloadContext) -> None:
     contract = _contract(ctx)
     if contract is not None:
         _holds(contract_checks.check_refusals(contract.log), "a refusal has the wrong status")
+
+
+@invariant
+def settings_contract(ctx: WorkloadContext) -> None:
+    """(With ``settings``.) An agent's settings in and out against the model: it shows what it
+    was created with, whichever shape carried its model; a PATCH changes exactly the fields it
+    gives; an imported copy shows the source's settings, rules, blocks and open files, shares
+    no block, and exports as the document it came from (_agent_settings_checks)."""
+    settings = ctx.state.get("settings")
+    if isinstance(settings, SettingsWalker):
+        _holds(check_settings(settings.log), "the agent settings broke their contract")

@@ -19,6 +19,7 @@ from kelpie_agent.agent import (
     ApprovalRequestMessage,
     AttachFolder,
     BlockStore,
+    CloseFile,
     CreateAgent,
     FolderStore,
     GetAgent,
@@ -159,6 +160,55 @@ async def test_export_then_import_is_lossless() -> None:
     assert [f.name for f in files] == ["docs_(1)/a.txt"] and files[0].state.is_open
     again = parse_agent_file(json.dumps(await export_agent(kv, _read, new_id, now=0.0)))
     assert [len(a.messages) for a in again.agents] == [len(plan.agents[0].messages)]
+
+
+class _ProcessedAtOnce:
+    """A FolderStore whose uploads are processed before the upload returns: the node's
+    document processing won the race with the import's attach."""
+
+    def __init__(self, folders: FolderStore) -> None:
+        self.folders = folders
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.folders, name)
+
+    async def upload(self, *args: Any, **kwargs: Any) -> Any:
+        stored = await self.folders.upload(*args, **kwargs)
+        if stored is not None:
+            await self.folders.process(stored.id, HashingEmbedder(), "kelpie-hash-v1")
+        return stored
+
+
+@pytest.mark.dst(seeds=2, guards="strict")
+async def test_a_closed_file_stays_closed_though_processed_before_the_attach() -> None:
+    """The agent file says which files are open; attaching the folder opens every processed
+    file, so the import closes them before it opens the file's open ones (DreqK-1)."""
+    kv = node_kv()
+    ports = sim_ports()
+    tools, blocks, folders = ToolStore(kv, ports), BlockStore(kv, ports), FolderStore(kv, ports)
+    folder = await folders.create("docs")
+    for name in ("a.txt", "b.txt", "c.txt"):
+        await folders.upload(folder.id, name, f"{name} alpha\nbeta\n".encode())
+    for file_id in await folders.pending():
+        await folders.process(file_id, HashingEmbedder(), "kelpie-hash-v1")
+    env = make_env(Scripted([]))
+    actor, view = await create_agent(env, kv)
+    await actor.handle(AttachFolder(folder.id))
+    [b] = [f for f in await actor.handle(ListAgentFiles()) if f.record.file_name == "b.txt"]
+    await actor.handle(CloseFile(b.record.id))
+    document = await export_agent(kv, _read, view.agent.id, now=ports.clock.now())
+    (create, request), _ = await _importer(env, kv)
+    [new_id] = await import_agent_file(
+        parse_agent_file(json.dumps(document)),
+        tools=tools,
+        blocks=blocks,
+        folders=_ProcessedAtOnce(folders),  # type: ignore[arg-type]
+        create=create,
+        request=request,
+    )
+    imported = await activate(env, kv, new_id)
+    states = {f.record.file_name: f.state.is_open for f in await imported.handle(ListAgentFiles())}
+    assert states == {"a.txt": True, "b.txt": False, "c.txt": True}
 
 
 @pytest.mark.dst(seeds=2, guards="strict")

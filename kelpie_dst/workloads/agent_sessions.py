@@ -45,6 +45,8 @@ from kelpie_agent.service import AgentService
 
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_kv, sim_ports
+from ._agent_coherence import coherence_options
+from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_direct import message_text
 from ._agent_schedules import OPTIONS, SERVICE, Client
 
@@ -216,6 +218,7 @@ async def agent_sessions(ctx: WorkloadContext) -> None:
             dispatcher_options=OPTIONS,
             options=SERVICE,
             observer=kelpie_dst.log,
+            **coherence_options(ctx, db),
         ) as service:
             services[node.name] = service
             await trio.sleep_forever()

@@ -141,6 +141,7 @@ class SurroundingsLog:
     # the folder deleted: (files the other agent still lists, folders named "docs", still in
     # that agent's folder_ids)
     folder_gone: tuple[int, int, bool] | None = None
+    name_reused: tuple[bool, bool] | str | None = None  # (new ids, listed alone) or the error
     schedule_pages: list[tuple[int, list[bool], list[list[str]]]] = attrs.Factory(list)
     schedule_listed: list[tuple[str, float, str]] = attrs.Factory(list)  # (id, created_at, id)
     schedule_gone: list[tuple[str, bool]] = attrs.Factory(list)  # (deleted id, still found)
@@ -287,6 +288,14 @@ def check_folders(log: SurroundingsLog) -> list[str]:
             f"after the folder's delete an agent lists {files} of its files, {named} folders "
             f"have its name, and it is{'' if attached else ' not'} in the agent's folder_ids"
         )
+    if isinstance(log.name_reused, str):
+        problems.append(
+            f"a folder named as a deleted or renamed one could not be made: {log.name_reused}"
+        )
+    elif log.name_reused is not None and log.name_reused != (True, True):
+        new_id, _ = log.name_reused
+        what = "answered an old folder" if not new_id else "lists more than the newest folder"
+        problems.append(f"after a delete and a rename, the folder's name {what}")
     if log.archive_names is not None:
         renamed, by_new, by_old = log.archive_names
         if renamed not in by_new or renamed in by_old:

@@ -543,6 +543,19 @@ class Surroundings:
         named = await self.client.until_done(lambda s: folders.list_folders(s, name="docs"))
         view = await self.client.until_done(lambda s: s.get_agent(b))
         log.folder_gone = (len(left), len(named), folder.id in view.agent.folder_ids)
+        try:  # the deleted folder's name is free again, and a renamed one's old name too
+            again = await self.client.until_done(make)
+            await self.client.until_done(
+                lambda s: folders.update_folder(s, again.id, {"name": "docs-old"})
+            )
+            third = await self.client.until_done(make)
+            named = await self.client.until_done(lambda s: folders.list_folders(s, name="docs"))
+            log.name_reused = (
+                len({folder.id, again.id, third.id}) == 3,
+                [f.id for f in named] == [third.id],
+            )
+        except ServiceError as error:
+            log.name_reused = f"{type(error).__name__}: {error}"
 
     async def duplicates(self, folder_id: str) -> None:
         """Uploads of the taken name notes.txt: ``error`` is refused, ``skip`` answers the file

@@ -81,6 +81,7 @@ async def schedules_flow() -> list[str]:
         bad = [
             ({"type": "recurring", "cron_expression": "0 25 * * *"}, "schedule.cron_expression"),
             ({"scheduled_at": (_now() - 3600) * 1000}, "schedule.scheduled_at"),
+            ({"scheduled_at": 1.7e16}, "schedule.scheduled_at"),  # after year 9999: was a 500
             ({"type": "recurring"}, "schedule.cron_expression"),
             ({"type": "one-time"}, "schedule.scheduled_at"),
         ]

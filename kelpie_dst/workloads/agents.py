@@ -231,7 +231,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # run read at once, an agent file's steps and statuses, sandbox files across nodes, judged
     # against the documented contract (via http; _agent_handover)
     "coherence": False,  # after each request to an agent, an idle activation's memory is
-    # compared with the database (via http; a pure check: _agent_coherence)
+    # compared with the database (a pure check: _agent_coherence; via http only, since the
+    # audit sits in the agent service: with via = "direct" it is off and says so)
     "contract": False,  # the servers run with an API key, a short ping interval and an 8 KiB
     # head limit; after the clients, the documented contract nobody else reads (the key on
     # every route, list defaults and limits, streams with and without pings, the exact head
@@ -307,7 +308,6 @@ async def agents(ctx: WorkloadContext) -> None:
         "catalog",
         "handover",
         "message_fields",
-        "coherence",
         "contract",
         "settings",
     ):
@@ -358,8 +358,10 @@ async def agents(ctx: WorkloadContext) -> None:
     plans = _plan(ctx, world, kinds, types)
     record = RunRecord(plans)
     ctx.state.update(world=world, record=record)
-    if bool(ctx.params["coherence"]):
+    if bool(ctx.params["coherence"]) and via == "http":
         world.coherence = ctx.state["coherence"] = CoherenceAudit(world.store)
+    elif bool(ctx.params["coherence"]):  # via direct: no service to audit (the core alone)
+        ctx.state["coherence_skipped"] = "via = 'direct' runs no agent service"
     world.start()
     if bool(ctx.params["fresh_prompts"]):
         fresh = FreshPrompts(world.store, lambda n: _server_id(ctx, plans, n))

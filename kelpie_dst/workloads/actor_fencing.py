@@ -40,6 +40,7 @@ import trio
 
 import kelpie_dst
 from kelpie_agent.actors import ActorContext, ActorError, ActorId, Dispatcher
+from kelpie_agent.storage import ConflictError
 
 from .._nodes import Node
 from ..scenario import WorkloadContext, invariant, workload
@@ -170,7 +171,8 @@ async def actor_fencing(ctx: WorkloadContext) -> None:
             try:
                 log.acks[bump.request] = await dispatchers[node].request(COUNTER, bump)
                 return
-            except ActorError:  # a lost lease (outcome unknown): the same request again
+            except (ActorError, ConflictError):  # a lost lease (outcome unknown), or the fence's
+                # read of the owner record conflicting with the takeover (rolled back): again
                 if node == "n1":
                     log.refused += 1
                 await trio.sleep(0.2)

@@ -59,6 +59,7 @@ __all__ = [
     "CatalogLog",
     "ScheduleWalk",
     "SearchSeen",
+    "align_export",
     "check_catalog",
     "fts_share",
     "normal_agent_file",
@@ -292,6 +293,20 @@ def normal_agent_file(document: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def align_export(got: dict[str, Any], want: dict[str, Any], exported: Mapping[str, Any]) -> None:
+    """Make a copy's export comparable with the document it came from, in place: a folder
+    named ``docs`` may come back as ``docs_(1)`` (Letta's suffix), and files not processed
+    within the walk's wait have no text yet."""
+    for folder in got["folders"]:
+        wanted = [f["name"] for f in want["folders"]]
+        match = [n for n in wanted if folder["name"] == n or folder["name"].startswith(n)]
+        folder["name"] = match[0] if match else folder["name"]
+    statuses = {f.get("processing_status") for f in exported.get("files") or ()}
+    if statuses - {"completed"}:
+        want["files"] = [(name, None) for name, _ in want["files"]]
+        got["files"] = [(name, None) for name, _ in got["files"]]
+
+
 def _check_round_trips(log: CatalogLog) -> list[str]:
     out: list[str] = []
     for what, written, exported, name in log.round_trips:
@@ -311,14 +326,7 @@ def _check_round_trips(log: CatalogLog) -> list[str]:
         if extra:
             out.append(f"{what}: tools {extra} that the file does not have")
         got["tools"] = {n: t for n, t in got["tools"].items() if n in want["tools"]}
-        for folder in got["folders"]:  # "docs" may come back as "docs_(1)" (Letta's suffix)
-            wanted = [f["name"] for f in want["folders"]]
-            match = [n for n in wanted if folder["name"] == n or folder["name"].startswith(n)]
-            folder["name"] = match[0] if match else folder["name"]
-        statuses = {f.get("processing_status") for f in exported.get("files") or ()}
-        if statuses - {"completed"}:  # not processed within the walk's wait: no text yet
-            want["files"] = [(name, None) for name, _ in want["files"]]
-            got["files"] = [(name, None) for name, _ in got["files"]]
+        align_export(got, want, exported)
         for part in want:
             if what in log.unsure and part in AFTER_CREATE:
                 continue

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from ._agent_catalog_checks import AFTER_CREATE, FILE_TOOL_TYPE, normal_agent_file
+from ._agent_catalog_checks import AFTER_CREATE, FILE_TOOL_TYPE, align_export, normal_agent_file
 
 __all__ = ["SettingsLog", "agent_shape", "blocks_shape", "check_settings"]
 
@@ -168,14 +168,7 @@ def _check_round_trips(log: SettingsLog) -> list[str]:
             for n, t in got["tools"].items()
             if n in want["tools"] or t.get("tool_type") != FILE_TOOL_TYPE
         }
-        for folder in got["folders"]:  # "docs" may come back as "docs_(1)" (Letta's suffix)
-            wanted = [f["name"] for f in want["folders"]]
-            match = [n for n in wanted if folder["name"] == n or folder["name"].startswith(n)]
-            folder["name"] = match[0] if match else folder["name"]
-        statuses = {f.get("processing_status") for f in exported.get("files") or ()}
-        if statuses - {"completed"}:  # not processed within the walk's wait: no text yet
-            want["files"] = [(name, None) for name, _ in want["files"]]
-            got["files"] = [(name, None) for name, _ in got["files"]]
+        align_export(got, want, exported)
         for part in want:
             if COPY_FIRST[0] in log.unsure and part in AFTER_CREATE:
                 continue

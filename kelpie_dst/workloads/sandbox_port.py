@@ -161,35 +161,19 @@ class User:
             else:
                 result = await sb.exec(command, **kw)
         except ExecTimeoutError:
-            self.timed.append(
-                Timed(
-                    self.name,
-                    command,
-                    kw.get("timeout", TIMEOUT),
-                    0.0,
-                    start,
-                    trio.current_time(),
-                    (),
-                    "timeout",
-                )
-            )
+            self._timed(command, kw, start, "timeout")
             self.ctx.count("sandbox.exec_timeouts")
             return None
         except (SandboxCrashedError, SandboxStateError) as error:
             raise Lost(str(error)) from None
-        self.timed.append(
-            Timed(
-                self.name,
-                command,
-                kw.get("timeout", TIMEOUT),
-                0.0,
-                start,
-                trio.current_time(),
-                (),
-                "ok",
-            )
-        )
+        self._timed(command, kw, start, "ok")
         return result
+
+    def _timed(self, command: str, kw: dict[str, Any], start: float, outcome: str) -> None:
+        timeout = kw.get("timeout", TIMEOUT)
+        self.timed.append(
+            Timed(self.name, command, timeout, 0.0, start, trio.current_time(), (), outcome)
+        )
 
     async def check_tree(self, why: str, *others: Tree) -> None:
         """Read the whole working area and compare it with the model (or one of ``others``,

@@ -114,6 +114,7 @@ def test_the_audit_moves_no_seed_and_repeats_its_trace() -> None:
     plain, audited, again = run_scenario(off, 1), run_scenario(on, 1), run_scenario(on, 1)
     assert audited.ok, audited.result.failure and audited.result.failure.describe()
     assert audited.result.trace_hash == plain.result.trace_hash == again.result.trace_hash
+    assert audited.metrics["coherence.audits"] > 10  # over HTTP the audit runs, it is not skipped
     lifecycle = run_scenario(load_scenario("agent_lifecycle", []), 0)
     assert lifecycle.ok, lifecycle.result.failure and lifecycle.result.failure.describe()
     assert lifecycle.metrics["coherence.audits"] > 10

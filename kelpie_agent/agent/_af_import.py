@@ -74,9 +74,11 @@ async def import_agent_file(
     override_existing_tools: bool = True,
     strip_messages: bool = False,
     model: str | None = None,
+    uploaded: Callable[[str], None] = lambda file_id: None,
 ) -> list[str]:
     """Import every agent of ``plan``; returns the new agent ids. ``request(agent_id, msg)``
-    sends a message to an agent's actor."""
+    sends a message to an agent's actor; ``uploaded(file_id)`` is told of each file stored
+    (``pending``), to process it as any upload is."""
     tool_ids = {
         ref: await _tool(tools, t, override_existing_tools) for ref, t in plan.tools.items()
     }
@@ -113,6 +115,7 @@ async def import_agent_file(
         )
         if stored is not None:
             file_ids[ref] = stored.id
+            uploaded(stored.id)
     created: list[str] = []
     for planned in plan.agents:
         settings = dict(planned.settings)

@@ -6,9 +6,10 @@ the one place for agent requests. Export reads the agent's records with the serv
 reader (a read never activates the agent). Import creates the file's tools (by name), blocks
 and folders with their files, then each agent through ``create_agent`` (its history rides in
 the create request and is committed with the agent) and attaches its folders and open files
-through the agent's actor. Uploaded files wait for the node's document processing (their
-text is stored at once: ``open_files`` and ``grep_files`` work; ``semantic_search_files``
-finds them once embedded).
+through the agent's actor. Its files are uploads like any other: stored ``pending`` with
+their text (``open_files`` and ``grep_files`` work at once) and processed in the background
+on this node (``semantic_search_files`` finds them once embedded; a crash leaves the job to
+the next node that starts).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kelpie_agent.agent._af_import import import_agent_file
 from kelpie_agent.agent._agent_file import parse_agent_file
 
 from ._errors import InvalidError, translate
+from ._folders import process_until_done
 
 if TYPE_CHECKING:
     from ._service import AgentService
@@ -71,6 +73,9 @@ async def import_agent_file_to(
     async def request(agent_id: str, message: object) -> Any:
         return await service._request(agent_id, message)
 
+    def uploaded(file_id: str) -> None:
+        service._spawn(f"processing file {file_id}", lambda: process_until_done(service, file_id))
+
     try:
         return await import_agent_file(
             plan,
@@ -84,6 +89,7 @@ async def import_agent_file_to(
             override_existing_tools=override_existing_tools,
             strip_messages=strip_messages,
             model=model,
+            uploaded=uploaded,
         )
     except Exception as error:
         mapped = translate(error)

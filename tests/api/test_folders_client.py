@@ -229,3 +229,37 @@ async def test_a_folders_agents_before_page_holds_the_agents_nearest_the_cursor(
                 anchor = page[0]
             assert back == whole
         await http.aclose()
+
+
+async def imported_files_flow() -> list[str]:
+    """An agent file's uploaded files are processed on the importing node, as an upload is:
+    the copy's files end ``completed`` and its open files show their text, with no node
+    restarting (they used to stay ``pending`` until one did, found by ``cold_restart``)."""
+    async with api() as a:
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=a.app), base_url=BASE)
+        client = AsyncLetta(base_url=BASE, http_client=http, max_retries=0)
+        docs = await client.folders.create(name="docs")
+        up = await client.folders.files.upload(docs.id, file=("otters.txt", TEXT.encode()))
+        assert await _settled(client, docs.id, up.id) == "completed"
+        ada = await client.agents.create(name="ada", folder_ids=[docs.id])
+        exported = await client.agents.export_file(ada.id)
+        [copy_id] = (await client.agents.import_file(file=("ada.af", exported.encode()))).agent_ids
+        [folder] = [f async for f in client.agents.folders.list(copy_id)]
+        assert folder.id != docs.id
+        [file] = [f async for f in client.folders.files.list(folder.id)]
+        assert await _settled(client, folder.id, file.id) == "completed"
+        [row] = [f async for f in client.agents.files.list(copy_id)]
+        assert row.is_open and row.visible_content and "Otters hold hands" in row.visible_content
+        await http.aclose()
+    seen = f"{copy_id} {file.id} {row.visible_content[:40]}"
+    kelpie_dst.log("api.answer", body=seen)
+    return [seen]
+
+
+@pytest.mark.dst(seeds=2, **GUARDS)
+async def test_an_imported_agent_files_uploads_are_processed_without_a_restart() -> None:
+    await imported_files_flow()
+
+
+def test_imported_files_same_seed_same_trace_hash() -> None:
+    kelpie_dst.assert_deterministic(imported_files_flow, seeds=(1,), runs=2, **GUARDS)

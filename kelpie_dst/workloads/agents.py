@@ -67,6 +67,7 @@ from ._agent_checks import (
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_coherence import CoherenceAudit, memory_matches_storage
+from ._agent_cold import ColdWalker, check_cold
 from ._agent_compaction import check_summaries
 from ._agent_contract import CONTRACT_KEY, CONTRACT_PING, CONTRACT_SERVER, ContractWalker
 from ._agent_creates import Creates
@@ -240,6 +241,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     "settings": False,  # after the clients, agents made with random settings in each of
     # Letta's shapes, PATCHed with random subsets of their fields, exported and imported
     # twice, judged against the model (via http; _agent_settings)
+    "cold_restart": False,  # at the very end, a sample of everything the API shows is read
+    # until two rounds agree, every server node is crashed and restarted at once, and the same
+    # paths must read the same (via http; _agent_cold)
 }
 VIAS = ("direct", "http")
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
@@ -310,11 +314,14 @@ async def agents(ctx: WorkloadContext) -> None:
         "message_fields",
         "contract",
         "settings",
+        "cold_restart",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
     if ctx.params["handover"] and float(ctx.params["poll_interval"]):
         raise UsageError("workload.params.handover: runs alongside the clients, not with polls")
+    if ctx.params["contract"] and ctx.params["cold_restart"]:
+        raise UsageError("workload.params.cold_restart: not with contract (its reads carry no key)")
     if ctx.params["contract"] and ctx.params["wire"]:
         raise UsageError("workload.params.contract: not with wire (each sets the server's limits)")
     if int(ctx.params["create_burst"]) and not float(ctx.params["list_walks"]):
@@ -506,6 +513,14 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("handover.tag_resent", sum(r.sent - 1 for r in handover.log.tag_runs))
         ctx.metric("handover.sandbox_reads", sum(k == "read" for k, _, _ in handover.log.sandbox))
         ctx.metric("handover.problems", len(_handover_problems(ctx, handover)))
+    if bool(ctx.params["cold_restart"]):
+        cold = ColdWalker(clients, ctx.rng("cold/sample"))
+        ctx.state["cold"] = cold
+        await cold.run()
+        ctx.metric("cold.requests", cold.requests)
+        ctx.metric("cold.paths", len(cold.log.before))
+        ctx.metric("cold.restarted", int(cold.log.restarted))
+        ctx.metric("cold.settled", int(cold.log.settled))
     by_number = {p.agent_id: p for p in plans}
     steps += check_run_steps(
         clients.world.store(), clients.record.acks, lambda a: clients.link.server_id(by_number[a])
@@ -1092,6 +1107,15 @@ def refusals_documented(ctx: WorkloadContext) -> None:
     contract = _contract(ctx)
     if contract is not None:
         _holds(contract_checks.check_refusals(contract.log), "a refusal has the wrong status")
+
+
+@invariant
+def cold_restart_changes_nothing(ctx: WorkloadContext) -> None:
+    """``cold_restart``: what the API showed before every server node was restarted at once is
+    what it shows after (``_agent_cold``)."""
+    cold = ctx.state.get("cold")
+    if cold is not None:
+        _holds(check_cold(cold.log), "a cold restart changed what the API shows")
 
 
 @invariant

@@ -3,7 +3,7 @@
 With ``cold_restart`` on, once every other client and walker is done, one more client reads a
 sample of everything the API shows (:data:`LISTS`, then the items they list: agents and their
 memory, messages, archival passages, tools, files and schedules; runs and steps; blocks,
-folders, archives, conversations, identities and MCP servers), as raw JSON through the real
+folders, archives, conversations, messages across agents and MCP servers), as raw JSON through the real
 HTTP server. It reads again until two rounds agree (work still settling after the faults, a
 run resumed by the first read, is not a finding), then crashes **every** server node at once,
 restarts them, and reads the same paths a third time. :func:`check_cold` compares the last
@@ -46,7 +46,7 @@ LISTS: tuple[tuple[str, str], ...] = (
     (f"/v1/archives/?{LIMIT}", "archive"),
     (f"/v1/runs/?{LIMIT}", "run"),
     (f"/v1/steps/?{LIMIT}", "step"),
-    (f"/v1/identities/?{LIMIT}", "identity"),
+    (f"/v1/messages/?{LIMIT}&order=asc", "message"),
     ("/v1/mcp-servers/", "mcp_server"),
     ("/v1/tags/", ""),
 )
@@ -75,7 +75,7 @@ ITEM_PATHS: dict[str, tuple[str, ...]] = {
         "/v1/runs/{id}/usage",
     ),
     "step": ("/v1/steps/{id}", "/v1/steps/{id}/messages"),
-    "identity": ("/v1/identities/{id}",),
+    "message": ("/v1/messages/{id}",),
     "mcp_server": ("/v1/mcp-servers/{id}", "/v1/mcp-servers/{id}/tools"),
 }
 
@@ -212,4 +212,40 @@ def check_cold(log: ColdLog, exempt: Sequence[str] = ()) -> list[str]:
             problems.append(f"GET {path}: {before[0]} before the restart, {after[0]} after")
         elif before[1] != after[1]:
             problems.append(f"GET {path}: {_first_difference(before[1], after[1])}")
+    return problems
+
+
+def _objects(value: Any, where: str, out: dict[tuple[Any, ...], list[tuple[str, Any]]]) -> None:
+    """Every JSON object with an ``id`` inside ``value``, keyed by what must make two of them
+    the same view: the id, the message type (one stored message is shown as several) and the
+    set of fields (a summary and a full record are different views)."""
+    if isinstance(value, dict):
+        ident = value.get("id")
+        if isinstance(ident, str) and ident:
+            key = (ident, value.get("message_type"), frozenset(value))
+            out.setdefault(key, []).append((where, value))
+        for name, item in value.items():
+            _objects(item, f"{where}.{name}", out)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _objects(item, f"{where}[{i}]", out)
+
+
+def check_views(answers: dict[str, tuple[int, Any] | None], when: str) -> list[str]:
+    """The same thing shown by two routes (or twice by one) is shown the same: every object
+    with the same id, message type and fields is equal wherever it appears, in a list, in its
+    own route, or nested in another resource."""
+    seen: dict[tuple[Any, ...], list[tuple[str, Any]]] = {}
+    for path, answer in answers.items():
+        if answer is not None and answer[0] == 200:
+            _objects(answer[1], f"GET {path}", seen)
+    problems = []
+    for (ident, _, _), views in seen.items():
+        first_where, first = views[0]
+        for where, other in views[1:]:
+            if other != first:
+                diff = _first_difference(first, other).replace("before the restart", "in one")
+                diff = diff.replace("after", "in the other")
+                problems.append(f"{when}: {ident} differs between {first_where} and {where}: {diff}")
+                break
     return problems

@@ -67,7 +67,7 @@ from ._agent_checks import (
 )
 from ._agent_client import AgentPlan, Clients, Planned, RunRecord
 from ._agent_coherence import CoherenceAudit, memory_matches_storage
-from ._agent_cold import ColdWalker, check_cold
+from ._agent_cold import ColdWalker, check_cold, check_views
 from ._agent_compaction import check_summaries
 from ._agent_contract import CONTRACT_KEY, CONTRACT_PING, CONTRACT_SERVER, ContractWalker
 from ._agent_creates import Creates
@@ -1116,6 +1116,16 @@ def cold_restart_changes_nothing(ctx: WorkloadContext) -> None:
     cold = ctx.state.get("cold")
     if cold is not None:
         _holds(check_cold(cold.log), "a cold restart changed what the API shows")
+
+
+@invariant
+def api_views_agree(ctx: WorkloadContext) -> None:
+    """``cold_restart``: one thing shown by two routes (a list and its item's route, an item
+    nested in another) is shown the same, before and after the restart (``_agent_cold``)."""
+    cold = ctx.state.get("cold")
+    if cold is not None:
+        problems = check_views(cold.log.before, "before the restart")
+        _holds(problems + check_views(cold.log.after, "after it"), "two routes disagree")
 
 
 @invariant

@@ -3,11 +3,12 @@
 With ``cold_restart`` on, once every other client and walker is done, one more client reads a
 sample of everything the API shows (:data:`LISTS`, then the items they list: agents and their
 memory, messages, archival passages, tools, files and schedules; runs and steps; blocks,
-folders, archives, conversations, messages across agents and MCP servers), as raw JSON through the real
-HTTP server. It reads again until two rounds agree (work still settling after the faults, a
-run resumed by the first read, is not a finding), then crashes **every** server node at once,
-restarts them, and reads the same paths a third time. :func:`check_cold` compares the last
-round before the restart with the round after it, path by path.
+folders, archives, conversations, messages across agents and MCP servers), as raw JSON
+through the real HTTP server. It reads again until two rounds agree (work still settling after
+the faults, a run resumed by the first read, is not a finding), then crashes **every** server
+node at once, restarts them, and reads the same paths a third time. :func:`check_cold`
+compares the last round before the restart with the round after it, path by path, and
+:func:`check_views` each round with itself: one thing shown by two routes is shown the same.
 
 The property is model-free: whatever the server answered from memory before the restart must
 be what it answers from the database after it. It catches, in any resource, a write acknowledged
@@ -174,22 +175,23 @@ def _settled(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return all(a.get(p) is not None and a.get(p) == b.get(p) for p in b)
 
 
-def _first_difference(a: Any, b: Any, where: str = "") -> str:
-    """Where two JSON values first differ, and how."""
+def _first_difference(
+    a: Any, b: Any, where: str = "", sides: tuple[str, str] = ("before the restart", "after")
+) -> str:
+    """Where two JSON values first differ, and how (``sides`` name ``a`` and ``b``)."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):
             if key not in a or key not in b:
-                side = "after" if key not in a else "before"
-                return f"{where}.{key} only {side} the restart"
+                return f"{where}.{key} only {sides[key not in a]}"
             if a[key] != b[key]:
-                return _first_difference(a[key], b[key], f"{where}.{key}")
+                return _first_difference(a[key], b[key], f"{where}.{key}", sides)
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
-            return f"{where}: {len(a)} items before the restart, {len(b)} after"
+            return f"{where}: {len(a)} items {sides[0]}, {len(b)} {sides[1]}"
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             if x != y:
-                return _first_difference(x, y, f"{where}[{i}]")
-    return f"{where or '.'}: {_short(a)} before the restart, {_short(b)} after"
+                return _first_difference(x, y, f"{where}[{i}]", sides)
+    return f"{where or '.'}: {_short(a)} {sides[0]}, {_short(b)} {sides[1]}"
 
 
 def _short(value: Any) -> str:
@@ -244,8 +246,7 @@ def check_views(answers: dict[str, tuple[int, Any] | None], when: str) -> list[s
         first_where, first = views[0]
         for where, other in views[1:]:
             if other != first:
-                diff = _first_difference(first, other).replace("before the restart", "in one")
-                diff = diff.replace("after", "in the other")
-                problems.append(f"{when}: {ident} differs between {first_where} and {where}: {diff}")
+                diff = _first_difference(first, other, "", ("in the first", "in the second"))
+                problems.append(f"{when}: {ident} differs in {first_where} and {where}: {diff}")
                 break
     return problems

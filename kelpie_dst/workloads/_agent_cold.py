@@ -121,10 +121,11 @@ class ColdWalker:
             return  # still moving (a run resuming, a retry landing): nothing to compare
         world = self.clients.world
         sim = world.sim
-        for name in world.node_names:
-            sim.crash(sim.node(name))
-        for name in world.node_names:
-            sim.restart(sim.node(name), after=1.0)
+        nodes = [sim.node(name) for name in world.node_names] + [world.db]
+        for node in nodes:  # a power cut: the database host too (unsynced bytes are lost)
+            sim.crash(node)
+        for node in nodes:
+            sim.restart(node, after=1.0)
         log.restarted = True
         await trio.sleep(2.0)
         log.after = await self._round()

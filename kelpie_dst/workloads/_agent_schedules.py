@@ -55,7 +55,15 @@ from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
 from ._agent_coherence import coherence_options
 from ._cron_model import cron_model
 
-__all__ = ["Created", "Fired", "Log", "agent_schedules", "check", "scheduled_exactly_once"]
+__all__ = [
+    "Created",
+    "Fired",
+    "Log",
+    "agent_schedules",
+    "check",
+    "check_punctual",
+    "scheduled_exactly_once",
+]
 
 T = TypeVar("T")
 OPTIONS = DispatcherOptions(
@@ -104,6 +112,7 @@ class Fired:
     date: float
     text: str
     otid: str
+    after: float = 0.0  # the date of the message stored before it (its agent's last run)
 
 
 @attrs.define
@@ -221,6 +230,23 @@ def check(log: Log, grace: float, tolerance: float) -> list[str]:
             problems.append(f"schedule {schedule_id} of {agent_id} still pending, due {due:.3f}")
     problems += _check_moved_on(log, seen, tolerance)
     return problems
+
+
+def check_punctual(log: Log, within: float) -> list[str]:
+    """(``punctual``, for a world without crashes or storage failures.) Every occurrence is
+    stored within ``within`` seconds after it was due, or after its agent's previous run ended
+    (the message stored before it: an agent runs one input at a time). A node's scheduler
+    sleeps until the earliest due occurrence, not until its next rescan
+    (``ServiceOptions.schedule_rescan``, a backstop for schedules other nodes create), so a
+    late fire is a scheduler that lost track of what is due."""
+    if not within:
+        return []
+    return [
+        f"{f.otid} fired late: stored at {f.date:.3f}, due {f.due:.3f}, its agent free from "
+        f"{f.after:.3f} ({f.date - max(f.due, f.after):.1f} s)"
+        for f in log.fired
+        if f.date > max(f.due, f.after) + within
+    ]
 
 
 def _check_moved_on(log: Log, seen: dict[str, list[Fired]], tolerance: float) -> list[str]:
@@ -356,7 +382,9 @@ async def _read_back(client: Client, log: Log, agent_ids: list[str]) -> None:
     for agent_id in agent_ids:
         history = await client.until_done(_history(agent_id))
         seen: set[str] = set()
+        previous = 0.0
         for m in history:
+            previous, before = m.date, previous
             if not isinstance(m, UserMessage) or m.otid is None:
                 continue
             parsed = parse_otid(m.otid)
@@ -366,7 +394,7 @@ async def _read_back(client: Client, log: Log, agent_ids: list[str]) -> None:
                 log.duplicates.append(m.otid)
             seen.add(m.otid)
             text = m.content if m.content in texts else m.content[:80]
-            log.fired.append(Fired(agent_id, parsed[0], parsed[1], m.date, text, m.otid))
+            log.fired.append(Fired(agent_id, parsed[0], parsed[1], m.date, text, m.otid, before))
         pending, _ = await client.until_done(_pending(agent_id))
         log.pending += [(agent_id, r.id, r.next_at) for r in pending]
 
@@ -405,9 +433,16 @@ def start_servers(ctx: WorkloadContext) -> tuple[dict[str, AgentService], list[k
         "tolerance": 5.0,
         "outage": True,
         "calendar": False,
+        "punctual": 0.0,
     },
     sizes=("agents",),
-    bounds={"agents": (1, 50), "span": (1, 3600), "grace": (1, 3600), "tolerance": (0, 60)},
+    bounds={
+        "agents": (1, 50),
+        "span": (1, 3600),
+        "grace": (1, 3600),
+        "tolerance": (0, 60),
+        "punctual": (0, 3600),
+    },
 )
 async def agent_schedules(ctx: WorkloadContext) -> None:
     """Create, fire and delete schedules under faults; see the module docstring."""
@@ -459,6 +494,7 @@ def scheduled_exactly_once(ctx: WorkloadContext) -> None:
     see :func:`check`."""
     params = ctx.params
     problems = check(ctx.state["log"], float(params["grace"]), float(params["tolerance"]))
+    problems += check_punctual(ctx.state["log"], float(params["punctual"]))
     shown = "; ".join(problems[:5]) + (
         f"; ... ({len(problems)} in all)" if len(problems) > 5 else ""
     )

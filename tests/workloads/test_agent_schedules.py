@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from attrs import evolve as attrs_evolve
+
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._agent_schedules import Created, Fired, Log, check, expected
 
@@ -141,3 +143,24 @@ def test_a_recurring_schedule_that_stays_at_an_occurrence_it_sent_is_caught() ->
     recent = Log(created=[every], end=T0 + 400, fired=fired)
     recent.listed = [("agent-1", "s-every", T0 + 60, T0 + 62)]
     assert not any("listed as next due" in p for p in check(recent, 60.0, 5.0))
+
+
+def test_punctual_names_a_late_fire_and_allows_for_a_busy_agent() -> None:
+    from kelpie_dst.workloads._agent_schedules import check_punctual
+
+    late = _fired("s-late", T0 + 60, T0 + 70, "late")
+    busy = attrs_evolve(_fired("s-busy", T0 + 60, T0 + 70, "busy"), after=T0 + 65)
+    on_time = _fired("s-ok", T0 + 60, T0 + 67, "ok")
+    log = Log(fired=[late, busy, on_time], end=T0 + 400)
+    [problem] = check_punctual(log, 8.0)
+    assert problem.startswith(f"{late.otid} fired late") and "(10.0 s)" in problem
+    assert check_punctual(log, 0.0) == []  # off
+
+
+def test_the_punctual_scenario_passes_and_repeats_exactly() -> None:
+    scenario = load_scenario("agent_schedules_punctual")
+    assert scenario.workload.params["punctual"] == 8.0
+    first, again = run_scenario(scenario, 1), run_scenario(scenario, 1)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["schedules.fired"] > 0
+    assert first.result.trace_hash == again.result.trace_hash

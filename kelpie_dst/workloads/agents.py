@@ -314,7 +314,6 @@ async def agents(ctx: WorkloadContext) -> None:
         "message_fields",
         "contract",
         "settings",
-        "cold_restart",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
@@ -369,6 +368,8 @@ async def agents(ctx: WorkloadContext) -> None:
         world.coherence = ctx.state["coherence"] = CoherenceAudit(world.store)
     elif bool(ctx.params["coherence"]):  # via direct: no service to audit (the core alone)
         ctx.state["coherence_skipped"] = "via = 'direct' runs no agent service"
+    if bool(ctx.params["cold_restart"]) and via != "http":  # no API to read (the core alone)
+        ctx.state["cold_skipped"] = "via = 'direct' serves no API"
     world.start()
     if bool(ctx.params["fresh_prompts"]):
         fresh = FreshPrompts(world.store, lambda n: _server_id(ctx, plans, n))
@@ -513,7 +514,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("handover.tag_resent", sum(r.sent - 1 for r in handover.log.tag_runs))
         ctx.metric("handover.sandbox_reads", sum(k == "read" for k, _, _ in handover.log.sandbox))
         ctx.metric("handover.problems", len(_handover_problems(ctx, handover)))
-    if bool(ctx.params["cold_restart"]):
+    if bool(ctx.params["cold_restart"]) and "cold_skipped" not in ctx.state:
         cold = ColdWalker(clients, ctx.rng("cold/sample"))
         ctx.state["cold"] = cold
         await cold.run()
@@ -1109,11 +1110,21 @@ def refusals_documented(ctx: WorkloadContext) -> None:
         _holds(contract_checks.check_refusals(contract.log), "a refusal has the wrong status")
 
 
+def _cold(ctx: WorkloadContext) -> ColdWalker | None:
+    """The cold walk to judge; ``None`` (and the metric says so) when ``via = 'direct'``."""
+    cold: ColdWalker | None = ctx.state.get("cold")
+    if cold is None and ctx.state.get("cold_skipped"):
+        ctx.metric("cold.restarted", 0)  # e.g. agent_chaos --set workload.params.via=direct
+        return None
+    assert cold is not None, "cold_restart: the walk did not run (is the parameter on?)"
+    return cold
+
+
 @invariant
 def cold_restart_changes_nothing(ctx: WorkloadContext) -> None:
     """``cold_restart``: what the API showed before every server node was restarted at once is
     what it shows after (``_agent_cold``)."""
-    cold = ctx.state.get("cold")
+    cold = _cold(ctx)
     if cold is not None:
         _holds(check_cold(cold.log), "a cold restart changed what the API shows")
 
@@ -1122,7 +1133,7 @@ def cold_restart_changes_nothing(ctx: WorkloadContext) -> None:
 def api_views_agree(ctx: WorkloadContext) -> None:
     """``cold_restart``: one thing shown by two routes (a list and its item's route, an item
     nested in another) is shown the same, before and after the restart (``_agent_cold``)."""
-    cold = ctx.state.get("cold")
+    cold = _cold(ctx)
     if cold is not None:
         problems = check_views(cold.log.before, "before the restart")
         _holds(problems + check_views(cold.log.after, "after it"), "two routes disagree")

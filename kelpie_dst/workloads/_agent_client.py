@@ -49,6 +49,7 @@ class AgentPlan:
     marker: str = ""  # in the persona block: what this agent's memory says in every prompt
     max_counts: tuple[tuple[str, int], ...] = ()  # max_count_per_step tool rules (_agent_rules)
     tags: tuple[str, ...] = ()  # the agent's tags (list_filters; _agent_filters)
+    timezone: str | None = None  # None: the server's default, UTC (timezones)
 
 
 @attrs.frozen

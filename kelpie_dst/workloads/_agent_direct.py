@@ -107,6 +107,7 @@ class DirectLink:
                 ToolRule(name, "max_count_per_step", max_count_limit=limit)
                 for name, limit in plan.max_counts
             ),
+            timezone=plan.timezone or "UTC",
         )
         try:
             await self._ask(node, plan, request)

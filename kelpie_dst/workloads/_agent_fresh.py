@@ -29,7 +29,10 @@ first message, read from the database, are the blocks the prompt shows
 
 from __future__ import annotations
 
+import datetime as _dt
+import re
 from collections.abc import Callable, Mapping
+from zoneinfo import ZoneInfo
 
 from kelpie_agent.agent import Keys
 from kelpie_agent.agent._codec import unpack
@@ -38,7 +41,14 @@ from kelpie_agent.llm import LlmRequest
 from ..shims._storage import SimKVStore
 from ._agent_prompt import prompt_blocks
 
-__all__ = ["FreshPrompts", "check_fresh", "check_stored_prompt", "stored_blocks", "stored_prompt"]
+__all__ = [
+    "FreshPrompts",
+    "check_fresh",
+    "check_metadata",
+    "stored_blocks",
+    "stored_counts",
+    "stored_prompt",
+]
 
 _MAX_PROBLEMS = 20
 EPHEMERAL = frozenset({"tool_usage_rules"})
@@ -102,6 +112,70 @@ def check_stored_prompt(
     return problems
 
 
+_TIME = re.compile(r"^- The current time is: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [AP]M) (\S+)$", re.M)
+_RECALL = re.compile(r"^- (\d+) previous messages between you and the user are stored", re.M)
+_ARCHIVAL = re.compile(r"^- (\d+) total memories you created are stored in archival", re.M)
+CLOCK_SLACK = 120.0
+"""Seconds the time a prompt shows may be from the node's clock when the model is called: the
+prompt is compiled before the step's last reads and writes (slow under storage storms) and
+clocks jump; a time from the wrong clock or in the wrong zone is hours or decades off."""
+
+
+def stored_counts(store: SimKVStore, agent_id: str) -> tuple[int, int, str] | None:
+    """(the seq of the agent's last stored message, its stored archival passages, its
+    timezone); None: the agent has conversations (which thread a step runs in is not known
+    here), or a record that cannot be read."""
+    keys = Keys(agent_id)
+    try:
+        if store._scan(keys.conversations, Keys.prefix_end(keys.conversations), 1, False):
+            return None
+        raw = store._get(keys.agent)
+        last = store._scan(keys.messages, Keys.prefix_end(keys.messages), 1, True)
+        if raw is None or not last:
+            return None
+        passages = len(store._scan(keys.passages, Keys.prefix_end(keys.passages), None, False))
+        return unpack(last[0][1]).seq, passages, unpack(raw).timezone
+    except Exception:
+        return None
+
+
+def check_metadata(system: str, stored: tuple[int, int, str], now: float, who: str) -> list[str]:
+    """The ``<memory_metadata>`` of a prompt against the database when the model is called:
+    the messages in recall memory are the thread's (the seq of its last stored message), the
+    archival memories are the agent's stored passages, and the current time is the node's
+    clock (``now``, within :data:`CLOCK_SLACK`) in the agent's timezone."""
+    last_seq, passages, timezone = stored
+    problems = []
+    recall = _RECALL.search(system)
+    if recall is not None and int(recall.group(1)) != last_seq:
+        problems.append(
+            f"{who}: the prompt says {recall.group(1)} messages are in recall memory, the "
+            f"database's last is #{last_seq}"
+        )
+    archival = _ARCHIVAL.search(system)
+    if archival is not None and int(archival.group(1)) != passages:
+        problems.append(
+            f"{who}: the prompt says {archival.group(1)} memories are in archival memory, the "
+            f"database holds {passages}"
+        )
+    shown = _TIME.search(system)
+    if shown is not None:
+        try:
+            zone = _dt.datetime.fromtimestamp(now, tz=ZoneInfo(timezone))
+        except Exception:  # a zone this host does not know: the runtime's fallback decides
+            return problems
+        want = zone.strftime("%Z%z")
+        text = shown.group(1)
+        at = _dt.datetime.strptime(text, "%Y-%m-%d %I:%M:%S %p").replace(tzinfo=zone.tzinfo)
+        if shown.group(2) != want or abs(at.timestamp() - now) > CLOCK_SLACK:
+            problems.append(
+                f"{who}: the prompt's current time is {shown.group(1)} {shown.group(2)}, the "
+                f"node's clock reads {zone.strftime('%Y-%m-%d %I:%M:%S %p')} {want} "
+                f"(the agent's timezone is {timezone})"
+            )
+    return problems
+
+
 def stored_prompt(store: SimKVStore, agent_id: str) -> str | None:
     """The content of the agent's stored system message (the first message of its own
     history), or None: the agent has conversations (which thread a step runs in is not
@@ -125,9 +199,16 @@ def stored_prompt(store: SimKVStore, agent_id: str) -> str | None:
 class FreshPrompts:
     """A step hook of the prompt auditor: each step's memory against the database."""
 
-    def __init__(self, store: Callable[[], SimKVStore], server_id: Callable[[int], str | None]):
+    def __init__(
+        self,
+        store: Callable[[], SimKVStore],
+        server_id: Callable[[int], str | None],
+        clock: Callable[[], float] | None = None,
+    ):
         self.store = store
         self.server_id = server_id
+        self.clock = clock  # the calling node's clock (None: the metadata is not judged)
+        self.metadata = 0  # prompts whose <memory_metadata> was judged
         self.problems: list[str] = []
         self.checked = 0
 
@@ -147,6 +228,10 @@ class FreshPrompts:
             in_message = prompt_blocks(content)
             kept = None if in_message is None else {k: b.value for k, b in in_message.items()}
             problems += check_stored_prompt(shown, kept, set(stored), f"{where} a{agent}")
+        counts = stored_counts(self.store(), server_id) if self.clock is not None else None
+        if counts is not None and self.clock is not None:
+            self.metadata += 1
+            problems += check_metadata(request.system, counts, self.clock(), f"{where} a{agent}")
         for problem in problems:
             if len(self.problems) < _MAX_PROBLEMS:
                 self.problems.append(problem)

@@ -297,4 +297,5 @@ def _options(plan: AgentPlan) -> dict[str, Any]:
     """The plan's tool rules and tags (each omitted when it has none, so a plan without them
     sends the request it always did). Kept on one line of ``create``: the guards record the
     line of each SDK call in the trace, and moving one would change every HTTP seed's hash."""
-    return {**_tool_rules(plan), **({"tags": list(plan.tags)} if plan.tags else {})}
+    zone = {"timezone": plan.timezone} if plan.timezone else {}
+    return {**_tool_rules(plan), **({"tags": list(plan.tags)} if plan.tags else {}), **zone}

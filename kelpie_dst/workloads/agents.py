@@ -241,11 +241,16 @@ PARAMS: dict[str, int | float | str | bool] = {
     "settings": False,  # after the clients, agents made with random settings in each of
     # Letta's shapes, PATCHed with random subsets of their fields, exported and imported
     # twice, judged against the model (via http; _agent_settings)
+    "timezones": False,  # each agent gets a timezone of its own (ZONES, from the rng
+    # "timezones"), which every prompt's current time must be shown in (_agent_fresh)
     "cold_restart": False,  # at the very end, a sample of everything the API shows is read
     # until two rounds agree, every server node is crashed and restarted at once, and the same
     # paths must read the same (via http; _agent_cold)
 }
 VIAS = ("direct", "http")
+ZONES = ("UTC", "America/New_York", "Asia/Kolkata", "Pacific/Chatham", "Europe/Berlin")
+"""The timezones agents get with ``timezones``: whole, half and quarter hours (Chatham is
++12:45 or +13:45), both sides of UTC, and two with summer time."""
 SCRATCH = "kelp tide kelp 海海\nreef foam reef"
 """The scratch block's first value: words twice on one line and across lines, non-ASCII, so
 that boundary ``memory_replace`` calls (``_agent_edits``) have ambiguous strings to refuse."""
@@ -372,7 +377,9 @@ async def agents(ctx: WorkloadContext) -> None:
         ctx.state["cold_skipped"] = "via = 'direct' serves no API"
     world.start()
     if bool(ctx.params["fresh_prompts"]):
-        fresh = FreshPrompts(world.store, lambda n: _server_id(ctx, plans, n))
+        fresh = FreshPrompts(
+            world.store, lambda n: _server_id(ctx, plans, n), lambda: _node_clock(ctx)
+        )
         world.auditor.step_hooks.append(fresh.step)
         ctx.state["fresh"] = fresh
     if via == "http":
@@ -552,6 +559,7 @@ def _plan(
     block_limit = int(ctx.params["block_limit"])
     rules_rng, rules = ctx.rng("rules"), float(ctx.params["tool_rules"])
     tagged = bool(ctx.params["list_filters"])
+    zones = ctx.rng("timezones") if bool(ctx.params["timezones"]) else None
     plans = []
     for number in range(1, int(ctx.params["agents"]) + 1):
         agent_type = types[(number - 1) % len(types)]
@@ -592,6 +600,7 @@ def _plan(
             marker,
             max_counts,
             plan_tags(number) if tagged else (),
+            zones.choice(ZONES) if zones is not None else None,
         )
         plans.append(plan)
         world.auditor.max_counts[number] = dict(max_counts)
@@ -634,6 +643,7 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
     fresh = ctx.state.get("fresh")
     if isinstance(fresh, FreshPrompts):
         ctx.metric("oracle.fresh_prompts", fresh.checked)
+        ctx.metric("oracle.prompt_metadata", fresh.metadata)
 
 
 def _server_id(ctx: WorkloadContext, plans: list[AgentPlan], number: int) -> str | None:
@@ -655,6 +665,13 @@ def _server_id(ctx: WorkloadContext, plans: list[AgentPlan], number: int) -> str
         handover = ctx.state.get("handover")  # ... or the handover walk's (a902)
         return handover.agent if isinstance(handover, HandoverWalker) and number == 902 else None
     return None if link is None else link.server_id(plans[number - 1])
+
+
+def _node_clock(ctx: WorkloadContext) -> float:
+    """The clock of the node the calling task runs on (a server node, calling the model)."""
+    node = ctx.sim.current_node()
+    assert node is not None
+    return sim_ports(node).clock.now()
 
 
 def _world(ctx: WorkloadContext) -> World:

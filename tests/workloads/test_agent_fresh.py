@@ -118,3 +118,30 @@ def test_the_hook_reads_the_first_stored_message_of_an_agent_without_conversatio
     assert stored_prompt(store, "agent-1") is None  # which thread a step runs in is unknown
     store._apply([(keys.message(1), pack(later))])
     assert stored_prompt(store, "agent-2") is None
+
+
+def _metadata(now: float, zone: str, messages: int, passages: int | None) -> str:
+    from kelpie_agent.agent._prompt import system_prompt
+    from kelpie_agent.agent._runtime import format_time
+
+    agent = AgentRecord(id="agent-1", name="a", agent_type="memgpt_agent", model="m")
+    return system_prompt(
+        agent, [], now=format_time(now, zone), messages=messages, passages=passages
+    )
+
+
+def test_a_prompts_metadata_is_judged_against_the_database_and_the_clock() -> None:
+    from kelpie_dst.workloads._agent_fresh import check_metadata
+
+    now = 1_767_225_600.0 + 3_600 * 14  # 14:00 UTC, 19:30 in Kolkata
+    kolkata = _metadata(now, "Asia/Kolkata", 12, 3)
+    assert check_metadata(kolkata, (12, 3, "Asia/Kolkata"), now + 30, "a1") == []
+    assert check_metadata(_metadata(now, "UTC", 0, None), (0, 5, "UTC"), now, "a1") == []
+    [recall] = check_metadata(kolkata, (13, 3, "Asia/Kolkata"), now, "a1")
+    assert "12 messages are in recall memory, the database's last is #13" in recall
+    [archival] = check_metadata(kolkata, (12, 4, "Asia/Kolkata"), now, "a1")
+    assert "3 memories are in archival memory, the database holds 4" in archival
+    [zone] = check_metadata(_metadata(now, "UTC", 12, 3), (12, 3, "Asia/Kolkata"), now, "a1")
+    assert "02:00:00 PM UTC+0000" in zone and "07:30:00 PM IST+0530" in zone
+    [clock] = check_metadata(kolkata, (12, 3, "Asia/Kolkata"), now + 3_600, "a1")
+    assert "the node's clock reads" in clock  # an hour off: another clock

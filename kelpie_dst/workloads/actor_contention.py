@@ -35,6 +35,14 @@ memory when it thaws, since the other node may have counted by then; pauses are 
 A read in the handler's hands when the pause began may answer from memory at the thaw: it was
 sent before the takeover, so it is concurrent with every count since (docs/decisions.md,
 Dlead12-1).
+
+With ``activate_work`` > 0 (session 16), every activation's ``activate`` works that many seconds
+(touching the outside resource every ``touch_every`` seconds, or at its start and end) before it
+serves, as an agent's activation does when it resumes a run a crash interrupted; longer than a
+lease, so it is renewed under ``activate``. While renewals succeed, an activation must finish
+activating and serve: an ``activate`` cut at the lease's first deadline (renewals that extend
+only a handler's deadline, a renewal started only after ``activate``) fails every activation
+the same way, and the requests never complete (``contention_requests_complete``, liveness).
 """
 
 from __future__ import annotations
@@ -118,6 +126,7 @@ class Tally:
         touches: list[Touch],
         touch_every: float = 0.0,
         reads: bool = False,
+        activate_work: float = 0.0,
     ) -> None:
         self.aid = aid
         self.ctx: ActorContext | None = None
@@ -125,6 +134,7 @@ class Tally:
         self.touches = touches
         self.touch_every = touch_every
         self.reads = reads  # answer reads from memory (loaded on activation, kept on commit)
+        self.activate_work = activate_work  # seconds each activate works before serving
         self.count = 0  # with reads: the count as of this activation's last commit
 
     def _touch(self, request: str) -> None:
@@ -135,6 +145,8 @@ class Tally:
 
     async def activate(self, ctx: ActorContext) -> None:
         self.ctx = ctx
+        if self.activate_work > 0:  # a resume: work outside the store, longer than a lease
+            await self._busy("activate", self.activate_work)
         if self.reads:  # reads answer from memory: load it once the lease is held
             raw = await ctx.kv.get(COUNT_KEY)
             self.count = int(msgpack.unpackb(raw)) if raw is not None else 0
@@ -157,15 +169,7 @@ class Tally:
     async def _work(self, message: Work) -> int:
         assert self.ctx is not None
         self.executions[message.request] = self.executions.get(message.request, 0) + 1
-        self._touch(message.request)
-        if self.touch_every > 0:
-            end = trio.current_time() + message.seconds
-            while trio.current_time() < end:
-                await trio.sleep(min(self.touch_every, end - trio.current_time()))
-                self._touch(message.request)
-        else:
-            await trio.sleep(message.seconds)
-            self._touch(message.request)
+        await self._busy(message.request, message.seconds)
         done = DONE_PREFIX + message.request.encode()
         async with self.ctx.transaction() as txn:
             earlier = await txn.get(done)
@@ -176,6 +180,19 @@ class Tally:
             await txn.set(COUNT_KEY, _pack(count))
             await txn.set(done, _pack(count))
         return count
+
+    async def _busy(self, request: str, seconds: float) -> None:
+        """Work ``seconds`` outside the store, touching at the start, every ``touch_every``
+        seconds (if set) and at the end."""
+        self._touch(request)
+        if self.touch_every > 0:
+            end = trio.current_time() + seconds
+            while trio.current_time() < end:
+                await trio.sleep(min(self.touch_every, end - trio.current_time()))
+                self._touch(request)
+        else:
+            await trio.sleep(seconds)
+            self._touch(request)
 
     async def deactivate(self) -> None:
         await trio.lowlevel.checkpoint()
@@ -223,6 +240,7 @@ def _retryable(error: BaseException) -> bool:
         "lease_margin": 0.0,
         "readers": 0,
         "read_every": 1.0,
+        "activate_work": 0.0,
     },
     sizes=("callers", "requests"),
     bounds={
@@ -239,6 +257,7 @@ def _retryable(error: BaseException) -> bool:
         "lease_margin": (0, 60),
         "readers": (0, 50),
         "read_every": (0.01, 60),
+        "activate_work": (0, 60),
     },
 )
 async def actor_contention(ctx: WorkloadContext) -> None:
@@ -323,6 +342,7 @@ async def actor_contention(ctx: WorkloadContext) -> None:
                     touches,
                     params["touch_every"],
                     params["readers"] > 0,
+                    params["activate_work"],
                 )
             },
             options=options,

@@ -74,6 +74,17 @@ def test_the_reads_scenario_passes_repeats_and_its_reads_wait_out_pauses() -> No
     assert first.result.trace_hash == again.result.trace_hash
 
 
+def test_the_activations_scenario_passes_repeats_and_activations_outlast_a_lease() -> None:
+    """Every activate works longer than a lease (as a resume does): activations were made
+    again and again, and each finished activating and served, under renewed leases."""
+    scenario = load_scenario("actor_contention_activations", ["workload.params.requests=3"])
+    first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["contention.acks"] == 2 * 2 * 3
+    assert first.metrics["contention.activations"] > 2
+    assert first.result.trace_hash == again.result.trace_hash
+
+
 def _reads(reads: list[Ack], acks: list[Ack], *nodes: _Node, faults: tuple[str, ...] = ()) -> Any:
     state = {"reads": reads, "acks": acks, "margin": 1.0}
     return SimpleNamespace(sim=_sim(*nodes, faults=faults), state=state)

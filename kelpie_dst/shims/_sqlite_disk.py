@@ -315,11 +315,14 @@ class SqliteDisk:
             row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
             if row is None:
                 return False
-            near = conn.execute(
-                "SELECT key FROM kv WHERE key > ? ORDER BY key ASC LIMIT 1", (key,)
-            ).fetchone() or conn.execute(
-                "SELECT key FROM kv WHERE key < ? ORDER BY key DESC LIMIT 1", (key,)
-            ).fetchone()
+            near = (
+                conn.execute(
+                    "SELECT key FROM kv WHERE key > ? ORDER BY key ASC LIMIT 1", (key,)
+                ).fetchone()
+                or conn.execute(
+                    "SELECT key FROM kv WHERE key < ? ORDER BY key DESC LIMIT 1", (key,)
+                ).fetchone()
+            )
             if near is None:
                 return False
             conn.execute("UPDATE kv SET value = ? WHERE key = ?", (row[0], near[0]))

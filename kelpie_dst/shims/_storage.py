@@ -80,9 +80,9 @@ class SimKVStore:
             return None
         after = list(self._data.irange(minimum=key, inclusive=(False, True)))[:1]
         before = list(self._data.irange(maximum=key, inclusive=(True, False), reverse=True))[:1]
-        target = (after or before or [None])[0]
-        if target is None:
+        if not after and not before:
             return None
+        target: bytes = (after or before)[0]
         self._data[target] = framed
         self._verified.pop(target, None)
         return target

@@ -238,9 +238,7 @@ class FaultyKV(SimKV):
         if MISDIRECT.name not in self._faults.active:
             return
         for key in keys:
-            if key in self.store._data and self._faults.fires(
-                MISDIRECT.name, node=self.node.name
-            ):
+            if key in self.store._data and self._faults.fires(MISDIRECT.name, node=self.node.name):
                 self.store.misdirect(key)
 
     async def _reach(self, op: str) -> None:

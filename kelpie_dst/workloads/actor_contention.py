@@ -48,6 +48,7 @@ the same way, and the requests never complete (``contention_requests_complete``,
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -63,7 +64,8 @@ from kelpie_agent.actors import (
     Dispatcher,
     LeaseLostError,
 )
-from kelpie_agent.storage import StorageError
+from kelpie_agent.actors._lease import LEASE, actor_key, decode_lease
+from kelpie_agent.storage import ChecksumError, StorageError
 
 from .._nodes import Node
 from ..scenario import WorkloadContext, workload
@@ -73,6 +75,7 @@ from ._contention_checks import (
     Ack,
     Touch,
     contention_at_most_once,
+    contention_lease_kept,
     contention_one_activation,
     contention_reads_fresh,
     contention_requests_complete,
@@ -83,6 +86,7 @@ from ._contention_checks import (
 __all__ = [
     "actor_contention",
     "contention_at_most_once",
+    "contention_lease_kept",
     "contention_one_activation",
     "contention_reads_fresh",
     "contention_requests_complete",
@@ -127,6 +131,7 @@ class Tally:
         touch_every: float = 0.0,
         reads: bool = False,
         activate_work: float = 0.0,
+        lease_view: Callable[[], tuple[str | None, float | None] | None] | None = None,
     ) -> None:
         self.aid = aid
         self.ctx: ActorContext | None = None
@@ -135,12 +140,24 @@ class Tally:
         self.touch_every = touch_every
         self.reads = reads  # answer reads from memory (loaded on activation, kept on commit)
         self.activate_work = activate_work  # seconds each activate works before serving
+        self.lease_view = lease_view  # the stored lease record (token, expiry), read at once
         self.count = 0  # with reads: the count as of this activation's last commit
 
     def _touch(self, request: str) -> None:
         assert self.ctx is not None
+        stored = self.lease_view() if self.lease_view is not None else None
+        wall = self.ctx.ports.clock.now() if stored is not None else None
+        holder, expires = stored if stored is not None else (None, None)
         self.touches.append(
-            Touch(trio.current_time(), self.ctx.node_id, self.ctx.activation_id, request)
+            Touch(
+                trio.current_time(),
+                self.ctx.node_id,
+                self.ctx.activation_id,
+                request,
+                wall,
+                holder,
+                expires,
+            )
         )
 
     async def activate(self, ctx: ActorContext) -> None:
@@ -331,8 +348,19 @@ async def actor_contention(ctx: WorkloadContext) -> None:
                 await trio.sleep(params["think"] * rng.random())
 
     async def node_main(node: Node) -> None:
+        kv = open_kv(node, host=db)
+
+        def lease_view() -> tuple[str | None, float | None] | None:
+            """The tally's lease record as stored now (None: unreadable), read at once."""
+            try:
+                raw = kv.store._get(actor_key(LEASE, TALLY))
+            except ChecksumError:
+                return None
+            record = decode_lease(raw)
+            return (None, None) if record is None else (record[0], record[2])
+
         dispatcher = Dispatcher(
-            open_kv(node, host=db),
+            kv,
             sim_ports(node),
             node_id=node.name,
             factories={
@@ -343,6 +371,7 @@ async def actor_contention(ctx: WorkloadContext) -> None:
                     params["touch_every"],
                     params["readers"] > 0,
                     params["activate_work"],
+                    lease_view,
                 )
             },
             options=options,

@@ -305,6 +305,32 @@ class SqliteDisk:
         await kv._run(flip)
         self.corruptions += 1
 
+    async def misdirect(self, key: bytes) -> None:
+        """Copy ``key``'s stored frame onto its neighbour's row (the next key, or the previous
+        one if ``key`` is the last), through the live engine: a misdirected write at rest."""
+        kv = await self.open()
+
+        def copy() -> bool:
+            conn = kv._conn
+            row = conn.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return False
+            near = (
+                conn.execute(
+                    "SELECT key FROM kv WHERE key > ? ORDER BY key ASC LIMIT 1", (key,)
+                ).fetchone()
+                or conn.execute(
+                    "SELECT key FROM kv WHERE key < ? ORDER BY key DESC LIMIT 1", (key,)
+                ).fetchone()
+            )
+            if near is None:
+                return False
+            conn.execute("UPDATE kv SET value = ? WHERE key = ?", (row[0], near[0]))
+            return True
+
+        if await kv._run(copy):
+            self.corruptions += 1
+
 
 class SqliteView(SimKVStore):
     """A :class:`SimKVStore` whose data is what a fresh process would recover from the SQLite

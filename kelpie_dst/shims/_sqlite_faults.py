@@ -36,7 +36,13 @@ from kelpie_agent.storage._txn import Write
 
 from .._errors import NodeDownError
 from ._sqlite_disk import SqliteDisk, SqliteFiles
-from ._storage_faults import CORRUPTION, UNREACHABLE_TIMEOUT, FaultyKV, _prune_knob
+from ._storage_faults import (
+    CORRUPTION,
+    MISDIRECT,
+    UNREACHABLE_TIMEOUT,
+    FaultyKV,
+    _prune_knob,
+)
 
 if TYPE_CHECKING:
     from .._nodes import Node
@@ -149,6 +155,13 @@ class SqliteFaultyKV(FaultyKV):
         for key in keys:
             if self._faults.fires(CORRUPTION.name, node=self.node.name):
                 await self._engine(_corrupt(self.disk, key))
+
+    async def _misdirect_written(self, keys: Sequence[bytes]) -> None:
+        if MISDIRECT.name not in self._faults.active:
+            return
+        for key in keys:
+            if self._faults.fires(MISDIRECT.name, node=self.node.name):
+                await self._engine(_misdirect(self.disk, key))
 
     # -- KV --------------------------------------------------------------------------------
 
@@ -274,5 +287,12 @@ async def _same(kv: SqliteKV) -> SqliteKV:
 def _corrupt(disk: SqliteDisk, key: bytes) -> Callable[[SqliteKV], Awaitable[None]]:
     async def call(kv: SqliteKV) -> None:
         await disk.corrupt(key)
+
+    return call
+
+
+def _misdirect(disk: SqliteDisk, key: bytes) -> Callable[[SqliteKV], Awaitable[None]]:
+    async def call(kv: SqliteKV) -> None:
+        await disk.misdirect(key)
 
     return call

@@ -68,6 +68,25 @@ class SimKVStore:
         framed[index // 8] ^= 0x80 >> (index % 8)
         self._data[key] = bytes(framed)
 
+    def misdirect(self, key: bytes) -> bytes | None:
+        """A misdirected write: copy the stored frame of ``key`` onto the slot of its neighbour
+        (the next stored key, or the previous one if ``key`` is the last). The frame is intact
+        but names ``key`` in its checksum, so the next read of the neighbour raises
+        ``ChecksumError``; writing the neighbour again heals it. Returns the neighbour (None if
+        ``key`` is not stored or is the only key)."""
+        check_key(key)
+        framed = self._data.get(key)
+        if framed is None:
+            return None
+        after = list(self._data.irange(minimum=key, inclusive=(False, True)))[:1]
+        before = list(self._data.irange(maximum=key, inclusive=(True, False), reverse=True))[:1]
+        if not after and not before:
+            return None
+        target: bytes = (after or before)[0]
+        self._data[target] = framed
+        self._verified.pop(target, None)
+        return target
+
     # Synchronous, hence atomic under trio; only SimKV and its transactions call these.
 
     def _unframe(self, key: bytes, framed: bytes) -> bytes:

@@ -14,6 +14,10 @@ Faults (all probabilities default to zero; see docs/faults.md):
 ``storage.latency``       an operation takes ``min``..``max`` extra seconds
 ``storage.corruption``    a value is stored with one bit flipped; reading it raises
                           ``ChecksumError`` (until it is written again)
+``storage.misdirect``     a written frame also lands on its neighbour's slot (the next stored
+                          key): reading the neighbour raises ``ChecksumError`` (the frame's
+                          checksum names the key it was written for) until it is written again;
+                          never chosen by swarm mode
 ``storage.crash_before_write`` the node crashes before the write reaches the disk
 ``storage.crash_after_write``  the write is durable, then the node crashes before the caller
                           learns it
@@ -81,6 +85,15 @@ CORRUPTION = _R(
         "a written value is stored with one bit flipped",
         swarm_range=(0.0, 0.02),
         observed="later reads of that key raise ChecksumError until it is written again",
+    )
+)
+MISDIRECT = _R(
+    FaultSpec(
+        "storage.misdirect",
+        "a written frame also lands on the slot of its neighbour (the next stored key)",
+        swarm_range=(0.0, 0.0),
+        observed="later reads of the neighbour raise ChecksumError until it is written again "
+        "(a frame's checksum covers its key); never chosen by swarm mode",
     )
 )
 CRASH_BEFORE = _R(
@@ -200,6 +213,7 @@ class FaultyKV(SimKV):
 
     async def _after_write(self, op: str, keys: Sequence[bytes]) -> None:
         await self._corrupt_written(keys)
+        await self._misdirect_written(keys)
         await self._maybe_crash(CRASH_AFTER.name, op)
         await trio.lowlevel.checkpoint()
         if op == "commit":
@@ -218,6 +232,14 @@ class FaultyKV(SimKV):
         for key in keys:
             if key in self.store._data and self._faults.fires(CORRUPTION.name, node=self.node.name):
                 self.store.corrupt(key)
+
+    async def _misdirect_written(self, keys: Sequence[bytes]) -> None:
+        """storage.misdirect: a copy of what was just written lands on the neighbour's slot."""
+        if MISDIRECT.name not in self._faults.active:
+            return
+        for key in keys:
+            if key in self.store._data and self._faults.fires(MISDIRECT.name, node=self.node.name):
+                self.store.misdirect(key)
 
     async def _reach(self, op: str) -> None:
         """Node alive, database host reachable, injected unavailability and latency."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 import msgpack
 
@@ -11,7 +13,9 @@ from ..shims import open_kv
 __all__ = [
     "Ack",
     "Touch",
+    "check_lease_kept",
     "contention_at_most_once",
+    "contention_lease_kept",
     "contention_one_activation",
     "contention_reads_fresh",
     "contention_requests_complete",
@@ -40,6 +44,11 @@ class Touch:
     node: str
     activation: str
     request: str
+    # the acting node's wall clock, and the lease record in the store, at that instant (read
+    # synchronously: no await, no draw); None where the workload did not record them
+    wall: float | None = None
+    holder: str | None = None  # the token the stored lease record names
+    expires: float | None = None  # its expiry, in the wall clock of the node that wrote it
 
 
 @invariant
@@ -188,3 +197,54 @@ def contention_reads_fresh(ctx: WorkloadContext) -> None:
                 f"had been acknowledged count {newest.count} at t={newest.acked:.3f}"
             )
     assert not stale, f"{len(stale)} stale read(s) of the tally: {'; '.join(stale[:3])}"
+
+
+def check_lease_kept(
+    touches: list[Touch], margin: float, excused: Callable[[Touch], bool]
+) -> list[str]:
+    """Each act happened while the stored lease record named the acting activation and, read
+    on the actor's own wall clock, had at least ``margin`` seconds left (docs/actors.md, "Clock
+    skew": a holder stops using its lease ``lease_margin`` before the expiry it wrote, so that
+    nodes whose clocks are within the margin of its own never take over while it acts).
+    ``excused(touch)``: an act the runtime promises nothing about (a thawed process)."""
+    problems = []
+    for t in touches:
+        if t.wall is None:
+            continue
+        if t.holder != t.activation:
+            if not excused(t):
+                problems.append(
+                    f"activation {t.activation} on {t.node} acted for {t.request} at "
+                    f"t={t.at:.3f} while the stored lease named {t.holder}"
+                )
+        elif (t.expires is None or t.expires + 1e-6 < t.wall + margin) and not excused(t):
+            left = "no expiry" if t.expires is None else f"{t.expires - t.wall:.3f}s left"
+            problems.append(
+                f"activation {t.activation} on {t.node} acted for {t.request} at "
+                f"t={t.at:.3f} with {left} on its stored lease (the margin is {margin:g}s)"
+            )
+    return problems
+
+
+@invariant
+def contention_lease_kept(ctx: WorkloadContext) -> None:
+    """Every act of the tally happened under its own stored lease, with at least the lease
+    margin left on the acting node's wall clock (:func:`check_lease_kept`). Model-free: it
+    reads the lease record as stored at each act. A lease record whose expiry is written on
+    the wrong clock or too short, or a holder that uses its lease past ``expiry - margin``
+    (a deadline counted from the wrong instant, a renewal that extends the deadline without
+    extending the record), fails it at the act, whatever the other node does. Excused: a node
+    paused within the last lease duration, and runs whose clocks jump."""
+    if "clock.jump" in ctx.sim.faults.active:
+        return
+    lease: float = ctx.state["lease"]
+    nodes = {node.name: node for node in ctx.sim.nodes}
+
+    def excused(t: Touch) -> bool:
+        node = nodes.get(t.node)
+        return node is not None and node.paused_between(t.at - lease, t.at)
+
+    problems = check_lease_kept(ctx.state.get("touches", []), ctx.state["margin"], excused)
+    assert not problems, (
+        f"{len(problems)} act(s) outside the lease as stored: {'; '.join(problems[:3])}"
+    )

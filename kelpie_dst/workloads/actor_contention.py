@@ -35,11 +35,20 @@ memory when it thaws, since the other node may have counted by then; pauses are 
 A read in the handler's hands when the pause began may answer from memory at the thaw: it was
 sent before the takeover, so it is concurrent with every count since (docs/decisions.md,
 Dlead12-1).
+
+With ``activate_work`` > 0 (session 16), every activation's ``activate`` works that many seconds
+(touching the outside resource every ``touch_every`` seconds, or at its start and end) before it
+serves, as an agent's activation does when it resumes a run a crash interrupted; longer than a
+lease, so it is renewed under ``activate``. While renewals succeed, an activation must finish
+activating and serve: an ``activate`` cut at the lease's first deadline (renewals that extend
+only a handler's deadline, a renewal started only after ``activate``) fails every activation
+the same way, and the requests never complete (``contention_requests_complete``, liveness).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -55,7 +64,8 @@ from kelpie_agent.actors import (
     Dispatcher,
     LeaseLostError,
 )
-from kelpie_agent.storage import StorageError
+from kelpie_agent.actors._lease import LEASE, actor_key, decode_lease
+from kelpie_agent.storage import ChecksumError, StorageError
 
 from .._nodes import Node
 from ..scenario import WorkloadContext, workload
@@ -65,6 +75,7 @@ from ._contention_checks import (
     Ack,
     Touch,
     contention_at_most_once,
+    contention_lease_kept,
     contention_one_activation,
     contention_reads_fresh,
     contention_requests_complete,
@@ -75,6 +86,7 @@ from ._contention_checks import (
 __all__ = [
     "actor_contention",
     "contention_at_most_once",
+    "contention_lease_kept",
     "contention_one_activation",
     "contention_reads_fresh",
     "contention_requests_complete",
@@ -118,6 +130,8 @@ class Tally:
         touches: list[Touch],
         touch_every: float = 0.0,
         reads: bool = False,
+        activate_work: float = 0.0,
+        lease_view: Callable[[], tuple[str | None, float | None] | None] | None = None,
     ) -> None:
         self.aid = aid
         self.ctx: ActorContext | None = None
@@ -125,16 +139,31 @@ class Tally:
         self.touches = touches
         self.touch_every = touch_every
         self.reads = reads  # answer reads from memory (loaded on activation, kept on commit)
+        self.activate_work = activate_work  # seconds each activate works before serving
+        self.lease_view = lease_view  # the stored lease record (token, expiry), read at once
         self.count = 0  # with reads: the count as of this activation's last commit
 
     def _touch(self, request: str) -> None:
         assert self.ctx is not None
+        stored = self.lease_view() if self.lease_view is not None else None
+        wall = self.ctx.ports.clock.now() if stored is not None else None
+        holder, expires = stored if stored is not None else (None, None)
         self.touches.append(
-            Touch(trio.current_time(), self.ctx.node_id, self.ctx.activation_id, request)
+            Touch(
+                trio.current_time(),
+                self.ctx.node_id,
+                self.ctx.activation_id,
+                request,
+                wall,
+                holder,
+                expires,
+            )
         )
 
     async def activate(self, ctx: ActorContext) -> None:
         self.ctx = ctx
+        if self.activate_work > 0:  # a resume: work outside the store, longer than a lease
+            await self._busy("activate", self.activate_work)
         if self.reads:  # reads answer from memory: load it once the lease is held
             raw = await ctx.kv.get(COUNT_KEY)
             self.count = int(msgpack.unpackb(raw)) if raw is not None else 0
@@ -157,15 +186,7 @@ class Tally:
     async def _work(self, message: Work) -> int:
         assert self.ctx is not None
         self.executions[message.request] = self.executions.get(message.request, 0) + 1
-        self._touch(message.request)
-        if self.touch_every > 0:
-            end = trio.current_time() + message.seconds
-            while trio.current_time() < end:
-                await trio.sleep(min(self.touch_every, end - trio.current_time()))
-                self._touch(message.request)
-        else:
-            await trio.sleep(message.seconds)
-            self._touch(message.request)
+        await self._busy(message.request, message.seconds)
         done = DONE_PREFIX + message.request.encode()
         async with self.ctx.transaction() as txn:
             earlier = await txn.get(done)
@@ -176,6 +197,19 @@ class Tally:
             await txn.set(COUNT_KEY, _pack(count))
             await txn.set(done, _pack(count))
         return count
+
+    async def _busy(self, request: str, seconds: float) -> None:
+        """Work ``seconds`` outside the store, touching at the start, every ``touch_every``
+        seconds (if set) and at the end."""
+        self._touch(request)
+        if self.touch_every > 0:
+            end = trio.current_time() + seconds
+            while trio.current_time() < end:
+                await trio.sleep(min(self.touch_every, end - trio.current_time()))
+                self._touch(request)
+        else:
+            await trio.sleep(seconds)
+            self._touch(request)
 
     async def deactivate(self) -> None:
         await trio.lowlevel.checkpoint()
@@ -223,6 +257,7 @@ def _retryable(error: BaseException) -> bool:
         "lease_margin": 0.0,
         "readers": 0,
         "read_every": 1.0,
+        "activate_work": 0.0,
     },
     sizes=("callers", "requests"),
     bounds={
@@ -239,6 +274,7 @@ def _retryable(error: BaseException) -> bool:
         "lease_margin": (0, 60),
         "readers": (0, 50),
         "read_every": (0.01, 60),
+        "activate_work": (0, 60),
     },
 )
 async def actor_contention(ctx: WorkloadContext) -> None:
@@ -312,8 +348,19 @@ async def actor_contention(ctx: WorkloadContext) -> None:
                 await trio.sleep(params["think"] * rng.random())
 
     async def node_main(node: Node) -> None:
+        kv = open_kv(node, host=db)
+
+        def lease_view() -> tuple[str | None, float | None] | None:
+            """The tally's lease record as stored now (None: unreadable), read at once."""
+            try:
+                raw = kv.store._get(actor_key(LEASE, TALLY))
+            except ChecksumError:
+                return None
+            record = decode_lease(raw)
+            return (None, None) if record is None else (record[0], record[2])
+
         dispatcher = Dispatcher(
-            open_kv(node, host=db),
+            kv,
             sim_ports(node),
             node_id=node.name,
             factories={
@@ -323,6 +370,8 @@ async def actor_contention(ctx: WorkloadContext) -> None:
                     touches,
                     params["touch_every"],
                     params["readers"] > 0,
+                    params["activate_work"],
+                    lease_view,
                 )
             },
             options=options,

@@ -136,6 +136,8 @@ CHEAP = frozenset(  # under about 1.5 s a seed
         "actor_contention_patience",
         "actor_contention_storms",
         "actor_contention_reads",
+        "actor_contention_activations",
+        "kv_ranges_misdirect",
         "agent_file_tools",
         "agent_mcp_servers",
         "agent_mcp_servers_crash",

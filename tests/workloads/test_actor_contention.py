@@ -14,6 +14,7 @@ from kelpie_dst.workloads._contention_checks import (
     Ack,
     Touch,
     contention_at_most_once,
+    contention_lease_kept,
     contention_one_activation,
     contention_reads_fresh,
     contention_requests_complete,
@@ -71,6 +72,17 @@ def test_the_reads_scenario_passes_repeats_and_its_reads_wait_out_pauses() -> No
     assert first.metrics["contention.acks"] == 2 * 2 * 10
     assert first.metrics["contention.reads"] > 5
     assert first.metrics["contention.max_read_wait"] > 6.0  # one waited out a pause
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_the_activations_scenario_passes_repeats_and_activations_outlast_a_lease() -> None:
+    """Every activate works longer than a lease (as a resume does): activations were made
+    again and again, and each finished activating and served, under renewed leases."""
+    scenario = load_scenario("actor_contention_activations", ["workload.params.requests=3"])
+    first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["contention.acks"] == 2 * 2 * 3
+    assert first.metrics["contention.activations"] > 2
     assert first.result.trace_hash == again.result.trace_hash
 
 
@@ -140,6 +152,28 @@ def test_a_thawed_node_and_jumping_clocks_are_excused() -> None:
     skewed.clock.offset = 0.9
     with pytest.raises(AssertionError, match="a1 on n1"):
         contention_one_activation(_turns(stale, _sim(_Node("n1"), skewed)))
+
+
+def test_an_act_without_the_margin_left_on_its_stored_lease_is_named() -> None:
+    """contention_lease_kept: the lease as stored at each act names the actor and has at
+    least the margin left on the actor's own wall clock; a thawed node and jumping clocks are
+    excused, acts recorded without the stored lease are not judged."""
+    nodes = _sim(_Node("n1"), _Node("n2"))
+    fine = [
+        Touch(1.0, "n1", "a1", "r1", 100.0, "a1", 106.0),
+        Touch(5.0, "n1", "a1", "r1", 104.0, "a1", 105.0),  # exactly the margin left
+        Touch(6.0, "n2", "a2", "r2"),  # not recorded: not judged
+    ]
+    contention_lease_kept(_turns(fine, nodes))
+    late = [Touch(5.5, "n1", "a1", "r1", 104.5, "a1", 105.0)]
+    with pytest.raises(AssertionError, match=r"a1 on n1 acted for r1 at t=5.500 with 0.500s left"):
+        contention_lease_kept(_turns(late, nodes))
+    taken = [Touch(5.5, "n1", "a1", "r1", 104.5, "a2", 110.0)]
+    with pytest.raises(AssertionError, match="while the stored lease named a2"):
+        contention_lease_kept(_turns(taken, nodes))
+    thawed = _sim(_Node("n1", paused=(1.0, 5.0)), _Node("n2"))
+    contention_lease_kept(_turns(late + taken, thawed))
+    contention_lease_kept(_turns(late + taken, _sim(_Node("n1"), faults=("clock.jump",))))
 
 
 def _ctx(acks: list[Ack], **state: Any) -> Any:

@@ -56,6 +56,18 @@ PASSAGE_TAGS = ("red", "blue", "green")
 WORDS = ("kelp", "tide", "reef", "foam", "shoal", "lagoon", "heron")
 FAR_FUTURE_MS = 4_102_444_800_000  # 2100-01-01: never due during a run
 ARCHIVES = 3
+TOOL = '''def rb_probe(note: str) -> str:
+    """Probe the readback.
+
+    Args:
+        note: what to note
+
+    Returns:
+        str: the note
+    """
+    return note
+'''
+LIMITS = (1, 2, 3, 1000)  # a filter's limit: under, at or over what it keeps
 
 Fetch = Callable[[str, str | None, str | None, int], Awaitable[list[tuple[str, str, Any]]]]
 
@@ -92,6 +104,7 @@ class ReadbackWalker(SdkWalker):
                 self._identities,
                 self._tags,
                 self._schedules,
+                self._tools,
                 self._messages,
             ),
             lambda phase: phase == self._agents or len(self.agents) == len(AGENTS),
@@ -234,7 +247,7 @@ class ReadbackWalker(SdkWalker):
             word = self.rng.choice(WORDS)
             needle = word.upper() if self.rng.random() < 0.5 else word
             order = self.rng.choice(("asc", "desc"))
-            limit = self.rng.randint(1, 3)
+            limit = self.rng.choice(LIMITS)
             got = await fetch(order, None, None, limit, search=needle)
             self.log.filtered.append(
                 Filtered(
@@ -431,7 +444,7 @@ class ReadbackWalker(SdkWalker):
             param = "name" if n % 2 == 0 else "query_text"
             order = self.rng.choice(("asc", "desc"))
             ordered = full if order == "asc" else full[::-1]
-            limit = self.rng.randint(1, 3)
+            limit = self.rng.choice(LIMITS)
             cursor = self.rng.choice(("", "after", "before"))
             at = self.rng.choice(full)
             more: dict[str, str] = {param: needle}
@@ -503,10 +516,70 @@ class ReadbackWalker(SdkWalker):
         for s in got.scheduled_messages:
             self._schedule_shown("agents.schedule.list", s)
 
-    # -- 7. messages --------------------------------------------------------------------------
+    # -- 7. a tool ----------------------------------------------------------------------------
+    def _tool_shown(self, route: str, tool: Any) -> None:
+        self._show(
+            route,
+            f"tool:{tool.id}",
+            name=tool.name,
+            description=tool.description,
+            tags=sorted(tool.tags or ()),
+            return_char_limit=tool.return_char_limit,
+        )
+
+    async def _tools(self) -> None:
+        agent = self.agents[1]
+        limit = self.rng.choice((500, 2000, 6000))
+
+        async def find(sdk: Any) -> Any:
+            page = await sdk.tools.list(name="rb_probe", limit=1)
+            return page.items[0] if page.items else None
+
+        async def make(sdk: Any) -> Any:
+            return await sdk.tools.create(
+                source_code=TOOL, tags=["rb-tool"], return_char_limit=limit
+            )
+
+        made = await self._create("tool rb_probe", find, make)
+        tool_id = str(made.id)
+        self._set(f"tool:{tool_id}", name="rb_probe", tags=["rb-tool"], return_char_limit=limit)
+        self._tool_shown("tools.create", made)
+        changes: dict[str, Any] = {}
+        while not changes:
+            if self.rng.random() < 0.6:
+                changes["description"] = f"Probe the readback, take {self.rng.randint(1, 99)}."
+            if self.rng.random() < 0.5:
+                changes["tags"] = sorted(self.rng.sample(("rb-tool", "rb-probe", "rb-x"), 2))
+            if self.rng.random() < 0.5:
+                changes["return_char_limit"] = self.rng.choice((300, 3000, 9000))
+        got = await self._sdk("tools.update", tool_id, **changes)
+        self._set(f"tool:{tool_id}", **changes)
+        self._tool_shown("tools.update", got)
+        self._tool_shown("tools.retrieve", await self._sdk("tools.retrieve", tool_id))
+        page = await self._sdk("tools.list", name="rb_probe", limit=10)
+        for tool in page.items:
+            self._tool_shown("tools.list(name=rb_probe)", tool)
+        self.log.members.append(
+            ("tools.list(name=rb_probe)", [tool_id], [str(t.id) for t in page.items])
+        )
+        await self._sdk("agents.tools.attach", tool_id, agent_id=agent)
+        page = await self._sdk("agents.tools.list", agent, limit=100)
+        for tool in page.items:
+            self._tool_shown(f"agents.tools.list({agent})", tool)
+        self.log.members.append(
+            (f"agents.tools.list({agent})", [tool_id], [str(t.id) for t in page.items])
+        )
+
+    # -- 8. messages --------------------------------------------------------------------------
+    def _conversation_shown(self, route: str, conv: Any) -> None:
+        self._show(
+            route, f"conversation:{conv.id}", summary=conv.summary, description=conv.description
+        )
+
     async def _messages(self) -> None:
         agent = self.agents[0]
         sent: list[str] = []
+        runs: list[str] = []  # the runs of the sends, in order
         for n in range(self.rng.randint(2, 3)):
             otid = f"readback-send-{n}"
             text = f"readback note {n}: {self.rng.choice(WORDS)} ({MARK})"
@@ -517,6 +590,9 @@ class ReadbackWalker(SdkWalker):
             )
             self._set(f"message:{otid}", content=text)
             sent.append(otid)
+            for run_id in sorted({str(m.run_id) for m in got.messages if m.run_id}):
+                self._set(f"run:{run_id}", agent_id=agent, conversation_id=None)
+                runs.append(run_id)
             self.log.answers.append(
                 (f"agents.messages.create({otid})", [str(m.message_type) for m in got.messages])
             )
@@ -530,9 +606,22 @@ class ReadbackWalker(SdkWalker):
         conv = await self._create(
             "conversation",
             find_conv,
-            lambda sdk: sdk.conversations.create(agent_id=agent, summary="readback thread"),
+            lambda sdk: sdk.conversations.create(
+                agent_id=agent, summary="readback thread", description="the first"
+            ),
         )
         conv_id = str(conv.id)
+        self._set(f"conversation:{conv_id}", summary="readback thread", description="the first")
+        self._conversation_shown("conversations.create", conv)
+        description = f"changed {self.rng.randint(1, 99)}"
+        got = await self._sdk("conversations.update", conv_id, description=description)
+        self._set(f"conversation:{conv_id}", description=description)
+        self._conversation_shown("conversations.update", got)
+        got = await self._sdk("conversations.retrieve", conv_id)
+        self._conversation_shown("conversations.retrieve", got)
+        got = await self._sdk("conversations.list", agent_id=agent, limit=100)
+        for c in got if isinstance(got, list) else got.items:
+            self._conversation_shown(f"conversations.list(agent_id={agent})", c)
         otid = "readback-thread-0"
         text = f"readback thread note: {self.rng.choice(WORDS)} ({MARK})"
 
@@ -578,6 +667,34 @@ class ReadbackWalker(SdkWalker):
                 sorted(str(r.id) for r in page.items),
             )
         )
+
+        for run_id in sorted(thread_runs):
+            self._set(f"run:{run_id}", agent_id=agent)
+
+        async def fetch_runs(
+            order: str, after: str | None, before: str | None, limit: int
+        ) -> list[tuple[str, str, Any]]:
+            page = await self._sdk(
+                "runs.list", agent_id=agent, order=order, limit=limit, **_cursors(after, before)
+            )
+            for r in page.items:
+                self._show(
+                    f"runs.list(agent_id={agent})",
+                    f"run:{r.id}",
+                    agent_id=r.agent_id,
+                    conversation_id=r.conversation_id,
+                )
+            return [(str(r.id), str(r.agent_id), None) for r in page.items]
+
+        listed = await self._every_way(f"runs.list(agent_id={agent})", fetch_runs)
+        if listed is not None:
+            self.log.members.append(
+                (
+                    f"runs.list(agent_id={agent}): the runs of its sends",
+                    sorted({*runs, *thread_runs}),
+                    sorted(i for i, _, _ in listed if i in {*runs, *thread_runs}),
+                )
+            )
 
         route = f"agents.messages.list({agent})"
 

@@ -35,6 +35,7 @@ write in flight landed late) is not judged, and says so.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import trio
@@ -101,6 +102,7 @@ class ReadbackWalker(SdkWalker):
                 self._agents,
                 self._passages,
                 self._archives,
+                self._dated,
                 self._identities,
                 self._tags,
                 self._schedules,
@@ -375,6 +377,85 @@ class ReadbackWalker(SdkWalker):
         self.log.members.append(
             (f"archives.list(agent_id={agent})", self.attached, [i for i, _, _ in got])
         )
+
+    # -- 3b. dated passages in a shared archive -----------------------------------------------
+    def _moment(self, epoch: float) -> str:
+        """``epoch`` as an RFC 3339 date-time in one of the forms a client may send: ``Z``, a
+        positive or negative offset, no offset (UTC), a fraction of a second."""
+        moment = datetime.fromtimestamp(epoch, tz=UTC)
+        form = self.rng.choice(("z", "east", "west", "naive"))
+        if form == "east":
+            return moment.astimezone(timezone(timedelta(hours=2))).isoformat()
+        if form == "west":
+            return moment.astimezone(timezone(-timedelta(hours=5, minutes=30))).isoformat()
+        if form == "naive":
+            return moment.replace(tzinfo=None).isoformat()
+        return moment.isoformat().replace("+00:00", "Z")
+
+    async def _dated(self) -> None:
+        """The third archive, attached to the second agent, gets a batch of passages with
+        explicit ``created_at`` in every form; the second agent's archival list shows each at
+        its moment, and a search between two moments keeps exactly those in between (both
+        ends inclusive)."""
+        agent, archive_id = self.agents[1], self.archives[-1]
+        await self._sdk("agents.archives.attach", archive_id, agent_id=agent)
+        base = datetime(2025, 1, 2, tzinfo=UTC).timestamp()
+        when: dict[str, float] = {}
+        body: list[dict[str, Any]] = []
+        for k in range(4):
+            epoch = base + k * 2 * 86400 + self.rng.randint(0, 86399) + self.rng.choice((0, 0.25))
+            text = f"readback dated {k} {self.rng.choice(WORDS)}"
+            when[text] = epoch
+            self._set(f"passage:{text}", created_at=epoch)
+            body.append({"text": text, "created_at": self._moment(epoch)})
+
+        async def find(sdk: Any) -> Any:
+            got = _items(await sdk.agents.passages.list(agent, search="readback dated", limit=100))
+            return got or None
+
+        async def make(sdk: Any) -> Any:
+            return await sdk.archives.passages.create_many(archive_id, passages=body)
+
+        await self._create(f"dated passages of {archive_id}", find, make)
+        route = f"agents.passages.list({agent})"
+        got = _items(await self._sdk("agents.passages.list", agent, limit=100))
+        for p in got:
+            self._show(route, f"passage:{p.text}", created_at=p.created_at.timestamp())
+        self.log.members.append(
+            (f"{route}: the dated texts", sorted(when), sorted(str(p.text) for p in got))
+        )
+        ids = {str(p.text): str(p.id) for p in got}
+        moments = sorted(when.values())
+        for n in range(2):
+            low, high = sorted(self.rng.sample(moments, 2))
+            start, end = self._moment(low), self._moment(high)
+            want = [ids[t] for t, e in when.items() if low <= e <= high and t in ids]
+            if n == 0:
+                hits = await self._sdk(
+                    "agents.passages.search",
+                    agent,
+                    query=self.rng.choice(WORDS),
+                    start_datetime=start,
+                    end_datetime=end,
+                    top_k=100,
+                )
+                what = f"agents.passages.search({agent}, {start} .. {end})"
+                self.log.members.append(
+                    (what, sorted(want), sorted(str(h.id) for h in hits.results))
+                )
+            else:
+                found = await self._sdk(
+                    "passages.search",
+                    query=self.rng.choice(WORDS),
+                    agent_id=agent,
+                    start_date=start,
+                    end_date=end,
+                    limit=100,
+                )
+                what = f"passages.search(agent_id={agent}, {start} .. {end})"
+                self.log.members.append(
+                    (what, sorted(want), sorted(str(i.passage.id) for i in found))
+                )
 
     # -- 4. identities ------------------------------------------------------------------------
     async def _identity(self, key: str) -> str:
@@ -696,6 +777,8 @@ class ReadbackWalker(SdkWalker):
                 )
             )
 
+        await self._steps(agent, sorted({*runs, *thread_runs}))
+
         route = f"agents.messages.list({agent})"
 
         async def fetch(
@@ -718,3 +801,66 @@ class ReadbackWalker(SdkWalker):
             if m.message_type == "user_message" and (m.otid or "").startswith("readback-send-")
         ]
         self.log.members.append((f"{route}: the inputs sent, by otid", sent, otids))
+
+    async def _steps(self, agent: str, runs: list[str]) -> None:
+        """The agent's steps: listed every way by agent, each showing its run's agent; a run's
+        steps (``runs.steps.list``, ``steps.list(trace_ids)``) are those of the agent's list
+        that name it; a step's metrics name its agent and run."""
+
+        async def fetch(
+            order: str, after: str | None, before: str | None, limit: int, **more: Any
+        ) -> list[tuple[str, str, Any]]:
+            page = await self._sdk(
+                "steps.list",
+                agent_id=agent,
+                order=order,
+                limit=limit,
+                **_cursors(after, before),
+                **more,
+            )
+            for step in page.items:
+                self._show(
+                    f"steps.list(agent_id={agent})", f"run:{step.run_id}", agent_id=step.agent_id
+                )
+            return [(str(st.id), str(st.run_id), None) for st in page.items]
+
+        listed = await self._every_way(f"steps.list(agent_id={agent})", fetch, sizes=(1, 4))
+        if listed is None:
+            return
+        full = [i for i, _, _ in listed]
+        run_of = {i: r for i, r, _ in listed}
+        for run_id in runs:
+            page = await self._sdk("runs.steps.list", run_id, limit=1000, order="asc")
+            self.log.members.append(
+                (
+                    f"runs.steps.list({run_id})",
+                    [i for i in full if run_of[i] == run_id],
+                    [str(st.id) for st in page.items],
+                )
+            )
+        chosen = self.rng.choice(runs) if runs else None
+        if chosen is not None:
+            order = self.rng.choice(("asc", "desc"))
+            limit = self.rng.choice(LIMITS)
+            got = await fetch(order, None, None, limit, trace_ids=[chosen])
+            self.log.filtered.append(
+                Filtered(
+                    f"steps.list(agent_id={agent}, trace_ids=[{chosen}]) {order} limit {limit}",
+                    [i for i, _, _ in got],
+                    full if order == "asc" else full[::-1],
+                    {i for i in full if run_of[i] == chosen},
+                    limit,
+                )
+            )
+        for step_id in self.rng.sample(full, min(2, len(full))):
+            metrics = await self._sdk("steps.metrics.retrieve", step_id)
+            self._show(
+                "steps.metrics.retrieve", f"run:{run_of[step_id]}", agent_id=metrics.agent_id
+            )
+            self.log.members.append(
+                (
+                    f"steps.metrics.retrieve({step_id}).run_id",
+                    [run_of[step_id]],
+                    [str(metrics.run_id)],
+                )
+            )

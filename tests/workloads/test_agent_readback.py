@@ -19,7 +19,7 @@ def test_the_scenario_passes_and_repeats_its_trace() -> None:
     first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
     assert first.ok, first.result.failure and first.result.failure.describe()
     assert first.metrics["readback.shown"] > 50
-    assert first.metrics["readback.walks"] + first.metrics["readback.unsettled"] == 5
+    assert first.metrics["readback.walks"] + first.metrics["readback.unsettled"] == 6
     assert first.metrics["readback.filtered"] >= 8
     assert first.metrics["readback.problems"] == 0
     assert first.result.trace_hash == again.result.trace_hash

@@ -14,6 +14,7 @@ from kelpie_dst.workloads._agent_readback_checks import (
 )
 
 
+@pytest.mark.slow  # two runs of about 4 s each; the short sweep runs it in CI
 def test_the_scenario_passes_and_repeats_its_trace() -> None:
     scenario = load_scenario("agent_readback")
     first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)

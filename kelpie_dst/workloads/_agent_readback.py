@@ -421,15 +421,15 @@ class ReadbackWalker(SdkWalker):
         got = _items(await self._sdk("agents.passages.list", agent, limit=100))
         for p in got:
             self._show(route, f"passage:{p.text}", created_at=p.created_at.timestamp())
-        self.log.members.append(
-            (f"{route}: the dated texts", sorted(when), sorted(str(p.text) for p in got))
+        self.log.members.append(  # as sets: a cut first attempt may have stored the batch twice
+            (f"{route}: the dated texts", sorted(when), sorted({str(p.text) for p in got}))
         )
-        ids = {str(p.text): str(p.id) for p in got}
+        stored = [(str(p.id), str(p.text)) for p in got]
         moments = sorted(when.values())
         for n in range(2):
             low, high = sorted(self.rng.sample(moments, 2))
             start, end = self._moment(low), self._moment(high)
-            want = [ids[t] for t, e in when.items() if low <= e <= high and t in ids]
+            want = [i for i, t in stored if t in when and low <= when[t] <= high]
             if n == 0:
                 hits = await self._sdk(
                     "agents.passages.search",

@@ -1010,11 +1010,13 @@ def acknowledged_is_durable(ctx: WorkloadContext) -> None:
 def streams_match_results(ctx: WorkloadContext) -> None:
     """A streamed turn's pieces, joined per message, equal the turn's result, and the stream
     is closed when the turn ends; a stream the server finished (over HTTP) carried a stop
-    reason or an error frame."""
+    reason or an error frame; a turn's JSON answer (over HTTP) holds the agent's messages, not
+    the input (LettaResponse.messages has no user_message)."""
     record = _record(ctx)
     unclosed = [f"{key}: the stream stayed open after the turn" for key in record.unclosed]
     link = ctx.state.get("link")
     unclosed += list(getattr(link, "unterminated", []))
+    unclosed += list(getattr(link, "echoed", []))
     _holds(check_streams(record.streams) + unclosed, "a stream differs from its result")
 
 

@@ -111,6 +111,7 @@ class HttpLink:
         self.ids: dict[str, str] = {}  # the workload's agent id -> the server's
         self._clients: dict[str, AsyncLetta] = {}
         self.unterminated: list[str] = []  # streams finished without a stop reason or error
+        self.echoed: list[str] = []  # JSON answers whose messages hold a user message
 
     def _client(self, node: str) -> AsyncLetta:
         client = self._clients.get(node)
@@ -179,6 +180,11 @@ class HttpLink:
             reply = await client.agents.messages.create(
                 self._id(plan), messages=[body], max_steps=max_steps
             )
+            echoed = [m.id for m in reply.messages if m.message_type == "user_message"]
+            if echoed:  # LettaResponse.messages is the agent's: the input is not echoed
+                self.echoed.append(
+                    f"a{plan.number} #{message.index}: the answer holds user messages {echoed}"
+                )
             runs = [m.run_id for m in reply.messages if m.run_id]
             replied = tuple(m.id for m in reply.messages)
             texts = [_text(m) for m in reply.messages if m.message_type == "assistant_message"]

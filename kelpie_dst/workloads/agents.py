@@ -85,6 +85,8 @@ from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
 from ._agent_polls import Poller, check_polled_order
+from ._agent_readback import ReadbackWalker
+from ._agent_readback_checks import check_readback
 from ._agent_recovery import check_clean_ends, check_recovery, check_run_statuses
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
@@ -147,6 +149,7 @@ __all__ = [
     "no_mixing_across_agents",
     "polls_consistent",
     "prompts_show_stored_memory",
+    "readback_consistent",
     "runs_end_cleanly",
     "server_raised_nothing",
     "settings_contract",
@@ -246,6 +249,10 @@ PARAMS: dict[str, int | float | str | bool] = {
     "cold_restart": False,  # at the very end, a sample of everything the API shows is read
     # until two rounds agree, every server node is crashed and restarted at once, and the same
     # paths must read the same (via http; _agent_cold)
+    "readback": False,  # after the clients, one more client makes passages, archives,
+    # identities, tags, schedules, sends and a conversation, changes some, and reads each back
+    # through every route that shows it and every list every documented way, judged against its
+    # model and the lists themselves (via http; _agent_readback)
 }
 VIAS = ("direct", "http")
 ZONES = ("UTC", "America/New_York", "Asia/Kolkata", "Pacific/Chatham", "Europe/Berlin")
@@ -319,6 +326,7 @@ async def agents(ctx: WorkloadContext) -> None:
         "message_fields",
         "contract",
         "settings",
+        "readback",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
@@ -514,6 +522,16 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("settings.requests", settings.requests)
         ctx.metric("settings.reads", len(settings.log.reads))
         ctx.metric("settings.problems", len(check_settings(settings.log)))
+    if bool(ctx.params["readback"]):
+        readback = ReadbackWalker(clients, ctx.rng("readback"))
+        ctx.state["readback"] = readback
+        await readback.run()
+        ctx.metric("readback.requests", readback.requests)
+        ctx.metric("readback.shown", len(readback.log.shown))
+        ctx.metric("readback.walks", len(readback.log.walks))
+        ctx.metric("readback.filtered", len(readback.log.filtered))
+        ctx.metric("readback.unsettled", len(readback.log.unsettled))
+        ctx.metric("readback.problems", len(check_readback(readback.log)))
     if handover is not None:
         ctx.metric("handover.requests", handover.requests)
         ctx.metric("handover.missing", len(handover.log.missing))
@@ -1025,11 +1043,13 @@ def acknowledged_is_durable(ctx: WorkloadContext) -> None:
 def streams_match_results(ctx: WorkloadContext) -> None:
     """A streamed turn's pieces, joined per message, equal the turn's result, and the stream
     is closed when the turn ends; a stream the server finished (over HTTP) carried a stop
-    reason or an error frame."""
+    reason or an error frame; a turn's JSON answer (over HTTP) holds the agent's messages, not
+    the input (LettaResponse.messages has no user_message)."""
     record = _record(ctx)
     unclosed = [f"{key}: the stream stayed open after the turn" for key in record.unclosed]
     link = ctx.state.get("link")
     unclosed += list(getattr(link, "unterminated", []))
+    unclosed += list(getattr(link, "echoed", []))
     _holds(check_streams(record.streams) + unclosed, "a stream differs from its result")
 
 
@@ -1165,3 +1185,15 @@ def settings_contract(ctx: WorkloadContext) -> None:
     settings = ctx.state.get("settings")
     if isinstance(settings, SettingsWalker):
         _holds(check_settings(settings.log), "the agent settings broke their contract")
+
+
+@invariant
+def readback_consistent(ctx: WorkloadContext) -> None:
+    """(With ``readback``.) What one client made and changed shows as it set it through every
+    route that shows it; every list it read is the same newest first reversed and walked by
+    either cursor in small pages; a filter with a limit keeps the first items of the unfiltered
+    list it names; a send's answer holds no user_message and the history keeps the input's
+    otid (_agent_readback_checks)."""
+    readback = ctx.state.get("readback")
+    if isinstance(readback, ReadbackWalker):
+        _holds(check_readback(readback.log), "what the client wrote does not read back")

@@ -51,7 +51,7 @@ def test_over_http_every_node_restarts_and_the_walk_is_judged() -> None:
     assert "cold_restart_changes_nothing" in scenario.invariant_names
     run = run_scenario(scenario, 0)
     assert run.result.failure is None, run.result.failure
-    metrics = run.result.metrics
+    metrics = run.metrics
     assert metrics["cold.restarted"] == 1 and metrics["cold.settled"] == 1
     assert metrics["cold.paths"] > 40  # the collections and four items of each kind
     again = run_scenario(scenario, 0)

@@ -34,7 +34,9 @@ class ArchiveUpdate(RequestModel):
     description: str | None = None
 
     def changes(self) -> dict[str, Any]:
-        return {k: v for k, v in (("name", self.name), ("description", self.description)) if v}
+        """The fields given (``null`` = unchanged; ``""`` clears the description)."""
+        given = (("name", self.name), ("description", self.description))
+        return {k: v for k, v in given if v is not None}
 
 
 class ArchivePassage(RequestModel):

@@ -215,6 +215,9 @@ async def archives_flow() -> list[str]:
         renamed = await client.archives.update(shared.id, name="facts2")
         assert renamed.name == "facts2"
         assert (await client.archives.retrieve(shared.id)).description == "shared facts"
+        cleared = await client.archives.update(shared.id, description="")  # "" clears it
+        assert cleared.description == "" and cleared.name == "facts2"
+        assert (await client.archives.retrieve(shared.id)).description == cleared.description
 
         await client.archives.passages.delete(one.id, archive_id=shared.id)
         texts = {p.text for p in await client.agents.passages.list(bob.id)}

@@ -220,7 +220,7 @@ def test_fuzz_the_api_from_its_openapi_schema(world: World) -> None:
     print(f"\nfuzz: {sent[0]} requests, statuses {dict(sorted(world.statuses.items()))}")
     assert sent[0] >= REQUESTS
     assert not any(status >= 500 for status in world.statuses)
-    # the fuzzer reached real agents. Not a precise figure: derandomized Hypothesis still
-    # makes some choices by elapsed time, so the draws (not the server's answers to them) vary
-    # with what else the process imported; 18 to 34 of 200 were seen (session 16)
+    # the fuzzer reached real agents. Not a precise figure: the draws (not the server's answers
+    # to them) vary with what else the process imported, 18 to 34 of 200 (session 16; likely
+    # derandomized Hypothesis deciding something by elapsed time, not proven)
     assert world.statuses.get(200, 0) > REQUESTS // 20

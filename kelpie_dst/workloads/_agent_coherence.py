@@ -40,6 +40,7 @@ from kelpie_agent.storage import ChecksumError
 
 from ..scenario import WorkloadContext, invariant
 from ..shims import open_kv
+from ._agent_indexes import index_problems
 
 __all__ = ["CoherenceAudit", "audited_service", "coherence_options", "memory_matches_storage"]
 
@@ -53,8 +54,21 @@ class CoherenceAudit:
         self.store = store  # the database host's SimKVStore
         self.problems: list[str] = []
         self.audits = 0
+        self.index_problems: list[str] = []  # the first disagreement of the store's indexes
+        self.index_audits = 0
+
+    def check_indexes(self, when: str) -> None:
+        """The store's indexes against its records (``_agent_indexes``); keeps the first
+        disagreement seen. A pure read of the committed store: any moment is a fair one."""
+        if self.index_problems:
+            return
+        self.index_audits += 1
+        found = index_problems(self.store())
+        if found:
+            self.index_problems = [f"{when}: {text}" for text in found]
 
     def check(self, service: AgentService, agent_id: str) -> None:
+        self.check_indexes(f"after a request to {agent_id} returned on {service.node_id}")
         activation = service.dispatcher._registry.get(ActorId("agent", agent_id))
         if activation is None or activation.state != "active":
             return
@@ -189,3 +203,10 @@ def memory_matches_storage(ctx: WorkloadContext) -> None:
     problems = audit.problems
     shown = "; ".join(problems[:4]) + (f"; ... ({len(problems)} in all)" if problems[4:] else "")
     assert not problems, f"an idle agent's memory differs from the database: {shown}"
+    # ... and the database agrees with itself: every index names exactly its records
+    # (session 17, rtM; _agent_indexes.py). A pure read of the store once the run is over.
+    audit.check_indexes("once the run was over")
+    ctx.metric("coherence.index_audits", audit.index_audits)
+    indexes = audit.index_problems
+    shown = "; ".join(indexes[:4]) + (f"; ... ({len(indexes)} in all)" if indexes[4:] else "")
+    assert not indexes, f"the database's indexes disagree with its records: {shown}"

@@ -134,6 +134,7 @@ class SurroundingsLog:
         tuple[str, str, tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]
     ] = attrs.Factory(list)
     schedules: list[ScheduleSeen] = attrs.Factory(list)
+    message_windows: int = 0  # agents whose message search was judged by date windows
     # the archive renamed: (archives listed by the new name, by the old name); then deleted:
     # (its id, still listed, agents whose archive_ids still hold it)
     archive_names: tuple[str, list[str], list[str]] | None = None

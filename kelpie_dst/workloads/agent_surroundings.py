@@ -687,6 +687,77 @@ class Surroundings:
     # -- the run --------------------------------------------------------------------------
     agents: list[str]
 
+    async def message_windows(self, agent: str) -> None:
+        """Message search by date (session 17, rtM): the documented window is ``start``
+        exclusive, ``end`` inclusive. A word of the agent's stored messages is searched without
+        dates (fts, every hit fits the limit), then with each hit's exact ``date`` as the end
+        and as the start: each windowed search must answer exactly the dateless hits its
+        window keeps. A metamorphic property: no model of the ranking is needed."""
+        for n in range(3):  # user messages (the stored system prompt is not searched)
+            text = f"tidepool {' '.join(self.rng.sample(WORDS, 3))} {n}"
+            with contextlib.suppress(*_FAILURES, ServiceError):
+                await self.client.once(
+                    lambda s, t=text: s.send_message(agent, [InputMessage("user", t)])  # type: ignore[misc]
+                )
+        try:
+            shown = await self.client.once(lambda s: s.list_messages(agent, limit=1000))
+        except (*_FAILURES, ServiceError):
+            return
+        words = sorted(
+            {
+                w
+                for m in shown
+                for w in str(getattr(m, "content", "") or "").casefold().split()
+                if w.isalpha() and len(w) >= 6
+            }
+        )
+        if not words:
+            return
+
+        async def search(
+            word: str, start: float | None, end: float | None
+        ) -> dict[str, float] | None:
+            try:
+                found = await self.client.once(
+                    lambda s: s.search_messages(
+                        word, agent_id=agent, mode="fts", start=start, end=end, limit=100
+                    )
+                )
+            except (*_FAILURES, ServiceError):
+                return None
+            return {m.id: m.date for _, m in found}
+
+        every: dict[str, float] | None = None
+        word = ""
+        for candidate in self.rng.sample(words, min(4, len(words))):  # a stop word: no hits
+            word, every = candidate, await search(candidate, None, None)
+            if every:
+                break
+        if not every or len(every) >= 100:
+            return
+        judged: list[str] = []
+        for at in sorted(set(every.values())):
+            for start, end in ((None, at), (at, None)):
+                got = await search(word, start, end)
+                if got is None:
+                    continue
+                want = {
+                    i
+                    for i, d in every.items()
+                    if (start is None or d > start) and (end is None or d <= end)
+                }
+                if set(got) != want:
+                    judged.append(
+                        f"messages.search({word!r}, agent_id={agent}, start={start}, end={end}): "
+                        f"answered {sorted(got)}, but the window keeps {sorted(want)} of the "
+                        f"dateless hits (start is exclusive, end inclusive)"
+                    )
+        # judged only if nothing landed meanwhile (a send cut off on the client's side may
+        # still be stored by the actor that took it)
+        if await search(word, None, None) == every:
+            self.log.message_windows += 1
+            self.log.problems += judged
+
     async def run(self) -> None:
         self.agents = []
         for number in range(2):
@@ -712,6 +783,9 @@ class Surroundings:
         for _ in range(int(self.ctx.params["deletes"])):
             await self.delete_archive_passage(shelf)
             await self.delete_own_passage(b)
+        if self.ctx.params["message_windows"]:
+            for agent in (a, b):
+                await self.message_windows(agent)
         for _ in range(int(self.ctx.params["searches"])):
             await self.search(a if self.rng.random() < 0.7 else b)
         await self.attach_archive(b, shelf, True)
@@ -731,7 +805,13 @@ class Surroundings:
 
 
 @workload(
-    params={"passages": 8, "searches": 8, "tolerance": 5.0, "deletes": 1},
+    params={
+        "passages": 8,
+        "searches": 8,
+        "tolerance": 5.0,
+        "deletes": 1,
+        "message_windows": False,
+    },
     sizes=("passages", "searches"),
     bounds={"passages": (1, 100), "searches": (1, 200), "tolerance": (0, 60), "deletes": (0, 50)},
 )
@@ -748,6 +828,7 @@ async def agent_surroundings(ctx: WorkloadContext) -> None:
     ctx.metric("surroundings.identities", len(log.identity_list))
     ctx.metric("surroundings.uploads", sum(n is not None for _, n in log.uploads))
     ctx.metric("surroundings.schedules", sum(s.id is not None for s in log.schedules))
+    ctx.metric("surroundings.message_windows", log.message_windows)
     ctx.metric(
         "surroundings.problems", len(check_surroundings(log, float(ctx.params["tolerance"])))
     )

@@ -12,4 +12,5 @@ def test_the_scenario_passes_and_repeats_its_trace() -> None:
     assert first.ok, first.result.failure and first.result.failure.describe()
     assert first.metrics["surroundings.problems"] == 0
     assert first.metrics["coherence.index_audits"] > 10
+    assert first.metrics["surroundings.message_windows"] >= 1
     assert first.result.trace_hash == again.result.trace_hash

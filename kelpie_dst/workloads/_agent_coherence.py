@@ -24,6 +24,10 @@ that did it returns, whether or not any later read would show it. The audit runs
 server's own request path (an :class:`AgentService` subclass, ``open_agent_node``'s
 ``service_class``), after each request to an agent returns. It reads the database host's
 store directly, awaits nothing and draws no random number, so it moves no seed.
+
+Since session 17 (rtM) the same invariant also judges the store against itself: every index
+written in its record's transaction names exactly its records (``_agent_indexes``), checked
+after every request to an agent and once the run is over (a pure read as well).
 """
 
 from __future__ import annotations

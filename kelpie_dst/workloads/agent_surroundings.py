@@ -22,6 +22,11 @@ The properties (``surroundings_consistent``, :mod:`._surroundings_checks`) are j
 the client's model: the search ranks by the cosine of a fresh embedder's vectors within the
 documented filters, an identifier key names one identity, an identity's agents are the attached
 ones, a folder's names are unique, and one agent's detach leaves another's open files.
+
+Session 17 (rtM): a first attempt to delete a passage the client has just listed must not be
+answered 404; ``deletes`` (default 1) repeats the two deletes, and ``message_windows`` (default
+off) sends each agent three messages and judges message search by date windows against the
+same search without dates (``agent_surroundings_deletes`` turns both up).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from kelpie_agent.actors._lease import WANTED, Owner, actor_key, decode_wanted
 from kelpie_dst import Simulation
 from kelpie_dst.shims import open_kv, sim_ports
 
+from .actors import Counter, Journal
 from .harness import OPTIONS
 
 dst = pytest.mark.dst(seeds=2, guards="strict")
@@ -25,7 +26,7 @@ def _dispatcher(sim: Simulation, node_id: str) -> Dispatcher:
         open_kv(node),
         sim_ports(node),
         node_id=node_id,
-        factories={"counter": lambda aid: None},  # type: ignore[arg-type,return-value]
+        factories={"counter": lambda aid: Counter(aid, Journal())},
         options=OPTIONS,
         observer=kelpie_dst.log,
     )

@@ -74,8 +74,8 @@ class DeleteWalker(SdkWalker):
                 self._agents,
                 self._tools,
                 self._blocks,
-                self._archives,
-                self._passages,
+                self._passages,  # before any archive is attached: inserts then go to the
+                self._archives,  # agent's first attached archive (as in Letta)
                 self._conversations,
                 self._schedules,
                 self._folders,

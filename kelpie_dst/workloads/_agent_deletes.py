@@ -67,6 +67,7 @@ class DeleteWalker(SdkWalker):
         self.other = ""  # the agent that is deleted
         self.attached: dict[str, list[str]] = {}  # kind -> ids attached to the agent
         self.archive_passages: dict[str, list[str]] = {}  # archive -> its passages
+        self.plan: list[tuple[str, str, str, dict[str, str]]] = []  # the deletes, in order
 
     async def run(self) -> None:
         await self._phases(
@@ -82,6 +83,7 @@ class DeleteWalker(SdkWalker):
                 self._deletes,
                 self._read_back,
                 self._later,
+                self._again,
             ),
             lambda phase: phase == self._agents or bool(self.agent and self.other),
         )
@@ -303,11 +305,28 @@ class DeleteWalker(SdkWalker):
         plan.append(("archive", gone_archive, "archives.delete", {}))
         plan.append(("agent", self.other, "agents.delete", {}))
         self.rng.shuffle(plan)
+        self.plan = plan
         for kind, thing, route, kw in plan:
             await self._delete(kind, thing, route, **kw)
             if route == "archives.delete":  # its passages go with it
                 for p in self.archive_passages[thing]:
                     self.log.deleted.setdefault("passage", []).append(p)
+
+    async def _again(self) -> None:
+        """Each delete sent once more: what is gone answers 404 (Letta's contract), not 2xx."""
+        for kind, thing, route, kw in self.plan:
+
+            async def attempt(
+                sdk: Any, _: int, route: str = route, thing: str = thing, kw: Any = kw
+            ) -> bool:
+                try:
+                    await sdk_method(sdk, route)(thing, **kw)
+                except letta_client.NotFoundError:
+                    return True
+                return False
+
+            answered_404 = await self._call(f"{route} {thing} again", attempt)
+            self.log.again.append((f"{route}({thing}) again", kind, thing, answered_404))
 
     # -- reading back -------------------------------------------------------------------------
     async def _later(self) -> None:

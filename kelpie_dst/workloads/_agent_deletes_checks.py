@@ -10,7 +10,9 @@ rounds of its read-back (at once, and five virtual seconds later):
 * **gone from every list and agent that showed it**: the top-level lists, the agent's own
   lists (tools, blocks, folders, conversations, schedules, passages, archives) and its state;
 * **nothing else went**: a thing never deleted is still retrievable, and still in every list of
-  its kind the client read (with a limit above what it made).
+  its kind the client read (with a limit above what it made);
+* **a delete of what is gone is a 404**: each delete sent once more after both read-backs is
+  answered 404, as Letta answers it (a 2xx would tell a client it deleted something).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class DeletesLog:
     retrieved: list[tuple[str, str, str, bool]] = attrs.field(factory=list)
     # (route, kind, ids shown, ids of the kind that would show had nothing been deleted)
     listed: list[tuple[str, str, list[str], list[str]]] = attrs.field(factory=list)
+    # (route, kind, id, answered 404): each delete sent once more, after both read-backs
+    again: list[tuple[str, str, str, bool]] = attrs.field(factory=list)
     regone: list[str] = attrs.field(factory=list)  # a retried delete found its thing gone
     problems: list[str] = attrs.field(factory=list)  # requests the client must not retry
     round: str = "at once"
@@ -45,6 +49,9 @@ def check_deletes(log: DeletesLog) -> list[str]:
             out.append(f"{route}: the {kind} is still there after its delete was acknowledged")
         elif not deleted and not found:
             out.append(f"{route}: 404 for a {kind} never deleted")
+    for route, kind, _, answered_404 in log.again:
+        if not answered_404:
+            out.append(f"{route}: a delete of a {kind} already deleted was answered 2xx, not 404")
     for route, kind, shown, universe in log.listed:
         deleted = gone.get(kind, set())
         seen = set(shown)

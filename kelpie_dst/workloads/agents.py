@@ -548,6 +548,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("deletes.deleted", sum(len(v) for v in deletes.log.deleted.values()))
         ctx.metric("deletes.retrieved", len(deletes.log.retrieved))
         ctx.metric("deletes.listed", len(deletes.log.listed))
+        ctx.metric("deletes.again", len(deletes.log.again))
         ctx.metric("deletes.problems", len(check_deletes(deletes.log)))
     if handover is not None:
         ctx.metric("handover.requests", handover.requests)

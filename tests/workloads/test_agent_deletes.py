@@ -17,6 +17,7 @@ def test_the_scenario_passes_and_repeats_its_trace() -> None:
     assert first.metrics["deletes.deleted"] == 11
     assert first.metrics["deletes.retrieved"] == 2 * 19  # two rounds of every retrieve
     assert first.metrics["deletes.listed"] == 2 * 15
+    assert first.metrics["deletes.again"] == 9
     assert first.metrics["deletes.problems"] == 0
     assert first.result.trace_hash == again.result.trace_hash
 
@@ -57,6 +58,15 @@ def test_a_delete_that_took_another_thing_is_a_problem() -> None:
     problems = check_deletes(log)
     assert len(problems) == 2
     assert all("never deleted" in p for p in problems)
+
+
+def test_a_second_delete_answered_2xx_is_a_problem() -> None:
+    log = _log()
+    log.again.append(("tools.delete(t1) again", "tool", "t1", True))
+    assert check_deletes(log) == []
+    log.again.append(("tools.delete(t1) again", "tool", "t1", False))
+    [problem] = check_deletes(log)
+    assert "already deleted was answered 2xx" in problem
 
 
 def test_requests_that_failed_are_problems() -> None:

@@ -160,9 +160,14 @@ class Conversations(Messaging):
         return new
 
     async def delete_conversation(self, conversation_id: str) -> None:
-        """Delete the conversation and its messages (its runs and steps stay)."""
+        """Delete the conversation and its messages (its runs and steps stay). After an
+        attempt whose outcome was lost, "not found" means that attempt deleted it."""
         record = await self.get_conversation(conversation_id)
-        await self._request(record.agent_id, DeleteConversation(record.id))
+        await self._request(
+            record.agent_id,
+            DeleteConversation(record.id),
+            settled=lambda e: isinstance(e, NotFoundError) and e.kind == "conversation",
+        )
 
     async def fork_conversation(
         self,

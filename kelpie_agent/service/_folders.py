@@ -37,6 +37,7 @@ from kelpie_agent.agent import (
 from kelpie_agent.agent._archive import embedder_name
 from kelpie_agent.storage import StorageError
 
+from ._errors import NotFoundError
 from ._types import paginate
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ async def delete_folder(service: AgentService, folder_id: str) -> None:
     files."""
     store = _store(service)
     for agent_id in await _call(service, lambda: store.agents(folder_id)):
-        await service._request(agent_id, DetachFolder(folder_id))
+        await service._request(agent_id, DetachFolder(folder_id), settled=_detached)
     await _call(service, lambda: store.delete(folder_id))
 
 
@@ -247,8 +248,14 @@ async def attach_folder(service: AgentService, agent_id: str, folder_id: str) ->
 async def detach_folder(service: AgentService, agent_id: str, folder_id: str) -> AgentView:
     await service._agent(agent_id)
     await get_folder(service, folder_id)
-    await service._request(agent_id, DetachFolder(folder_id))
+    await service._request(agent_id, DetachFolder(folder_id), settled=_detached)
     return await service.get_agent(agent_id)
+
+
+def _detached(error: Exception) -> bool:
+    """``settled`` for a detach: after an attempt whose outcome was lost, "not attached"
+    means that attempt detached it."""
+    return isinstance(error, NotFoundError) and error.kind == "folder"
 
 
 async def agent_folders(

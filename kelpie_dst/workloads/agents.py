@@ -71,6 +71,8 @@ from ._agent_cold import ColdWalker, check_cold, check_views
 from ._agent_compaction import check_summaries
 from ._agent_contract import CONTRACT_KEY, CONTRACT_PING, CONTRACT_SERVER, ContractWalker
 from ._agent_creates import Creates
+from ._agent_deletes import DeleteWalker
+from ._agent_deletes_checks import check_deletes
 from ._agent_direct import DirectLink
 from ._agent_directory import DirectoryWalker
 from ._agent_directory_checks import check_directory
@@ -132,6 +134,7 @@ __all__ = [
     "check_streams",
     "context_complete",
     "created_once",
+    "deletes_are_total",
     "every_request_completed",
     "handover_contract",
     "http_refusals_documented",
@@ -253,6 +256,10 @@ PARAMS: dict[str, int | float | str | bool] = {
     # identities, tags, schedules, sends and a conversation, changes some, and reads each back
     # through every route that shows it and every list every documented way, judged against its
     # model and the lists themselves (via http; _agent_readback)
+    "deletes": False,  # after the clients, one more client makes things of every kind the API
+    # deletes, attaches them to an agent, deletes one of each, and reads everything back at once
+    # and five virtual seconds later: gone where deleted, kept elsewhere (via http;
+    # _agent_deletes)
 }
 VIAS = ("direct", "http")
 ZONES = ("UTC", "America/New_York", "Asia/Kolkata", "Pacific/Chatham", "Europe/Berlin")
@@ -327,6 +334,7 @@ async def agents(ctx: WorkloadContext) -> None:
         "contract",
         "settings",
         "readback",
+        "deletes",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
@@ -532,6 +540,16 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("readback.filtered", len(readback.log.filtered))
         ctx.metric("readback.unsettled", len(readback.log.unsettled))
         ctx.metric("readback.problems", len(check_readback(readback.log)))
+    if bool(ctx.params["deletes"]):
+        deletes = DeleteWalker(clients, ctx.rng("deletes"))
+        ctx.state["deletes"] = deletes
+        await deletes.run()
+        ctx.metric("deletes.requests", deletes.requests)
+        ctx.metric("deletes.deleted", sum(len(v) for v in deletes.log.deleted.values()))
+        ctx.metric("deletes.retrieved", len(deletes.log.retrieved))
+        ctx.metric("deletes.listed", len(deletes.log.listed))
+        ctx.metric("deletes.again", len(deletes.log.again))
+        ctx.metric("deletes.problems", len(check_deletes(deletes.log)))
     if handover is not None:
         ctx.metric("handover.requests", handover.requests)
         ctx.metric("handover.missing", len(handover.log.missing))
@@ -1185,6 +1203,17 @@ def settings_contract(ctx: WorkloadContext) -> None:
     settings = ctx.state.get("settings")
     if isinstance(settings, SettingsWalker):
         _holds(check_settings(settings.log), "the agent settings broke their contract")
+
+
+@invariant
+def deletes_are_total(ctx: WorkloadContext) -> None:
+    """(With ``deletes``.) A delete the server acknowledged is total and lasting: the thing
+    answers 404 and is in no list and no agent that showed it (an archive's passages go with
+    it), at once and five virtual seconds later; a thing never deleted is still everywhere it
+    was (_agent_deletes_checks)."""
+    deletes = ctx.state.get("deletes")
+    if isinstance(deletes, DeleteWalker):
+        _holds(check_deletes(deletes.log), "a delete is not total, or touched something else")
 
 
 @invariant

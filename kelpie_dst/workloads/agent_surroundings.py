@@ -161,7 +161,7 @@ class Surroundings:
         except ServiceError:
             del self.passages[text]  # refused: it never happened
             return
-        seen.sure, seen.created_at = True, record.created_at
+        seen.sure, seen.created_at, seen.id = True, record.created_at, record.id
 
     async def archive_batch(self, archive: str, count: int) -> None:
         now = self.client.clock.now()
@@ -176,15 +176,18 @@ class Surroundings:
             batch.append((seen, created))
             self.passages[text] = seen
         try:
-            await self.client.once(lambda s: archives.add_archive_passages(s, archive, items))
+            records = await self.client.once(
+                lambda s: archives.add_archive_passages(s, archive, items)
+            )
         except _FAILURES:
             return
         except ServiceError:
             for seen, _ in batch:
                 del self.passages[seen.text]
             return
+        ids = {record.text: record.id for record in records}
         for seen, created in batch:
-            seen.sure, seen.created_at = True, created
+            seen.sure, seen.created_at, seen.id = True, created, ids.get(seen.text)
 
     async def delete_own_passage(self, agent: str) -> None:
         """Delete one of the agent's own passages (through its actor), then search at once."""
@@ -288,6 +291,9 @@ class Surroundings:
                     (h.passage.text, h.score, h.passage.created_at, frozenset(h.passage.tags))
                     for h in hits
                 ),
+                hit_ids=tuple(h.passage.id for h in hits),
+                ids={p.text: p.id for p in there if p.id is not None},
+                zero_query=not any(q),
             )
         )
 
@@ -348,8 +354,47 @@ class Surroundings:
                     )
                     for owner, h in found
                 ),
+                hit_ids=tuple(h.passage.id for _, h in found),
+                ids={k: p.id for k, p in pairs.items() if p.id is not None},
+                zero_query=not any(q),
             )
         )
+
+    async def numbered(self, agent: str, count: int) -> None:
+        """Session 17 (llmL): ``count`` passages alike but for a number (``parcel 4417 left
+        the depot``), then a search for each number: the passage holding it must come first,
+        strictly (words are runs of letters and digits). Its own random stream: off, nothing
+        moves."""
+        rng = self.ctx.rng("surroundings-numbered")
+        numbers = rng.sample(range(1000, 10000), count)
+        for number in numbers:
+            text = f"parcel {number} left the depot"
+            seen = PassageSeen(text, agent, frozenset())
+            self.passages[text] = seen
+            try:
+                [record] = await self.client.once(
+                    lambda s, t=text: s.insert_passage(agent, t)  # type: ignore[misc]
+                )
+            except _FAILURES:
+                continue  # unknown outcome: it may be there
+            except ServiceError:
+                del self.passages[text]
+                continue
+            seen.sure, seen.created_at, seen.id = True, record.created_at, record.id
+        for number in numbers:
+            text = f"parcel {number} left the depot"
+            seen = self.passages.get(text)
+            if seen is None or not seen.sure:
+                continue
+            try:
+                hits = await self.client.once(
+                    lambda s, q=str(number): s.search_passages(agent, q, top_k=3)  # type: ignore[misc]
+                )
+            except (*_FAILURES, ServiceError):
+                continue
+            self.log.numbered.append(
+                (str(number), text, tuple((h.passage.text, h.score) for h in hits))
+            )
 
     async def retire_archive(self, archive: str) -> None:
         """Rename the archive, then delete it: it is detached from its agents, its passages
@@ -701,15 +746,17 @@ class Surroundings:
         await self.retire_archive(shelf)
         await self.search(a)
         await self.search_everywhere(None)
+        if int(self.ctx.params["numbered"]):
+            await self.numbered(b, int(self.ctx.params["numbered"]))
         await self.identities()
         await self.folder()
         await self.schedules()
 
 
 @workload(
-    params={"passages": 8, "searches": 8, "tolerance": 5.0},
+    params={"passages": 8, "searches": 8, "tolerance": 5.0, "numbered": 0},
     sizes=("passages", "searches"),
-    bounds={"passages": (1, 100), "searches": (1, 200), "tolerance": (0, 60)},
+    bounds={"passages": (1, 100), "searches": (1, 200), "tolerance": (0, 60), "numbered": (0, 50)},
 )
 async def agent_surroundings(ctx: WorkloadContext) -> None:
     """Archives, search, identities and folders under faults; see the module docstring."""
@@ -722,6 +769,10 @@ async def agent_surroundings(ctx: WorkloadContext) -> None:
     ctx.metric("surroundings.searches", len(log.searches))
     ctx.metric("surroundings.hits", sum(len(s.hits) for s in log.searches))
     ctx.metric("surroundings.identities", len(log.identity_list))
+    ctx.metric(
+        "surroundings.zero_queries", sum(s.zero_query and bool(s.hits) for s in log.searches)
+    )
+    ctx.metric("surroundings.numbered", len(log.numbered))
     ctx.metric("surroundings.uploads", sum(n is not None for _, n in log.uploads))
     ctx.metric("surroundings.schedules", sum(s.id is not None for s in log.schedules))
     ctx.metric(

@@ -395,6 +395,36 @@ class Surroundings:
             self.log.numbered.append(
                 (str(number), text, tuple((h.passage.text, h.score) for h in hits))
             )
+            # the same search respelled as the embedder must not notice (docs/embeddings.md):
+            # NFKC (full-width digits are digits) and case, and apostrophes dropped; judged
+            # when nothing in scope is of unknown outcome (it might land in between)
+            scope = {agent, *self.scope[agent]}
+            if any(
+                p.owner in scope and not p.deleted and not p.sure for p in self.passages.values()
+            ):
+                continue
+            wide = "".join(chr(ord(c) + 0xFEE0) for c in str(number))
+            for plain, changed in (
+                (str(number), f"THE {wide}"),
+                (f"parcels {number}", f"Parcel's {number}"),
+            ):
+                try:
+                    first = await self.client.once(
+                        lambda s, q=plain: s.search_passages(agent, q, top_k=3)  # type: ignore[misc]
+                    )
+                    again = await self.client.once(
+                        lambda s, q=changed: s.search_passages(agent, q, top_k=3)  # type: ignore[misc]
+                    )
+                except (*_FAILURES, ServiceError):
+                    continue
+                self.log.respelled.append(
+                    (
+                        plain,
+                        changed,
+                        tuple((h.passage.text, h.score) for h in first),
+                        tuple((h.passage.text, h.score) for h in again),
+                    )
+                )
 
     async def retire_archive(self, archive: str) -> None:
         """Rename the archive, then delete it: it is detached from its agents, its passages

@@ -383,8 +383,8 @@ class Surroundings:
             seen.sure, seen.created_at, seen.id = True, record.created_at, record.id
         for number in numbers:
             text = f"parcel {number} left the depot"
-            seen = self.passages.get(text)
-            if seen is None or not seen.sure:
+            stored = self.passages.get(text)
+            if stored is None or not stored.sure:
                 continue
             try:
                 hits = await self.client.once(

@@ -40,6 +40,7 @@ from kelpie_agent.llm import LlmRequest
 
 from ..shims._storage import SimKVStore
 from ._agent_prompt import prompt_blocks
+from ._prompt_fields import check_block_fields, shown_fields, stored_fields
 
 __all__ = [
     "FreshPrompts",
@@ -209,6 +210,7 @@ class FreshPrompts:
         self.server_id = server_id
         self.clock = clock  # the calling node's clock (None: the metadata is not judged)
         self.metadata = 0  # prompts whose <memory_metadata> was judged
+        self.fields = 0  # blocks whose description, limit and read-only flag were judged
         self.problems: list[str] = []
         self.checked = 0
 
@@ -223,6 +225,11 @@ class FreshPrompts:
         self.checked += 1
         shown = {label: b.value for label, b in blocks.items()}
         problems = check_fresh(shown, stored, f"{where} a{agent}")
+        # session 17 (llmL): each block's description, limit and read-only flag as stored
+        fields, kept_fields = shown_fields(request.system), stored_fields(self.store(), server_id)
+        if fields is not None and kept_fields is not None:
+            self.fields += len(set(fields) & set(kept_fields))
+            problems += check_block_fields(fields, kept_fields, f"{where} a{agent}")
         content = stored_prompt(self.store(), server_id)
         if content is not None:
             in_message = prompt_blocks(content)

@@ -27,7 +27,7 @@ from kelpie_agent.llm import LlmClient
 from .._sim import Simulation
 from ..shims import LlmTiming, SimLlmClient, StreamShape
 from ..shims.llm import AnthropicApiHost, LlmObserver, Policy, start_anthropic_host
-from ._agent_llm_checks import ModelAnswers, PortCall, RecordingLlm, check_port
+from ._agent_llm_checks import ModelAnswers, PortCall, RecordingLlm, check_port, check_requests
 
 __all__ = ["TRANSPORTS", "ModelLink"]
 
@@ -82,7 +82,9 @@ class ModelLink:
 
     def problems(self) -> list[str]:
         """Where the adapter broke the port's contract (nothing to check when direct)."""
-        return check_port(self.calls, self.answers) if self.host is not None else []
+        if self.host is None:
+            return []
+        return check_port(self.calls, self.answers) + check_requests(self.calls, self.answers)
 
     async def open(self, stack: contextlib.AsyncExitStack, node: str) -> LlmClient:
         """Node ``node``'s LLM port, closed with ``stack``."""

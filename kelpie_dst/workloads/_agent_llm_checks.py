@@ -43,11 +43,12 @@ from kelpie_agent.llm import (
     StreamEnd,
     TextBlock,
     ToolCall,
+    ToolResult,
 )
 
 from ..shims.llm import Failure, LlmObserver, Plan
 
-__all__ = ["ModelAnswers", "PortCall", "RecordingLlm", "check_port"]
+__all__ = ["ModelAnswers", "PortCall", "RecordingLlm", "check_port", "check_requests"]
 
 
 @attrs.frozen
@@ -61,6 +62,7 @@ class PortCall:
     retryable: bool = True
     ends: int = 0  # StreamEnd chunks seen (streams)
     retry_after: float | None = None  # a rate limit's wait, as the port reported it
+    request: LlmRequest | None = attrs.field(default=None, eq=False)  # what the agent asked
 
 
 class ModelAnswers:
@@ -73,10 +75,13 @@ class ModelAnswers:
         self.refused = 0
         self.waits: set[float] = set()  # the retry-after of every 429 the model sent
         self.bare_limits = 0  # 429s sent without a retry-after
+        # session 17 (llmL): each planned answer's id -> the request as the host parsed it
+        self.requests: dict[str, LlmRequest] = {}
 
     def observe(self, request: LlmRequest, outcome: Plan | Failure, node: str | None) -> None:
         if isinstance(outcome, Plan):
             self.answers[outcome.response.id] = outcome.response
+            self.requests[outcome.response.id] = request
             if outcome.cut_after is not None:
                 self.cut.add(outcome.response.id)
         elif outcome.status == 429:
@@ -106,7 +111,7 @@ class RecordingLlm:
         except LlmError as error:
             self._error(error, False)
             raise
-        self.calls.append(PortCall(self.node, False, response))
+        self.calls.append(PortCall(self.node, False, response, request=request))
         return response
 
     def stream(self, request: LlmRequest) -> ChunkStream:
@@ -126,7 +131,9 @@ class RecordingLlm:
                 response: LlmResponse | None = stream.response
             except ValueError:
                 response = None  # finished without a StreamEnd: check_port says so
-            self.calls.append(PortCall(self.node, True, response, None, True, ends))
+            self.calls.append(
+                PortCall(self.node, True, response, None, True, ends, request=request)
+            )
 
 
 def _arguments(call: ToolCall) -> Any:
@@ -169,6 +176,56 @@ def _wrong_wait(wait: float | None, model: ModelAnswers) -> str | None:
         return None
     asked = ", ".join(f"{w:g}" for w in sorted(model.waits)) or "none"
     return f"asks the agent to wait {wait:g} s; the API asked for {asked} s"
+
+
+def _canonical(request: LlmRequest) -> Any:
+    """A request as the Messages API carries it, for comparing the agent's with the model's: a
+    tool call's arguments as the JSON object sent (``{}`` for arguments that are not one: the
+    API wants an object), schemas as JSON."""
+
+    def block(b: object) -> Any:
+        if isinstance(b, TextBlock):
+            return ("text", b.text)
+        if isinstance(b, ToolCall):
+            args = _arguments(b)
+            return ("tool_use", b.id, b.name, args if isinstance(args, dict) else {})
+        assert isinstance(b, ToolResult)
+        return ("tool_result", b.tool_call_id, b.content, b.is_error)
+
+    return (
+        request.model,
+        request.max_tokens,
+        request.system,
+        tuple(
+            (t.name, t.description, json.dumps(dict(t.input_schema), sort_keys=True))
+            for t in request.tools
+        ),
+        tuple((m.role, tuple(block(b) for b in m.content)) for m in request.messages),
+    )
+
+
+def check_requests(calls: list[PortCall], model: ModelAnswers) -> list[str]:
+    """**The model is asked what the agent asked** (session 17, llmL): for every answer the
+    agent got through the port, the request the API host parsed off the wire for that answer
+    is the request the agent gave the port (model, max_tokens, system prompt, tools with their
+    descriptions and schemas, every turn's blocks; a tool result's ``is_error``), compared as
+    the API carries it. Catches an adapter that drops or changes a field on the way out."""
+    problems: list[str] = []
+    for call in calls:
+        if call.response is None or call.request is None:
+            continue
+        seen = model.requests.get(call.response.id)
+        if seen is None:
+            continue  # not the model's answer: check_port names it
+        mine, theirs = _canonical(call.request), _canonical(seen)
+        if mine != theirs:
+            names = ("model", "max_tokens", "system", "tools", "messages")
+            differ = [n for n, a, b in zip(names, mine, theirs, strict=True) if a != b]
+            problems.append(
+                f"{call.node}: answer {call.response.id} answers a request whose "
+                f"{', '.join(differ)} differ from what the agent asked"
+            )
+    return problems[:20]
 
 
 def check_port(calls: list[PortCall], model: ModelAnswers) -> list[str]:

@@ -65,6 +65,9 @@ class PromptAuditor:
         self.texts: set[str] = set()  # text blocks of complete answers
         self.calls: set[tuple[str, str]] = set()  # (name, arguments) of complete answers
         self.call_ids: set[str] = set()
+        # each call id of a complete answer -> the (name, arguments) the model gave it (session
+        # 17, llmL: what later prompts show of the call, _prompt_history)
+        self.call_args: dict[str, set[tuple[str, str]]] = {}
         # each call id of a complete answer -> every call id of that answer, in order
         self.siblings: dict[str, tuple[str, ...]] = {}
         self.markers: dict[int, str] = {}  # agent -> its persona marker
@@ -227,6 +230,7 @@ class PromptAuditor:
             else:
                 self.calls.add((block.name, block.arguments))
                 self.call_ids.add(block.id)
+                self.call_args.setdefault(block.id, set()).add((block.name, block.arguments))
                 self.siblings[block.id] = ids
 
 

@@ -38,10 +38,12 @@ __all__ = [
     "SurroundingsLog",
     "check_folders",
     "check_identities",
+    "check_numbered",
     "check_respelled",
     "check_schedules",
     "check_searches",
     "check_surroundings",
+    "check_ties",
     "cosine",
 ]
 
@@ -70,6 +72,7 @@ class PassageSeen:
     created_at: float | None = None
     sure: bool = False
     deleted: bool = False
+    id: str | None = None  # the passage id the create answered (None: not known)
 
 
 @attrs.frozen
@@ -91,6 +94,12 @@ class SearchSeen:
     created: Mapping[str, float]  # text -> created_at, for the certain passages
     tagged: Mapping[str, frozenset[str]]  # text -> tags, for every possible passage
     hits: tuple[tuple[str, float, float, frozenset[str]], ...]
+    # session 17 (llmL): the passage id of each hit, in order, and the ids the client knows of
+    # the possible passages (key -> id); empty when not recorded
+    hit_ids: tuple[str, ...] = ()
+    ids: Mapping[str, str] = attrs.field(factory=dict)
+    # the query embeds to the zero vector (stop words only): every passage scores 0
+    zero_query: bool = False
 
 
 @attrs.define
@@ -147,6 +156,9 @@ class SurroundingsLog:
     schedule_listed: list[tuple[str, float, str]] = attrs.Factory(list)  # (id, created_at, id)
     schedule_gone: list[tuple[str, bool]] = attrs.Factory(list)  # (deleted id, still found)
     problems: list[str] = attrs.Factory(list)  # found while running
+    # session 17 (llmL, ``numbered``): searches for a number only one passage holds: (the
+    # number, that passage's text, the hits as (text, score))
+    numbered: list[tuple[str, str, tuple[tuple[str, float], ...]]] = attrs.Factory(list)
 
 
 def _filters_pass(s: SearchSeen, tags: frozenset[str], created_at: float | None) -> bool:
@@ -394,10 +406,66 @@ def check_schedules(log: SurroundingsLog, tolerance: float) -> list[str]:
     return problems[:_MAX]
 
 
+def check_ties(searches: Iterable[SearchSeen]) -> list[str]:
+    """**Equal scores are ordered by passage id, ascending** (docs/embeddings.md: "the result
+    therefore never depends on insertion order"). Hits that tie (the same score, to the bit)
+    come in id order; and a search whose query embeds to the zero vector (stop words only,
+    every passage scores 0) answers exactly the ``top_k`` matching passages of smallest id,
+    judged when every passage in scope is certain and the client knows every matching id."""
+    problems: list[str] = []
+    for s in searches:
+        if not s.hit_ids or len(s.hit_ids) != len(s.hits):
+            continue
+        who = f"search of {s.agent} for {s.query!r} (top_k={s.top_k})"
+        for i in range(len(s.hits) - 1):
+            if s.hits[i][1] == s.hits[i + 1][1] and s.hit_ids[i] > s.hit_ids[i + 1]:
+                problems.append(
+                    f"{who}: hits {s.hit_ids[i]} and {s.hit_ids[i + 1]} tie at score "
+                    f"{s.hits[i][1]!r} but are not in passage id order"
+                )
+                break
+        if not s.zero_query or s.possible != s.certain:
+            continue
+        matching = [t for t in s.certain if _filters_pass(s, s.tagged[t], s.created.get(t))]
+        ids = [s.ids.get(t) for t in matching]
+        known = [i for i in ids if i is not None]
+        if len(known) != len(ids) or len(set(known)) != len(known):
+            continue
+        want = sorted(known)[: s.top_k]
+        if list(s.hit_ids) != want:
+            problems.append(
+                f"{who}: every passage scores 0 for this query, so the hits are the {s.top_k} "
+                f"of smallest id {want}, not {list(s.hit_ids)}"
+            )
+    return problems[:_MAX]
+
+
+def check_numbered(log: SurroundingsLog) -> list[str]:
+    """**A word only one passage holds finds it first.** Words are runs of letters *and
+    digits* (docs/embeddings.md), so a search for a number that exactly one passage in scope
+    holds (passages alike but for their numbers) answers that passage first, scoring strictly
+    above every other hit."""
+    problems: list[str] = []
+    for number, text, hits in log.numbered:
+        if not hits or hits[0][0] != text:
+            problems.append(
+                f"a search for {number!r} answered {[h[0] for h in hits[:3]]}, not {text!r} "
+                "(the one passage holding it) first"
+            )
+        elif len(hits) > 1 and not hits[0][1] > hits[1][1] + 1e-6:
+            problems.append(
+                f"a search for {number!r}: {text!r} (the one passage holding it) scored "
+                f"{hits[0][1]!r}, no better than {hits[1][0]!r} ({hits[1][1]!r})"
+            )
+    return problems[:_MAX]
+
+
 def check_surroundings(log: SurroundingsLog, tolerance: float = 5.0) -> list[str]:
     return [
         *log.problems[:_MAX],
         *check_searches(log.searches),
+        *check_ties(log.searches),
+        *check_numbered(log),
         *check_respelled(log),
         *check_identities(log),
         *check_folders(log),

@@ -166,7 +166,7 @@ class Surroundings:
         except ServiceError:
             del self.passages[text]  # refused: it never happened
             return
-        seen.sure, seen.created_at = True, record.created_at
+        seen.sure, seen.created_at, seen.id = True, record.created_at, record.id
 
     async def archive_batch(self, archive: str, count: int) -> None:
         now = self.client.clock.now()
@@ -181,15 +181,18 @@ class Surroundings:
             batch.append((seen, created))
             self.passages[text] = seen
         try:
-            await self.client.once(lambda s: archives.add_archive_passages(s, archive, items))
+            records = await self.client.once(
+                lambda s: archives.add_archive_passages(s, archive, items)
+            )
         except _FAILURES:
             return
         except ServiceError:
             for seen, _ in batch:
                 del self.passages[seen.text]
             return
+        ids = {record.text: record.id for record in records}
         for seen, created in batch:
-            seen.sure, seen.created_at = True, created
+            seen.sure, seen.created_at, seen.id = True, created, ids.get(seen.text)
 
     async def delete_own_passage(self, agent: str) -> None:
         """Delete one of the agent's own passages (through its actor), then search at once."""
@@ -316,6 +319,9 @@ class Surroundings:
                     (h.passage.text, h.score, h.passage.created_at, frozenset(h.passage.tags))
                     for h in hits
                 ),
+                hit_ids=tuple(h.passage.id for h in hits),
+                ids={p.text: p.id for p in there if p.id is not None},
+                zero_query=not any(q),
             )
         )
 
@@ -376,8 +382,77 @@ class Surroundings:
                     )
                     for owner, h in found
                 ),
+                hit_ids=tuple(h.passage.id for _, h in found),
+                ids={k: p.id for k, p in pairs.items() if p.id is not None},
+                zero_query=not any(q),
             )
         )
+
+    async def numbered(self, agent: str, count: int) -> None:
+        """Session 17 (llmL): ``count`` passages alike but for a number (``parcel 4417 left
+        the depot``), then a search for each number: the passage holding it must come first,
+        strictly (words are runs of letters and digits). Its own random stream: off, nothing
+        moves."""
+        rng = self.ctx.rng("surroundings-numbered")
+        numbers = rng.sample(range(1000, 10000), count)
+        for number in numbers:
+            text = f"parcel {number} left the depot"
+            seen = PassageSeen(text, agent, frozenset())
+            self.passages[text] = seen
+            try:
+                [record] = await self.client.once(
+                    lambda s, t=text: s.insert_passage(agent, t)  # type: ignore[misc]
+                )
+            except _FAILURES:
+                continue  # unknown outcome: it may be there
+            except ServiceError:
+                del self.passages[text]
+                continue
+            seen.sure, seen.created_at, seen.id = True, record.created_at, record.id
+        for number in numbers:
+            text = f"parcel {number} left the depot"
+            stored = self.passages.get(text)
+            if stored is None or not stored.sure:
+                continue
+            try:
+                hits = await self.client.once(
+                    lambda s, q=str(number): s.search_passages(agent, q, top_k=3)  # type: ignore[misc]
+                )
+            except (*_FAILURES, ServiceError):
+                continue
+            self.log.numbered.append(
+                (str(number), text, tuple((h.passage.text, h.score) for h in hits))
+            )
+            # the same search respelled as the embedder must not notice (docs/embeddings.md):
+            # NFKC (full-width digits are digits) and case, and apostrophes dropped; judged
+            # when nothing in scope is of unknown outcome (it might land in between)
+            scope = {agent, *self.scope[agent]}
+            if any(
+                p.owner in scope and not p.deleted and not p.sure for p in self.passages.values()
+            ):
+                continue
+            wide = "".join(chr(ord(c) + 0xFEE0) for c in str(number))
+            for plain, changed in (
+                (str(number), f"THE {wide}"),
+                (f"parcels {number}", f"Parcel's {number}"),
+            ):
+                try:
+                    first = await self.client.once(
+                        lambda s, q=plain: s.search_passages(agent, q, top_k=3)  # type: ignore[misc]
+                    )
+                    again = await self.client.once(
+                        lambda s, q=changed: s.search_passages(agent, q, top_k=3)  # type: ignore[misc]
+                    )
+                except (*_FAILURES, ServiceError):
+                    continue
+                self.log.respelled.append(
+                    (
+                        plain,
+                        changed,
+                        tuple((h.passage.text, h.score) for h in first),
+                        tuple((h.passage.text, h.score) for h in again),
+                    )
+                )
 
     async def retire_archive(self, archive: str) -> None:
         """Rename the archive, then delete it: it is detached from its agents, its passages
@@ -804,6 +879,8 @@ class Surroundings:
         await self.retire_archive(shelf)
         await self.search(a)
         await self.search_everywhere(None)
+        if int(self.ctx.params["numbered"]):
+            await self.numbered(b, int(self.ctx.params["numbered"]))
         await self.identities()
         await self.folder()
         await self.schedules()
@@ -816,9 +893,16 @@ class Surroundings:
         "tolerance": 5.0,
         "deletes": 1,
         "message_windows": False,
+        "numbered": 0,
     },
     sizes=("passages", "searches"),
-    bounds={"passages": (1, 100), "searches": (1, 200), "tolerance": (0, 60), "deletes": (0, 50)},
+    bounds={
+        "passages": (1, 100),
+        "searches": (1, 200),
+        "tolerance": (0, 60),
+        "deletes": (0, 50),
+        "numbered": (0, 50),
+    },
 )
 async def agent_surroundings(ctx: WorkloadContext) -> None:
     """Archives, search, identities and folders under faults; see the module docstring."""
@@ -831,6 +915,10 @@ async def agent_surroundings(ctx: WorkloadContext) -> None:
     ctx.metric("surroundings.searches", len(log.searches))
     ctx.metric("surroundings.hits", sum(len(s.hits) for s in log.searches))
     ctx.metric("surroundings.identities", len(log.identity_list))
+    ctx.metric(
+        "surroundings.zero_queries", sum(s.zero_query and bool(s.hits) for s in log.searches)
+    )
+    ctx.metric("surroundings.numbered", len(log.numbered))
     ctx.metric("surroundings.uploads", sum(n is not None for _, n in log.uploads))
     ctx.metric("surroundings.schedules", sum(s.id is not None for s in log.schedules))
     ctx.metric("surroundings.message_windows", log.message_windows)

@@ -108,6 +108,7 @@ from ._agent_wire import WIRE_SERVER, WireWalker
 from ._agent_wire_checks import check_message_views, check_wire
 from ._agent_world import World
 from ._mcp_checks import check_mcp_recovers
+from ._prompt_history import ShownCalls
 
 __all__ = [
     "Ack",
@@ -398,6 +399,8 @@ async def agents(ctx: WorkloadContext) -> None:
         )
         world.auditor.step_hooks.append(fresh.step)
         ctx.state["fresh"] = fresh
+        shown = ctx.state["shown_calls"] = ShownCalls(world.auditor.call_args)
+        world.auditor.step_hooks.append(shown.step)
     if via == "http":
         background = BackgroundRuns(
             float(ctx.params["background_fraction"]), float(ctx.params["follow_breaks"])
@@ -680,6 +683,10 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
     if isinstance(fresh, FreshPrompts):
         ctx.metric("oracle.fresh_prompts", fresh.checked)
         ctx.metric("oracle.prompt_metadata", fresh.metadata)
+        ctx.metric("oracle.block_fields", fresh.fields)
+    shown_calls = ctx.state.get("shown_calls")
+    if isinstance(shown_calls, ShownCalls):
+        ctx.metric("oracle.shown_calls", shown_calls.judged)
 
 
 def _server_id(ctx: WorkloadContext, plans: list[AgentPlan], number: int) -> str | None:
@@ -908,6 +915,9 @@ def prompts_show_stored_memory(ctx: WorkloadContext) -> None:
     fresh = ctx.state.get("fresh")
     if isinstance(fresh, FreshPrompts):
         _holds(fresh.problems, "a prompt shows memory the database does not hold")
+    shown = ctx.state.get("shown_calls")  # session 17 (llmL): the model's calls as it made them
+    if isinstance(shown, ShownCalls):
+        _holds(shown.problems, "a prompt shows a call other than the model made")
 
 
 @invariant

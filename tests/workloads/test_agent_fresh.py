@@ -47,7 +47,9 @@ def test_the_rules_block_letta_compiles_for_each_prompt_is_not_memory() -> None:
 
 def test_the_hook_reads_the_agents_blocks_from_the_store() -> None:
     store = SimKVStore()
-    human = Block(id="block-1", label="human", value="likes tea. note 7", limit=400)
+    human = Block(
+        id="block-1", label="human", value="likes tea. note 7", limit=400, description="d"
+    )
     agent = AgentRecord(id="agent-1", name="agent-1", block_ids=("block-1",))
     store._apply([(Keys("agent-1").agent, pack(agent)), (Keys.block("block-1"), pack(human))])
     assert stored_blocks(store, "agent-1") == {"human": "likes tea. note 7"}
@@ -90,7 +92,9 @@ def test_the_hook_reads_the_first_stored_message_of_an_agent_without_conversatio
 
     store = SimKVStore()
     keys = Keys("agent-1")
-    human = Block(id="block-1", label="human", value="likes tea. note 7", limit=400)
+    human = Block(
+        id="block-1", label="human", value="likes tea. note 7", limit=400, description="d"
+    )
     agent = AgentRecord(id="agent-1", name="agent-1", block_ids=("block-1",))
     old = SystemMessage(
         id="message-1", date=0.0, seq=1, content=_prompt({"human": "likes tea"}), kind="prompt"

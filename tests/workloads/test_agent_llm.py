@@ -6,10 +6,24 @@ from __future__ import annotations
 
 import attrs
 
-from kelpie_agent.llm import LlmRequest, LlmResponse, Message, TextBlock, ToolCall, Usage
+from kelpie_agent.llm import (
+    LlmRequest,
+    LlmResponse,
+    Message,
+    TextBlock,
+    Tool,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.shims.llm import Failure, Plan
-from kelpie_dst.workloads._agent_llm_checks import ModelAnswers, PortCall, check_port
+from kelpie_dst.workloads._agent_llm_checks import (
+    ModelAnswers,
+    PortCall,
+    check_port,
+    check_requests,
+)
 
 REQUEST = LlmRequest("m", (Message.user("hi"),), "system", (), 100)
 ANSWER = LlmResponse(
@@ -48,6 +62,50 @@ def test_the_models_answer_passes_reformatted_arguments_included() -> None:
         content=(ANSWER.content[0], ToolCall("toolu_1", "send_message", '{"message":"hi"}')),
     )
     assert check_port([_got(same), _got(ANSWER)], _model(Plan(ANSWER, ()))) == []
+
+
+def test_the_model_is_asked_what_the_agent_asked() -> None:
+    """check_requests: the request the host parsed for an answer against the port's request."""
+    tool = Tool("note", "Keep a note.", {"type": "object", "properties": {"t": {"type": "string"}}})
+    asked = LlmRequest(
+        "m",
+        (
+            Message.user("hi"),
+            Message("assistant", (ToolCall("toolu_0", "note", '{"t": "kelp"}'),)),
+            Message("user", (ToolResult("toolu_0", "failed", is_error=True),)),
+        ),
+        "system",
+        (tool,),
+        100,
+    )
+    model = ModelAnswers(_Inner())
+    # the host sees the arguments re-encoded: the same request
+    wire = attrs.evolve(
+        asked,
+        messages=(
+            asked.messages[0],
+            Message("assistant", (ToolCall("toolu_0", "note", '{"t":"kelp"}'),)),
+            asked.messages[2],
+        ),
+    )
+    model.observe(wire, Plan(ANSWER, ()), "api.anthropic.com")
+    call = PortCall("server-1", True, ANSWER, None, True, 1, request=asked)
+    assert check_requests([call], model) == []
+    for changed, field in (
+        (attrs.evolve(wire, tools=(Tool("note", "", tool.input_schema),)), "tools"),
+        (attrs.evolve(wire, max_tokens=4096), "max_tokens"),
+        (attrs.evolve(wire, system=""), "system"),
+        (
+            attrs.evolve(
+                wire,
+                messages=(*wire.messages[:2], Message("user", (ToolResult("toolu_0", "failed"),))),
+            ),
+            "messages",
+        ),
+    ):
+        model.observe(changed, Plan(ANSWER, ()), "api.anthropic.com")
+        [problem] = check_requests([call], model)
+        assert f"whose {field} differ" in problem
 
 
 def test_an_answer_that_differs_from_the_models_is_caught() -> None:

@@ -15,9 +15,11 @@ from kelpie_dst.workloads._surroundings_checks import (
     SurroundingsLog,
     check_folders,
     check_identities,
+    check_numbered,
     check_respelled,
     check_schedules,
     check_searches,
+    check_ties,
     cosine,
 )
 
@@ -28,6 +30,16 @@ def test_the_scenario_passes_and_repeats_its_trace() -> None:
     assert first.ok, first.result.failure and first.result.failure.describe()
     assert first.metrics["surroundings.searches"] > 10
     assert first.metrics["surroundings.hits"] > 10
+    assert first.metrics["surroundings.problems"] == 0
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_the_search_ranks_scenario_passes_and_repeats_its_trace() -> None:
+    scenario = load_scenario("agent_search_ranks")
+    first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["surroundings.numbered"] >= 6
+    assert first.metrics["surroundings.zero_queries"] >= 1
     assert first.metrics["surroundings.problems"] == 0
     assert first.result.trace_hash == again.result.trace_hash
 
@@ -145,6 +157,65 @@ def test_a_search_that_depends_on_case_or_stop_words_is_named() -> None:
     log.respelled.append(("kelp", "The KELP of it", same, (("reef", 0.2), ("kelp tide", 0.1))))
     [problem] = check_respelled(log)
     assert "case and stop words must not matter" in problem
+
+
+def _zero(**changes: Any) -> SearchSeen:
+    """A query of stop words alone over three certain passages: every score is 0, so the
+    hits are the top_k of smallest id."""
+    texts = ("kelp", "reef", "tide")
+    search = SearchSeen(
+        agent="agent-1",
+        query="the of it",
+        tags=(),
+        mode="any",
+        top_k=2,
+        start=None,
+        end=None,
+        certain=frozenset(texts),
+        possible=frozenset(texts),
+        model=dict.fromkeys(texts, 0.0),
+        created=dict.fromkeys(texts, 10.0),
+        tagged=dict.fromkeys(texts, frozenset()),
+        hits=(("tide", 0.0, 10.0, frozenset()), ("kelp", 0.0, 10.0, frozenset())),
+        hit_ids=("p-1", "p-2"),
+        ids={"tide": "p-1", "kelp": "p-2", "reef": "p-3"},
+        zero_query=True,
+    )
+    return attrs.evolve(search, **changes)
+
+
+def test_tied_hits_come_in_passage_id_order() -> None:
+    assert check_ties([_zero()]) == []
+    assert check_ties([_search()]) == []  # no ids recorded: nothing judged
+    flipped = _zero(hit_ids=("p-2", "p-1"), ids={"tide": "p-2", "kelp": "p-1", "reef": "p-3"})
+    assert any("not in passage id order" in p for p in check_ties([flipped]))
+    # in id order, but not the smallest ids: the cut kept a later passage
+    later = _zero(
+        hits=(("tide", 0.0, 10.0, frozenset()), ("reef", 0.0, 10.0, frozenset())),
+        hit_ids=("p-1", "p-3"),
+    )
+    [problem] = check_ties([later])
+    assert "of smallest id ['p-1', 'p-2']" in problem
+    # a passage of unknown outcome in scope: the cut is not judged (order still is)
+    unsure = attrs.evolve(later, certain=frozenset({"tide", "reef"}))
+    assert check_ties([unsure]) == []
+    # hits with different scores may come in any id order
+    ranked = _search(hit_ids=("p-9", "p-1"), ids={"kelp tide": "p-9", "reef": "p-1"})
+    assert check_ties([ranked]) == []
+
+
+def test_a_number_only_one_passage_holds_finds_it_first() -> None:
+    text = "parcel 4417 left the depot"
+    good = SurroundingsLog(numbered=[("4417", text, ((text, 0.8), ("parcel 5823 left", 0.2)))])
+    assert check_numbered(good) == []
+    tied = SurroundingsLog(numbered=[("4417", text, ((text, 0.5), ("parcel 5823 left", 0.5)))])
+    assert "no better than" in check_numbered(tied)[0]
+    other = SurroundingsLog(numbered=[("4417", text, (("parcel 5823 left", 0.5), (text, 0.5)))])
+    assert (
+        "not 'parcel 4417 left the depot' (the one passage holding it) first"
+        in (check_numbered(other)[0])
+    )
+    assert check_numbered(SurroundingsLog(numbered=[("4417", text, ())]))
 
 
 def _schedules(**changes: Any) -> SurroundingsLog:

@@ -44,10 +44,10 @@ def check_deletes(log: DeletesLog) -> list[str]:
     out = list(log.problems)
     gone = {kind: set(ids) for kind, ids in log.deleted.items()}
     for route, kind, thing, found in log.retrieved:
-        deleted = thing in gone.get(kind, set())
-        if deleted and found:
+        was_deleted = thing in gone.get(kind, set())
+        if was_deleted and found:
             out.append(f"{route}: the {kind} is still there after its delete was acknowledged")
-        elif not deleted and not found:
+        elif not was_deleted and not found:
             out.append(f"{route}: 404 for a {kind} never deleted")
     for route, kind, _, answered_404 in log.again:
         if not answered_404:

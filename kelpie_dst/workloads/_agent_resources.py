@@ -60,6 +60,11 @@ TOOL = '''def rs_probe(note: str) -> str:
     """
     return note
 '''
+FOLDER_VALUES: dict[str, tuple[Any, ...]] = {
+    "description": ("", "shelved", "a deep folder"),
+    "instructions": ("", "skim it"),
+    "metadata": ({}, {"shelf": 3}),
+}
 SECRETS = ("tok-9f3a-resources", "hdr-51c2-resources", "env-7d0e-resources")
 
 
@@ -566,20 +571,51 @@ class ResourceWalker(ReadbackWalker):
             return items[0] if items else None
 
         made = await self._create(
-            f"folder {name}", find, lambda sdk: sdk.folders.create(name=name, metadata=deep)
+            f"folder {name}",
+            find,
+            lambda sdk: sdk.folders.create(
+                name=name, metadata=deep, description="a deep folder", instructions="read it"
+            ),
         )
-        self._set(f"folder:{made.id}", metadata=deep)
-        self._show("folders.create", f"folder:{made.id}", metadata=made.metadata)
+        key = f"folder:{made.id}"
+        self._set(key, metadata=deep, description="a deep folder", instructions="read it")
+        self._folder_shown("folders.create", made)
         got = await self._sdk("folders.retrieve", str(made.id))
-        self._show("folders.retrieve", f"folder:{made.id}", metadata=got.metadata)
+        self._folder_shown("folders.retrieve", got)
+        # falsy values are values: "" and {} replace what was there (null leaves it)
+        for n in range(2):
+            changes: dict[str, Any] = {}
+            if n == 0:  # one field set before becomes falsy
+                field = self.rng.choice(sorted(FOLDER_VALUES))
+                changes[field] = FOLDER_VALUES[field][0]
+            while not changes:
+                for field, values in FOLDER_VALUES.items():
+                    if self.rng.random() < 0.5:
+                        changes[field] = self.rng.choice(values)
+            got = await self._sdk("folders.update", str(made.id), **changes)
+            self._set(key, **changes)
+            self._folder_shown(f"folders.update({sorted(changes)})", got)
+            got = await self._sdk("folders.retrieve", str(made.id))
+            self._folder_shown("folders.retrieve after an update", got)
+        deep = nested(MAX_DEPTH)
+        got = await self._sdk("folders.update", str(made.id), metadata=deep)
+        self._set(key, metadata=deep)
+        self._folder_shown("folders.update(metadata at the limit)", got)
         await self._refused(
             f"folders.update(metadata {MAX_DEPTH + 1} levels deep)",
             lambda sdk: sdk.folders.update(str(made.id), metadata=nested(MAX_DEPTH + 1)),
             (400, 422),
         )
         got = await self._sdk("folders.retrieve", str(made.id))
+        self._folder_shown("folders.retrieve after a refused update", got)
+
+    def _folder_shown(self, route: str, folder: Any) -> None:
         self._show(
-            "folders.retrieve after a refused update", f"folder:{made.id}", metadata=got.metadata
+            route,
+            f"folder:{folder.id}",
+            metadata=dict(folder.metadata or {}),
+            description=folder.description,
+            instructions=folder.instructions,
         )
 
 

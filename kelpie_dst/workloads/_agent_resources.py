@@ -17,7 +17,8 @@ it) and reads each thing back through every route that shows it:
 3. **Conversations**: made with a summary and a description (one ``hidden``, one forked
    ``hidden``); PATCHed with ``null`` (clears), ``""`` and ``archived``; each answer, retrieve
    and list item shows what was set; ``conversations.list`` by ``archive_status`` holds exactly
-   the client's visible conversations of that status (hidden ones never).
+   the client's visible conversations of that status (hidden ones never); the list reads the
+   same newest first reversed and walked by ``after`` in pages of one or two.
 4. **Message search**: a send in a conversation and one in the agent's own history, both with
    one word; ``messages.search(conversation_id=...)`` finds only messages of that conversation
    (the filter keeps what it names), ``agent_id`` only that agent's.
@@ -26,8 +27,9 @@ it) and reads each thing back through every route that shows it:
    shows what was set, and **no answer ever shows a secret the client sent** (docs/mcp.md:
    masked as ``****``); a rename to a name another server has is refused with a 409 and names
    stay unique in the list; a rename to a free name reads back.
-6. **Limits, at and past**: a folder whose metadata is nested exactly ``MAX_DEPTH`` (32)
-   levels is accepted and reads back equal (docs/http-api.md); one level more is a 422.
+6. **Folders and limits, at and past**: a folder whose metadata is nested exactly
+   ``MAX_DEPTH`` (32) levels is accepted and reads back equal (docs/http-api.md); PATCHed with
+   ``""`` and ``{}`` (falsy values are values) it reads them back; one level more is a 422.
 
 A request refused that the contract accepts ends its phase as a problem (the walker's
 ``_phases``); a request the contract refuses (a taken name, a nesting past the limit) is
@@ -40,6 +42,7 @@ from typing import Any
 
 import letta_client
 
+from ._agent_lists import walk
 from ._agent_readback import ReadbackWalker, _items
 
 __all__ = ["MARK", "RESOURCE_AGENTS", "ResourceWalker", "nested", "secrets_in"]
@@ -342,8 +345,10 @@ class ResourceWalker(ReadbackWalker):
         )
         hidden.append(str(fork.id))
         # PATCHes: null clears, "" is a value, archived flips
-        for conv_id in visible:
+        for n, conv_id in enumerate(visible):
             changes: dict[str, Any] = {}
+            if n == 0:  # a text set before is cleared
+                changes[self.rng.choice(("summary", "description"))] = None
             while not changes:
                 if self.rng.random() < 0.6:
                     changes["summary"] = self.rng.choice((None, "", f"renamed {conv_id[-4:]}"))
@@ -380,6 +385,41 @@ class ResourceWalker(ReadbackWalker):
             self.log.members.append(
                 (route, want, sorted(str(c.id) for c in got if str(c.id) in made))
             )
+        await self._conversation_walks(agent)
+
+    async def _conversation_walks(self, agent: str) -> None:
+        """The agent's conversations (every status) both orders in one page and walked by
+        ``after`` in small pages (the route has no ``before``)."""
+        what = f"conversations.list(agent_id={agent}, archive_status=all)"
+
+        async def fetch(
+            order: str, after: str | None, before: str | None, limit: int
+        ) -> list[tuple[str, str, Any]]:
+            got = _items(
+                await self._sdk(
+                    "conversations.list",
+                    agent_id=agent,
+                    archive_status="all",
+                    order=order,
+                    limit=limit,
+                    **({"after": after} if after is not None else {}),
+                )
+            )
+            for c in got:
+                self._conv_shown(what, c)
+            return [(str(c.id), "", None) for c in got]
+
+        asc = [i for i, _, _ in await fetch("asc", None, None, 100)]
+        desc = [i for i, _, _ in await fetch("desc", None, None, 100)]
+        walks = [
+            await walk(fetch, order, "after", self.rng.randint(1, 2), None)
+            for order in ("asc", "desc")
+        ]
+        if [i for i, _, _ in await fetch("asc", None, None, 100)] != asc:
+            self.log.unsettled.append(what)
+            return
+        self.log.orders.append((what, asc, desc))
+        self.log.walks.append((what, asc, walks))
 
     # -- 4. message search --------------------------------------------------------------------
     async def _send_in(self, conv_id: str | None, otid: str, text: str) -> None:

@@ -122,7 +122,8 @@ async def update_server(
                 )
             )
         await mcp.client.remove_server(old.server_name)
-    await mcp.sync(saved.server_name)
+    if saved.mcp_server_type != "sse":  # stored, never connected to (see _check_config)
+        await mcp.sync(saved.server_name)
     return saved
 
 

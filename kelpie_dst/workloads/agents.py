@@ -90,6 +90,7 @@ from ._agent_polls import Poller, check_polled_order
 from ._agent_readback import ReadbackWalker
 from ._agent_readback_checks import check_readback
 from ._agent_recovery import check_clean_ends, check_recovery, check_run_statuses
+from ._agent_resources import ResourceWalker
 from ._agent_rules import draw_max_counts, ruled_candidates
 from ._agent_runs import BackgroundRuns, check_followed
 from ._agent_settings import SettingsWalker
@@ -154,6 +155,7 @@ __all__ = [
     "polls_consistent",
     "prompts_show_stored_memory",
     "readback_consistent",
+    "resources_consistent",
     "runs_end_cleanly",
     "server_raised_nothing",
     "settings_contract",
@@ -261,6 +263,10 @@ PARAMS: dict[str, int | float | str | bool] = {
     # deletes, attaches them to an agent, deletes one of each, and reads everything back at once
     # and five virtual seconds later: gone where deleted, kept elsewhere (via http;
     # _agent_deletes)
+    "resources": False,  # after the clients, one more client sets tool rules of every type,
+    # approvals, conversations (hidden, archived, PATCHed with null and ""), a searched send,
+    # MCP servers with secrets and nesting at the documented limit, and reads each back
+    # (via http; _agent_resources)
 }
 VIAS = ("direct", "http")
 ZONES = ("UTC", "America/New_York", "Asia/Kolkata", "Pacific/Chatham", "Europe/Berlin")
@@ -336,6 +342,7 @@ async def agents(ctx: WorkloadContext) -> None:
         "settings",
         "readback",
         "deletes",
+        "resources",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
@@ -553,6 +560,14 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("deletes.listed", len(deletes.log.listed))
         ctx.metric("deletes.again", len(deletes.log.again))
         ctx.metric("deletes.problems", len(check_deletes(deletes.log)))
+    if bool(ctx.params["resources"]):
+        resources = ResourceWalker(clients, ctx.rng("resources"))
+        ctx.state["resources"] = resources
+        await resources.run()
+        ctx.metric("resources.requests", resources.requests)
+        ctx.metric("resources.shown", len(resources.log.shown))
+        ctx.metric("resources.refusals", len(resources.refusals))
+        ctx.metric("resources.problems", len(_resource_problems(resources)))
     if handover is not None:
         ctx.metric("handover.requests", handover.requests)
         ctx.metric("handover.missing", len(handover.log.missing))
@@ -1236,3 +1251,19 @@ def readback_consistent(ctx: WorkloadContext) -> None:
     readback = ctx.state.get("readback")
     if isinstance(readback, ReadbackWalker):
         _holds(check_readback(readback.log), "what the client wrote does not read back")
+
+
+def _resource_problems(walker: ResourceWalker) -> list[str]:
+    return check_readback(walker.log) + walker.problems_found()
+
+
+@invariant
+def resources_consistent(ctx: WorkloadContext) -> None:
+    """(With ``resources``.) Tool rules of every type, approvals, conversations, message
+    search, MCP servers and a folder nested at the documented limit read back as the client
+    set them through every route that shows them (readback_consistent's properties), no answer
+    shows a secret the client sent, and what the contract refuses is refused
+    (_agent_resources)."""
+    resources = ctx.state.get("resources")
+    if isinstance(resources, ResourceWalker):
+        _holds(_resource_problems(resources), "what the client set does not read back")

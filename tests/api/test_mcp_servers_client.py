@@ -164,3 +164,37 @@ async def test_mcp_servers_through_letta_client() -> None:
 
 def test_mcp_servers_same_seed_same_trace_hash() -> None:
     kelpie_dst.assert_deterministic(mcp_flow, seeds=(1,), runs=2, **GUARDS)
+
+
+async def sse_update_flow() -> None:
+    """An SSE server is stored (Kelpie cannot connect to it, and says so when it is used), so
+    it can be updated too: a rename or a new URL is answered with the server, not a 500 (the
+    update used to try to connect after storing the change)."""
+    async with api() as a:
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=a.app), base_url=BASE)
+        client = AsyncLetta(base_url=BASE, http_client=http, max_retries=0)
+        made = await client.mcp_servers.create(
+            server_name="old-sse",
+            config={
+                "mcp_server_type": "sse",
+                "server_url": "http://sse.test/sse",
+                "auth_header": "X-Token",
+                "auth_token": "t0ken",
+            },
+        )
+        renamed = await client.mcp_servers.update(
+            made.id, server_name="new-sse", config={"mcp_server_type": "sse"}
+        )
+        assert renamed.server_name == "new-sse" and renamed.auth_token == "****"  # type: ignore[union-attr]
+        moved = await client.mcp_servers.update(
+            made.id, config={"mcp_server_type": "sse", "server_url": "http://sse.test/v2"}
+        )
+        assert moved.server_url == "http://sse.test/v2"  # type: ignore[union-attr]
+        got = await client.mcp_servers.retrieve(made.id)
+        assert got.server_name == "new-sse" and got.mcp_server_type == "sse"
+        await http.aclose()
+
+
+@pytest.mark.dst(seeds=1, **GUARDS)
+async def test_an_sse_server_can_be_updated() -> None:
+    await sse_update_flow()

@@ -23,6 +23,7 @@ import letta_client
 import trio
 
 from ._agent_deletes_checks import DeletesLog
+from ._agent_readback import _items
 from ._agent_walker import SdkWalker, sdk_method
 
 __all__ = ["MARK", "DeleteWalker"]
@@ -49,11 +50,6 @@ def _tool(n: int) -> str:
 '''
 
 
-def _items(got: Any) -> list[Any]:
-    """A page's items (a bare array, or a page object)."""
-    return list(got) if isinstance(got, list) else list(got.items)
-
-
 class DeleteWalker(SdkWalker):
     """Makes, deletes one of each kind, reads back (see the module docstring)."""
 
@@ -65,7 +61,6 @@ class DeleteWalker(SdkWalker):
         self.problems = self.log.problems
         self.agent = ""  # the agent everything attaches to
         self.other = ""  # the agent that is deleted
-        self.attached: dict[str, list[str]] = {}  # kind -> ids attached to the agent
         self.archive_passages: dict[str, list[str]] = {}  # archive -> its passages
         self.plan: list[tuple[str, str, str, dict[str, str]]] = []  # the deletes, in order
 
@@ -89,15 +84,10 @@ class DeleteWalker(SdkWalker):
         )
 
     # -- shared -------------------------------------------------------------------------------
-    def _made(self, kind: str, made_id: Any, attached: bool = False) -> str:
+    def _made(self, kind: str, made_id: Any) -> str:
         made = str(made_id)
         self.log.made.setdefault(kind, []).append(made)
-        if attached:
-            self.attached.setdefault(kind, []).append(made)
         return made
-
-    async def _named(self, what: str, make: Any, find: Any) -> Any:
-        return await self._create(what, find, make)
 
     async def _exists(self, route: str, kind: str, thing: str, *args: Any, **kw: Any) -> None:
         """Is ``thing`` there by ``route`` (``sdk.<route>(*args)``)? 404 says no."""
@@ -164,7 +154,7 @@ class DeleteWalker(SdkWalker):
                 return await sdk.tools.create(source_code=_tool(n), tags=["del-tool"])
 
             made = await self._create(f"tool {name}", find, make)
-            tool_id = self._made("tool", made.id, attached=True)
+            tool_id = self._made("tool", made.id)
             await self._sdk("agents.tools.attach", tool_id, agent_id=self.agent)
 
     async def _blocks(self) -> None:
@@ -179,7 +169,7 @@ class DeleteWalker(SdkWalker):
                 return await sdk.blocks.create(label=label, value=f"{label} ({MARK})", limit=500)
 
             made = await self._create(f"block {label}", find, make)
-            block_id = self._made("block", made.id, attached=True)
+            block_id = self._made("block", made.id)
             await self._sdk("agents.blocks.attach", block_id, agent_id=self.agent)
 
     async def _archives(self) -> None:
@@ -194,7 +184,7 @@ class DeleteWalker(SdkWalker):
                 return await sdk.archives.create(name=name, description="the delete walker's")
 
             made = await self._create(f"archive {name}", find, make)
-            archive_id = self._made("archive", made.id, attached=True)
+            archive_id = self._made("archive", made.id)
             await self._sdk("agents.archives.attach", archive_id, agent_id=self.agent)
             for k in range(2):
                 text = f"deletes archive {n} passage {k} ({MARK})"
@@ -216,7 +206,7 @@ class DeleteWalker(SdkWalker):
             return await sdk.archives.passages.create(archive_id, text=text)
 
         made = await self._create(f"passage {text!r}", find, make)
-        return self._made("passage", made.id, attached=True)
+        return self._made("passage", made.id)
 
     async def _passages(self) -> None:
         for k in range(MADE):
@@ -235,7 +225,7 @@ class DeleteWalker(SdkWalker):
                 return await sdk.conversations.create(agent_id=self.agent, summary=summary)
 
             made = await self._create(f"conversation {summary!r}", find, make)
-            self._made("conversation", made.id, attached=True)
+            self._made("conversation", made.id)
 
     async def _schedules(self) -> None:
         for n in range(MADE):
@@ -257,7 +247,7 @@ class DeleteWalker(SdkWalker):
                 )
 
             made = await self._create(f"schedule {n}", find, make)
-            self._made("schedule", made.id, attached=True)
+            self._made("schedule", made.id)
 
     async def _folders(self) -> None:
         for n in range(MADE):
@@ -271,7 +261,7 @@ class DeleteWalker(SdkWalker):
                 return await sdk.folders.create(name=name)
 
             made = await self._create(f"folder {name}", find, make)
-            folder_id = self._made("folder", made.id, attached=True)
+            folder_id = self._made("folder", made.id)
             await self._sdk("agents.folders.attach", folder_id, agent_id=self.agent)
 
     # -- deleting -----------------------------------------------------------------------------

@@ -559,6 +559,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("deletes.retrieved", len(deletes.log.retrieved))
         ctx.metric("deletes.listed", len(deletes.log.listed))
         ctx.metric("deletes.again", len(deletes.log.again))
+        ctx.metric("deletes.regone", len(deletes.log.regone))
         ctx.metric("deletes.problems", len(check_deletes(deletes.log)))
     if bool(ctx.params["resources"]):
         resources = ResourceWalker(clients, ctx.rng("resources"))

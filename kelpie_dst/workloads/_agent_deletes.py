@@ -12,7 +12,8 @@ conversations, scheduled messages, folders, and a second agent.
 server acknowledged is gone from its retrieve (404) and from every list and agent that showed
 it (an archive's passages go with it), and a thing never deleted is still everywhere it was.
 A delete retried after an attempt whose outcome was lost may find the thing gone (404); a
-delete's *first* attempt finding its thing gone is a problem (nobody else deletes them).
+delete's *first* attempt finding its thing gone is a problem (nobody else deletes them). Last,
+each delete is sent once more: what is gone must be a 404, not a 2xx.
 """
 
 from __future__ import annotations

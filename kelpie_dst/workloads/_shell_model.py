@@ -390,6 +390,8 @@ class Result:
     code: str
     ok: bool
     message: str  # the packaged result's message: stdout, or "Error executing function ..."
+    stdout: tuple[str, ...] | None = None  # the tool return's stdout and stderr lines
+    stderr: tuple[str, ...] | None = None
 
 
 _NO_EFFECT_KINDS = frozenset(

@@ -51,6 +51,7 @@ from ..shims import open_kv
 from ..shims.llm._turns import Call, Reply
 from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_schedules import Client
+from ._run_code_streams import judge_streams
 from ._shell_model import (
     DISK_BYTES,
     FILE_BYTES,
@@ -69,6 +70,7 @@ from .tool_rules import start_servers
 __all__ = [
     "ShellPolicy",
     "agent_sandbox_files",
+    "run_code_streams_agree",
     "sandbox_commands_agree",
     "sandbox_image_is_committed",
 ]
@@ -141,7 +143,15 @@ async def _read_back(client: Client, log: FilesLog) -> None:
                 codes[m.tool_call.tool_call_id] = str(args.get("code", ""))
             elif isinstance(m, ToolReturnMessage) and m.tool_call_id in codes:
                 message = result_message(m.tool_return)
-                results.append(Result(codes[m.tool_call_id], m.status == "success", message))
+                results.append(
+                    Result(
+                        codes[m.tool_call_id],
+                        m.status == "success",
+                        message,
+                        tuple(m.stdout) if m.stdout is not None else None,
+                        tuple(m.stderr) if m.stderr is not None else None,
+                    )
+                )
         log.results[number] = results
 
 
@@ -252,4 +262,16 @@ def sandbox_image_is_committed(ctx: WorkloadContext) -> None:
         if found:
             continue  # the model lost track; sandbox_commands_agree says why
         problems += judge_image(f"a{number}", log.images.get(number), files)
+    assert not problems, _shown(problems)
+
+
+@invariant
+def run_code_streams_agree(ctx: WorkloadContext) -> None:
+    """Each committed ``run_code`` result's ``stdout`` and ``stderr`` lines are the command's
+    own: a success answers with its stdout, which the ``stdout`` lines repeat; a failed exit
+    names the last line of the ``stderr`` lines (:mod:`._run_code_streams`)."""
+    log: FilesLog = ctx.state["log"]
+    problems: list[str] = []
+    for number in sorted(log.agents):
+        problems += judge_streams(f"a{number}", log.results.get(number, []))
     assert not problems, _shown(problems)

@@ -193,6 +193,7 @@ class _State:
     file_bytes: int
     cwd: str = ""
     reads: set[str] = attrs.Factory(set)
+    last: int = 0  # the status of the last pipeline run
 
     def resolve(self, name: str) -> str:
         """``name`` relative to the root. A ``..`` after a name that is not a directory is
@@ -234,22 +235,24 @@ def _echo(st: _State, args: list[str], stdin: Text) -> Result:
     return 0, (" ".join(args) + "\n",), ()
 
 
-_SPEC = re.compile(r"%[sd%]|\\n")
+_SPEC = re.compile(r"%[sdc%]|\\[nt]")
 
 
 def _printf(st: _State, args: list[str], stdin: Text) -> Result:
     fmt, values = args[0], list(args[1:])
-    uses = sum(1 for m in _SPEC.finditer(fmt) if m.group() in ("%s", "%d"))
+    uses = sum(1 for m in _SPEC.finditer(fmt) if m.group() in ("%s", "%d", "%c"))
     out = ""
     while True:
 
         def sub(m: re.Match[str]) -> str:
             spec = m.group()
-            if spec == "\\n":
-                return "\n"
+            if spec in ("\\n", "\\t"):
+                return "\n" if spec == "\\n" else "\t"
             if spec == "%%":
                 return "%"
             value = values.pop(0) if values else ""
+            if spec == "%c":
+                return value[:1]
             return str(int(value or "0")) if spec == "%d" else value
 
         out += _SPEC.sub(sub, fmt)
@@ -285,8 +288,6 @@ def _wc(st: _State, args: list[str], stdin: Text) -> Result:
         flags += args.pop(0)[1:]
     shown = [f for f in "lwc" if f in flags] or ["l", "w", "c"]
     found, errors = _inputs(st, args, stdin)
-    if errors and len(args) > 1:
-        raise Unknowable("wc of several files with one missing (GNU still prints a total)")
     rows: list[tuple[list[int], str]] = []
     for name, data in found:
         counts = {"l": _newlines(data)}
@@ -294,7 +295,7 @@ def _wc(st: _State, args: list[str], stdin: Text) -> Result:
             exact = _exact(data)
             counts["w"], counts["c"] = len(exact.split()), len(exact.encode())
         rows.append(([counts[f] for f in shown], name))
-    if len(args) > 1:
+    if len(args) > 1:  # several operands: a total, even when some could not be read
         rows.append(([sum(r[0][i] for r in rows) for i in range(len(shown))], "total"))
     out: list[Chunk] = []
     for numbers, name in rows:
@@ -320,22 +321,24 @@ class _Padded(_Err):
 
 
 def _head(st: _State, args: list[str], stdin: Text) -> Result:
-    n = 10
+    n, chars = 10, None
     names: list[str] = []
     items = iter(args)
     for arg in items:
         if arg == "-n":
             n = int(next(items))
+        elif arg == "-c":
+            chars = int(next(items))
+        elif arg[:1] == "-" and arg[1:].isdigit():
+            n = int(arg[1:])
         else:
             names.append(arg)
     found, errors = _inputs(st, names, stdin)
-    if errors and len(names) > 1:
-        raise Unknowable("head of several files with one missing")
     out: list[Text] = []
     for index, (name, data) in enumerate(found):
-        if len(found) > 1:
+        if len(names) > 1:  # several operands: headers, the first printed without a blank
             out.append((f"{chr(10) if index else ''}==> {name} <==\n",))
-        out.extend(_lines(data)[:n])
+        out.append((_exact(data)[:chars],) if chars is not None else _join(*_lines(data)[:n]))
     return int(bool(errors)), _join(*out), errors
 
 
@@ -415,18 +418,30 @@ def _ls(st: _State, args: list[str], stdin: Text) -> Result:
     flags = ""
     while args and args[0].startswith("-") and len(args[0]) > 1:
         flags += args.pop(0)[1:]
-    name = args[0] if args else "."
-    path = st.resolve(name)
-    if path in st.tree.files:
-        return 0, (name + "\n",), ()
-    if not st.tree.is_dir(path):
-        return 2, (), (ERR,)
-    shown = []
-    for entry, is_dir in st.tree.entries(path):
-        if entry.startswith(".") and "A" not in flags:
-            continue
-        shown.append(entry + ("/" if is_dir and "p" in flags else "") + "\n")
-    return 0, ("".join(shown),), ()
+    names = args or ["."]
+    files: list[str] = []
+    dirs: list[tuple[str, str]] = []
+    errors: list[Chunk] = []
+    for name in names:
+        path = st.resolve(name)
+        if path in st.tree.files:
+            files.append(name)
+        elif st.tree.is_dir(path):
+            dirs.append((name, path))
+        else:
+            errors.append(ERR)
+    # GNU: the files named first, sorted; then each directory, sorted, under a "name:" header
+    # when there were several operands (even if some could not be listed); a blank line apart
+    blocks = ["".join(f + "\n" for f in sorted(files))] if files else []
+    for name, path in sorted(dirs):
+        shown = [".", ".."] if "a" in flags else []
+        for entry, is_dir in st.tree.entries(path):
+            if entry.startswith(".") and not set(flags) & {"a", "A"}:
+                continue
+            shown.append(entry + ("/" if is_dir and "p" in flags else ""))
+        header = f"{name}:\n" if len(names) > 1 else ""
+        blocks.append(header + "".join(e + "\n" for e in shown))
+    return 2 if errors else 0, ("\n".join(blocks),), tuple(errors)
 
 
 def _status(code: int) -> Callable[[_State, list[str], Text], Result]:
@@ -437,7 +452,8 @@ def _status(code: int) -> Callable[[_State, list[str], Text], Result]:
 
 
 def _exit(st: _State, args: list[str], stdin: Text) -> Result:
-    raise _Exit(int(args[0]) & 0xFF if args else 0)
+    """``exit N``; a bare ``exit`` exits with the status of the last command run (POSIX)."""
+    raise _Exit(int(args[0]) & 0xFF if args else st.last)
 
 
 COMMANDS: dict[str, Callable[[_State, list[str], Text], Result]] = {
@@ -551,6 +567,7 @@ def evaluate(line: Line, before: Tree, *, root: str, file_bytes: int, disk_bytes
                 data: Text = ()
                 stages = [_Touched() for _ in pipeline]
                 for cmd, touched in zip(pipeline, stages, strict=True):
+                    st.last = status
                     status, data = _stage(st, cmd, data, err, len(pipeline) == 1, touched)
                 for i, one in enumerate(stages):
                     for other in stages[i + 1 :]:
@@ -583,7 +600,7 @@ def matches(got: str, text: Text) -> bool:
 
 # -- drawing lines ------------------------------------------------------------------------------
 
-WORDS = ("kelp", "tide", "otter", "reef", "foam", "a b", "x  y", "7", "42")
+WORDS = ("kelp", "tide", "otter", "reef", "foam", "a b", "x  y", "7", "42", "c#d", "it's", 'say "hi"')
 FILES = ("a", "b", "log", "d/x", "d/y", "d/e/z", "e", "f/w", ".h")
 DIRS = ("d", "d/e", "e", "f", "g")
 MISSING = ("nope", "d/nope", "gone/x")
@@ -591,12 +608,12 @@ MISSING = ("nope", "d/nope", "gone/x")
 
 def _quote(rng: random.Random, word: str) -> str:
     """``word`` as sh reads it back, quoted one of several equivalent ways."""
-    plain = re.fullmatch(r"[A-Za-z0-9./_-]+", word) is not None
+    plain = re.fullmatch(r"[A-Za-z0-9./_-][A-Za-z0-9./_#-]*", word) is not None
     style = rng.randrange(5 if plain else 3)
     if style == 0:
-        return "'" + word + "'"
+        return "'" + word.replace("'", "'\\''") + "'"
     if style == 1:
-        return '"' + word + '"'
+        return '"' + re.sub(r'(["\\])', r"\\\1", word) + '"'
     if style == 2:
         return re.sub(r"([^A-Za-z0-9./_-])", r"\\\1", word)
     if style == 3 and len(word) > 2:
@@ -637,12 +654,18 @@ class _Drawer:
         return [self.rng.choice(WORDS) for _ in range(self.rng.randint(low, high))]
 
     def cmd(self, argv: list[str], redirects: list[tuple[str, str]]) -> Cmd:
-        text = " ".join(_quote(self.rng, w) for w in argv)
+        """The stage as written: its words quoted, its redirections in their order, after
+        the words or (sh allows it) among them."""
+        words = [_quote(self.rng, w) for w in argv]
+        shown = []
         for op, target in redirects:
-            shown = {"1>": ">", "1>>": ">>", "1>&2": ">&2"}.get(op, op)
+            name = {"1>": ">", "1>>": ">>", "1>&2": ">&2"}.get(op, op)
             space = " " if self.rng.random() < 0.5 else ""
-            text += f" {shown}" + (f"{space}{_quote(self.rng, target)}" if target else "")
-        return Cmd(tuple(argv), tuple(redirects), text)
+            shown.append(name + (f"{space}{_quote(self.rng, target)}" if target else ""))
+        at = len(words)
+        if shown and len(words) > 1 and self.rng.random() < 0.2:
+            at = self.rng.randint(1, len(words) - 1)
+        return Cmd(tuple(argv), tuple(redirects), " ".join([*words[:at], *shown, *words[at:]]))
 
     def producer(self) -> list[str]:
         """A command that prints something (maybe an error)."""
@@ -651,12 +674,15 @@ class _Drawer:
         if kind == "echo":
             return ["echo", *(["-n"] if r.random() < 0.2 else []), *self.words()]
         if kind == "printf":
-            fmt = r.choice(("%s\\n", "[%s]", "%s-%s\\n", "%d\\n", "x\\n"))
-            args = (
-                [str(r.randint(0, 99)) for _ in range(r.randint(0, 3))]
-                if "%d" in fmt
-                else self.words(0, 3)
+            fmt = r.choice(
+                ("%s\\n", "[%s]", "%s-%s\\n", "%d\\n", "x\\n", "%c|%%\\n", "%s\\t%s\\n")
             )
+            if fmt == "x\\n":
+                args = []  # GNU printf warns of arguments a format does not use; dash does not
+            elif "%d" in fmt:
+                args = [str(r.randint(0, 99)) for _ in range(r.randint(0, 3))]
+            else:
+                args = self.words(0, 3)
             return ["printf", fmt, *args]
         if kind == "cat":
             return ["cat", *[self.file() for _ in range(r.randint(1, 2))]]
@@ -665,15 +691,12 @@ class _Drawer:
             names = [self.file() for _ in range(r.choice((1, 1, 2)))]
             return ["wc", *([flag] if flag else []), *names]
         if kind == "head":
-            return [
-                "head",
-                "-n",
-                str(r.randint(0, 3)),
-                *[self.file() for _ in range(r.choice((1, 1, 2)))],
-            ]
+            count = str(r.randint(0, 3))
+            how = r.choice((["-n", count], ["-n", count], [f"-{count}"], ["-c", count], []))
+            return ["head", *how, *[self.file() for _ in range(r.choice((1, 1, 2)))]]
         if kind == "ls":
-            flag = r.choice(("", "-p", "-A", "-pA"))
-            where = [self.dir()] if r.random() < 0.6 else []
+            flag = r.choice(("", "-p", "-A", "-pA", "-a", "-1"))
+            where = [r.choice((self.dir, self.file))() for _ in range(r.choice((0, 1, 1, 2)))]
             return ["ls", *([flag] if flag else []), *where]
         return ["pwd"]
 
@@ -744,8 +767,9 @@ class _Drawer:
                 parts.append((joiner, (self.cmd([r.choice(("true", "false"))], []),)))
             else:
                 parts.append((joiner, self.pipeline()))
-        if r.random() < 0.05:
-            parts.append((r.choice(("&&", "||")), (self.cmd(["exit", str(r.randint(0, 5))], []),)))
+        if r.random() < 0.08:
+            code = [str(r.randint(0, 5))] if r.random() < 0.5 else []  # bare: the last status
+            parts.append((r.choice(("&&", "||", ";")), (self.cmd(["exit", *code], []),)))
         return tuple(parts)
 
 

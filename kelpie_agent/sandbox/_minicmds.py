@@ -126,9 +126,11 @@ async def ls(ctx: Context, args: list[str]) -> int:
         if "a" in flags:
             entries = [".", "..", *entries]
         dirs.append((name, entries))
+    # as GNU ls: the files named first, then the directories, each sorted; a "name:" header
+    # on each directory when there were several operands (even if some could not be listed)
     blocks = ["".join(f + "\n" for f in sorted(files))] if files else []
-    for name, entries in dirs:
-        header = f"{name}:\n" if len(files) + len(dirs) > 1 else ""
+    for name, entries in sorted(dirs):
+        header = f"{name}:\n" if len(names) > 1 else ""
         blocks.append(header + "".join(e + "\n" for e in entries))
     ctx.out += "\n".join(blocks).encode()
     return status
@@ -217,7 +219,7 @@ async def head(ctx: Context, args: list[str]) -> int:
             rest.append(arg)
     inputs, status = _inputs(ctx, "head", rest)
     for index, (name, data) in enumerate(inputs):
-        if len(inputs) > 1:
+        if len(rest) > 1:  # several operands: headers (GNU), even if some could not be read
             ctx.out += f"{chr(10) if index else ''}==> {name} <==\n".encode()
         ctx.out += data[:chars] if chars is not None else b"".join(data.splitlines(True)[:lines])
     return status
@@ -231,7 +233,7 @@ async def wc(ctx: Context, args: list[str]) -> int:
     for name, data in inputs:
         counts = {"l": data.count(b"\n"), "w": len(data.split()), "c": len(data)}
         rows.append(([counts[f] for f in shown], name))
-    if len(rows) > 1:
+    if len(names) > 1:  # several operands: a total (GNU), even if some could not be read
         rows.append(([sum(r[0][i] for r in rows) for i in range(len(shown))], "total"))
     # GNU pads every count to one width: none for a single count, 7 for a pipe, else the
     # digits of the largest number (GNU uses the total size of the files, the same in practice).
@@ -240,7 +242,7 @@ async def wc(ctx: Context, args: list[str]) -> int:
     elif not names and not ctx.stdin_is_file:
         width = 7
     else:
-        width = max(len(str(n)) for numbers, _ in rows for n in numbers)
+        width = max((len(str(n)) for numbers, _ in rows for n in numbers), default=1)
     for numbers, name in rows:
         line = " ".join(str(n).rjust(width) for n in numbers)
         ctx.out += (line + (f" {name}" if name else "") + "\n").encode()
@@ -256,8 +258,8 @@ async def false(ctx: Context, args: list[str]) -> int:
 
 
 async def exit_(ctx: Context, args: list[str]) -> int:
-    try:
-        raise ShellExit(int(args[0]) & 0xFF if args else 0)
+    try:  # a bare ``exit`` exits with the status of the last command (POSIX)
+        raise ShellExit(int(args[0]) & 0xFF if args else ctx.shell.status)
     except ValueError:
         ctx.error(f"sh: exit: Illegal number: {args[0]}")
         raise ShellExit(2) from None

@@ -228,6 +228,7 @@ class Shell:
         self.commands = commands
         self.out = bytearray()  # the command line's stdout and stderr so far
         self.err = bytearray()
+        self.status = 0  # the exit status of the last pipeline run (a bare ``exit`` uses it)
 
     async def run(self, source: str) -> int:
         """Run a command line; its exit status (its output is in ``out`` and ``err``)."""
@@ -243,6 +244,7 @@ class Shell:
                 for joiner, pipeline in andor:
                     if (joiner == "&&" and status != 0) or (joiner == "||" and status == 0):
                         continue
+                    self.status = status
                     data = b""
                     for index, stage in enumerate(pipeline):
                         status, data = await self._stage(stage, data, err)

@@ -535,6 +535,8 @@ def _stage(
     touched.writes |= targets
     if (st.reads | sources) & targets:
         raise Unknowable("a command reading a file its own redirection writes")
+    if any(t not in st.tree.files for t in targets):
+        raise Unknowable("a command removing the file its own redirection writes")
     if dests["1"] == dests["2"] and out and errs:
         raise Unknowable("stdout and stderr into one place: their order is the program's")
     piped: list[Chunk] = []
@@ -600,7 +602,20 @@ def matches(got: str, text: Text) -> bool:
 
 # -- drawing lines ------------------------------------------------------------------------------
 
-WORDS = ("kelp", "tide", "otter", "reef", "foam", "a b", "x  y", "7", "42", "c#d", "it's", 'say "hi"')
+WORDS = (
+    "kelp",
+    "tide",
+    "otter",
+    "reef",
+    "foam",
+    "a b",
+    "x  y",
+    "7",
+    "42",
+    "c#d",
+    "it's",
+    'say "hi"',
+)
 FILES = ("a", "b", "log", "d/x", "d/y", "d/e/z", "e", "f/w", ".h")
 DIRS = ("d", "d/e", "e", "f", "g")
 MISSING = ("nope", "d/nope", "gone/x")
@@ -674,9 +689,7 @@ class _Drawer:
         if kind == "echo":
             return ["echo", *(["-n"] if r.random() < 0.2 else []), *self.words()]
         if kind == "printf":
-            fmt = r.choice(
-                ("%s\\n", "[%s]", "%s-%s\\n", "%d\\n", "x\\n", "%c|%%\\n", "%s\\t%s\\n")
-            )
+            fmt = r.choice(("%s\\n", "[%s]", "%s-%s\\n", "%d\\n", "x\\n", "%c|%%\\n", "%s\\t%s\\n"))
             if fmt == "x\\n":
                 args = []  # GNU printf warns of arguments a format does not use; dash does not
             elif "%d" in fmt:

@@ -33,6 +33,7 @@ from kelpie_agent.sandbox import (
     SandboxBootError,
     SandboxCrashedError,
     SandboxLimits,
+    SandboxNetwork,
     SandboxStateError,
 )
 
@@ -52,7 +53,13 @@ from ._shell_reference import (
     remove_line,
 )
 
-__all__ = ["sandbox_crashes_named", "sandbox_shell", "shell_lines_agree"]
+__all__ = [
+    "documented_allows",
+    "sandbox_crashes_named",
+    "sandbox_network_as_documented",
+    "sandbox_shell",
+    "shell_lines_agree",
+]
 
 FILE_BYTES = 8192
 DISK_BYTES = 12 * 4096
@@ -60,8 +67,66 @@ OUTPUT_BYTES = 64 * 1024  # never reached: outputs are judged whole
 LIMITS = SandboxLimits(
     timeout=5.0, file_size_bytes=FILE_BYTES, disk_bytes=DISK_BYTES, max_output_bytes=OUTPUT_BYTES
 )
+# Each sandbox gets an agent's list under a server's (docs/sandbox.md, "Network"); what its
+# network allows is judged for every destination against the documented pattern table.
+AGENT_LISTS: tuple[tuple[str, ...], ...] = (
+    (),
+    ("api.example.com",),
+    ("*.example.com",),
+    ("api.example.com:443",),
+    ("API.Example.com", "api.example.org"),
+    ("*.api.example.com", "data.example.org:8443"),
+    ("203.0.113.7", "[2001:db8::1]:443"),
+)
+CEILINGS: tuple[tuple[str, ...] | None, ...] = (
+    None,
+    ("*.example.com", "example.com", "data.example.org:443"),
+    ("api.example.org", "203.0.113.7:80", "[2001:db8::1]"),
+)
+DESTINATIONS: tuple[tuple[str, int], ...] = (
+    ("api.example.com", 443),
+    ("api.example.com", 80),
+    ("www.example.com", 443),
+    ("example.com", 443),
+    ("evilexample.com", 443),
+    ("v2.api.example.com", 443),
+    ("data.example.org", 443),
+    ("data.example.org", 8443),
+    ("api.example.org", 443),
+    ("API.EXAMPLE.ORG", 443),
+    ("203.0.113.7", 80),
+    ("203.0.113.7", 443),
+    ("[2001:db8::1]", 443),
+    ("[2001:db8::1]", 80),
+)
 BOOTS = 30
 DRAWS = 40  # lines drawn for one whose answer the model knows
+
+
+def documented_match(pattern: str, host: str, port: int) -> bool:
+    """docs/sandbox.md's pattern table, case-insensitive: a host (any port), ``*.domain``
+    (any subdomain, not the domain), ``host:port``, an IPv4 address, ``[IPv6]`` (``:port``)."""
+    pattern, host = pattern.lower(), host.lower().strip("[]")
+    if pattern.startswith("["):
+        name, _, rest = pattern[1:].partition("]")
+        want = int(rest[1:]) if rest else None
+    else:
+        name, colon, number = pattern.rpartition(":")
+        name, want = (name, int(number)) if colon else (pattern, None)
+    if want is not None and want != port:
+        return False
+    if name.startswith("*."):
+        return host.endswith(name[1:]) and host != name[2:]
+    return host == name
+
+
+def documented_allows(
+    allow: tuple[str, ...], ceiling: tuple[str, ...] | None, host: str, port: int
+) -> bool:
+    """A destination must match the agent's list and, when there is one, the server's."""
+    return any(documented_match(p, host, port) for p in allow) and (
+        ceiling is None or any(documented_match(p, host, port) for p in ceiling)
+    )
 
 
 def _short(text: object, limit: int = 160) -> str:
@@ -77,6 +142,7 @@ class ShellUser:
     rng: RngStream
     problems: list[str]
     crashes: list[str]
+    network: list[str]
     sandbox: Any = None
     tree: Tree = attrs.Factory(Tree)
     generation: int = 0
@@ -87,13 +153,23 @@ class ShellUser:
             await self.sandbox.stop()
         for _ in range(BOOTS):
             self.generation += 1
-            box = open_sandbox(self.node, name=f"{self.name}.{self.generation}", limits=LIMITS)
+            allow, ceiling = self.rng.choice(AGENT_LISTS), self.rng.choice(CEILINGS)
+            network = SandboxNetwork(allow)
+            if ceiling is not None:
+                network = network.under(SandboxNetwork(ceiling))
+            box = open_sandbox(
+                self.node,
+                name=f"{self.name}.{self.generation}",
+                limits=LIMITS,
+                network=network,
+            )
             try:
                 await box.boot()
             except SandboxBootError:
                 self.ctx.count("shell.boot_failed")
                 continue
             self.sandbox, self.tree = box, Tree()
+            self.judge_network(allow, ceiling)
             return
         raise AssertionError(f"{self.name}: no sandbox booted in {BOOTS} tries")
 
@@ -123,6 +199,17 @@ class ShellUser:
             return line, outcome
         self.ctx.count("shell.fallbacks")
         return Line((), "true"), Outcome(0, (), (), self.tree.copy())
+
+    def judge_network(self, allow: tuple[str, ...], ceiling: tuple[str, ...] | None) -> None:
+        """The sandbox's network lets through exactly what both lists allow."""
+        for host, port in DESTINATIONS:
+            got = self.sandbox.network.allows(host, port)
+            if got != documented_allows(allow, ceiling, host, port):
+                self.network.append(
+                    f"{self.name}: a sandbox for the list {list(allow)} under the server's "
+                    f"{ceiling and list(ceiling)} {'allows' if got else 'refuses'} "
+                    f"{host}:{port}; the documented patterns say the opposite"
+                )
 
     async def read_tree(self) -> tuple[dict[str, str], set[str]]:
         files: dict[str, str] = {}
@@ -227,6 +314,7 @@ class ShellUser:
 class ShellLog:
     problems: list[str] = attrs.Factory(list)
     crashes: list[str] = attrs.Factory(list)
+    network: list[str] = attrs.Factory(list)
     done: int = 0
 
 
@@ -250,6 +338,7 @@ async def sandbox_shell(ctx: WorkloadContext) -> None:
             ctx.rng(f"shell/{number}"),
             log.problems,
             log.crashes,
+            log.network,
         )
         await me.fresh()
         for _ in range(int(ctx.params["lines"])):
@@ -289,3 +378,11 @@ def sandbox_crashes_named(ctx: WorkloadContext) -> None:
     SandboxStateError naming the crash."""
     log: ShellLog = ctx.state["log"]
     assert not log.crashes, _shown(log.crashes)
+
+
+@invariant
+def sandbox_network_as_documented(ctx: WorkloadContext) -> None:
+    """Each sandbox's network (an agent's list under a server's, as ``kelpie serve`` makes it)
+    allows exactly the destinations that docs/sandbox.md's pattern table lets through both."""
+    log: ShellLog = ctx.state["log"]
+    assert not log.network, _shown(log.network)

@@ -114,7 +114,7 @@ def test_exit_ends_the_line() -> None:
         _line([("", [(["cat", "a", "gone"], [("1>", "f"), ("2>&1", "")])])]),  # interleaving
         _line([("", [(["cd", "d"], []), (["cat"], [])])]),  # dash: a subshell
         _line([("", [(["cat", "x/../a"], [])])]),  # '..' after a name that is no directory
-        _line([("", [(["wc", "-l", "a", "gone"], [])])]),  # GNU still prints a total
+        _line([("", [(["rm", "-f", "a/x"], [])])]),  # GNU: ENOTDIR even with -f
     ],
 )
 def test_what_the_documentation_leaves_open_is_unknowable(line: Line) -> None:

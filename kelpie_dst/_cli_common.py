@@ -249,6 +249,9 @@ def print_report(result: RunResult, replay: str, out: IO[str] | None = None) -> 
     if result.faults_fired:
         fired = ", ".join(f"{k}={v}" for k, v in result.faults_fired.items())
         console.print(f"faults fired: {fired}", markup=False)
+    if result.buggify_fired:
+        fired = ", ".join(f"{k}={v}" for k, v in result.buggify_fired.items())
+        console.print(f"buggify fired: {fired}", markup=False)
     wall = max(result.wall_seconds, 1e-9)
     console.print(
         f"virtual time {result.virtual_time:.3f}s in {wall:.3f}s of wall time "

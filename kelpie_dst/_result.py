@@ -44,6 +44,8 @@ class RunResult:
     strategy: str = "random"
     faults: tuple[Fault, ...] = ()
     faults_fired: Mapping[str, int] = attrs.field(factory=dict, hash=False)
+    # BUGGIFY sites that fired, with their counts (``buggify`` events in the trace)
+    buggify_fired: Mapping[str, int] = attrs.field(factory=dict, eq=False, hash=False)
     redirected: tuple[tuple[str, str, int], ...] = ()
     # the run's guard policy: under "strict" only guard_allow modules are redirected
     guards: str = attrs.field(default="redirect", eq=False)

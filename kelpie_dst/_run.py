@@ -38,6 +38,7 @@ def run(
     max_time: float | None = None,
     epoch: float = DEFAULT_EPOCH,
     buggify: bool = True,
+    hazards: Iterable[str] = (),
     record: bool = False,
     trace_file: IO[bytes] | str | os.PathLike[str] | None = None,
     pct_horizon: int | None = None,
@@ -59,6 +60,8 @@ def run(
     * ``faults``: :class:`Fault` objects or ``"TYPE=PROBABILITY"`` strings; ``swarm=True``
       lets the seed add a random fault profile.
     * ``max_time``: the virtual time limit; reaching it is a liveness failure.
+    * ``hazards``: dormant BUGGIFY sites to arm for the whole run (``DORMANT_SITES``; a
+      scenario's ``[simulation] hazards``). Unarmed, they never fire and leave no trace.
     * ``record=True`` keeps every event in memory; ``trace_file`` streams them to a binary
       file object, or to a path (gzip-compressed if it ends in ``.gz``), which
       :func:`kelpie_dst.load_trace` reads back with the same hash.
@@ -82,6 +85,7 @@ def run(
         max_time=max_time,
         epoch=epoch,
         buggify=buggify,
+        hazards=hazards,
         record=record,
         watchdog=watchdog,
         preemption=preemption,
@@ -128,6 +132,7 @@ def _run(
             strategy=strategy,
             faults=sim.fault_list,
             faults_fired=dict(sorted(sim.faults.fired.items())),
+            buggify_fired=dict(sorted(sim.buggify.fired.items())),
             redirected=tuple(sim.guards.redirected()),
             guards=sim.guards.policy,
             value=box[0] if box else None,

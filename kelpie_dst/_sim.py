@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import trio
 
-from ._buggify import Buggify
+from ._buggify import Buggify, check_hazards
 from ._clock import DEFAULT_LIVELOCK_STEPS, VirtualClock
 from ._errors import UsageError
 from ._faults import Fault, FaultInjector, FaultPlan
@@ -59,6 +59,8 @@ class SimConfig:
     max_time: float = math.inf
     epoch: float = DEFAULT_EPOCH
     buggify: bool = True
+    # dormant BUGGIFY sites this run arms (_buggify.DORMANT_SITES)
+    hazards: tuple[str, ...] = ()
     record: bool = False
     gc_every: int = 4096
     # seconds of real time a call may block outside the model before the run fails (exit 2)
@@ -80,6 +82,7 @@ def make_config(
     max_time: float | None = None,
     epoch: float = DEFAULT_EPOCH,
     buggify: bool = True,
+    hazards: Iterable[str] = (),
     record: bool = False,
     pct_horizon: int | None = None,
     watchdog: float = DEFAULT_WATCHDOG,
@@ -109,6 +112,7 @@ def make_config(
         max_time=math.inf if max_time is None else max_time,
         epoch=epoch,
         buggify=buggify,
+        hazards=check_hazards(hazards),
         record=record,
         pct_horizon=pct_horizon,
         watchdog=float(watchdog),
@@ -132,7 +136,7 @@ class Simulation:
         self.main_node_name = MAIN_NODE
         self.fault_list: tuple[Fault, ...] = config.faults.resolve(config.seed)
         self.faults = FaultInjector(self, self.fault_list)
-        self.buggify = Buggify(self, config.buggify)
+        self.buggify = Buggify(self, config.buggify, config.hazards)
         self.guards = Guards(self, config.guards, config.guard_allow)
         strategy_cls = STRATEGIES[config.strategy]
         sched_seed = derive_seed(config.seed, "scheduler")

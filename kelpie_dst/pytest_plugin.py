@@ -29,7 +29,7 @@ DEFAULT_SEEDS = 5
 _RUN_OPTIONS = frozenset(
     {
         *("strategy", "pct_depth", "guards", "guard_allow", "faults", "swarm", "max_time"),
-        *("buggify", "watchdog", "preemption"),
+        *("buggify", "hazards", "watchdog", "preemption"),
     }
 )
 

@@ -136,6 +136,8 @@ class SimOptions:
     """Module prefixes exempt from ``strict``: their calls are served deterministically
     (``redirect``) instead of failing, e.g. a test driver's HTTP client library."""
     buggify: bool = True
+    hazards: tuple[str, ...] = ()
+    """Dormant BUGGIFY sites armed for every seed (``kelpie_dst._buggify.DORMANT_SITES``)."""
     watchdog: float = DEFAULT_WATCHDOG
     """Seconds of real time a call may block outside the simulation before the run fails."""
     preemption: bool = True

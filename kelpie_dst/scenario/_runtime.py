@@ -140,6 +140,7 @@ def _run(
         guards=options.guards,
         guard_allow=options.guard_allow,
         buggify=options.buggify,
+        hazards=options.hazards,
         watchdog=options.watchdog,
         preemption=options.preemption,
         livelock_steps=options.livelock_steps,

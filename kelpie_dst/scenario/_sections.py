@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._buggify import DORMANT_SITES
 from .._clock import DEFAULT_LIVELOCK_STEPS
 from .._faults import fault_types
 from ..threads._watchdog import DEFAULT_WATCHDOG
@@ -143,6 +144,7 @@ def simulation(doc: Doc) -> SimOptions:
             "guards",
             "guard_allow",
             "buggify",
+            "hazards",
             "watchdog",
             "preemption",
             "livelock_steps",
@@ -160,10 +162,19 @@ def simulation(doc: Doc) -> SimOptions:
         guards=doc.text("guards", "redirect", choices=("redirect", "strict", "off")),
         guard_allow=doc.str_list("guard_allow", ()),
         buggify=doc.flag("buggify", True),
+        hazards=_hazards(doc),
         watchdog=float(watchdog),
         preemption=doc.flag("preemption", True),
         livelock_steps=doc.integer("livelock_steps", DEFAULT_LIVELOCK_STEPS, minimum=0),
     )
+
+
+def _hazards(doc: Doc) -> tuple[str, ...]:
+    sites = doc.str_list("hazards", ())
+    for site in sites:
+        if site not in DORMANT_SITES:
+            doc.fail("hazards", f"unknown dormant hazard site {site!r}", sorted(DORMANT_SITES))
+    return sites
 
 
 def _check_domain(doc: Doc, domain: str) -> None:

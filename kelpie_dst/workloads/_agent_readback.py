@@ -200,6 +200,7 @@ class ReadbackWalker(SdkWalker):
     async def _passages(self) -> None:
         agent = self.agents[0]
         texts: list[str] = []
+        once: list[str] = []
         for k in range(self.rng.randint(4, 7)):
             text = f"readback passage {k} {self.rng.choice(WORDS)} {self.rng.choice(WORDS)}"
             tags = sorted(self.rng.sample(PASSAGE_TAGS, self.rng.randint(1, 2)))
@@ -215,6 +216,8 @@ class ReadbackWalker(SdkWalker):
             made = await self._create(f"passage {k}", find, make)
             self._set(f"passage:{text}", tags=tags)
             texts.append(text)
+            if self.created_once:
+                once.append(text)
             for p in made if isinstance(made, list) else [made]:
                 self._passage_shown("agents.passages.create", str(p.id), str(p.text), p.tags)
 
@@ -243,6 +246,7 @@ class ReadbackWalker(SdkWalker):
         self.log.members.append(
             (f"{route}: the texts stored", sorted(texts), sorted({t for _, t, _ in listed}))
         )
+        self.log.once.append((f"{route}: the passages", once, [t for _, t, _ in listed]))
         full = [i for i, _, _ in listed]
         text_of = {i: t for i, t, _ in listed}
         for _ in range(2):  # a substring filter with a limit, either order
@@ -563,6 +567,7 @@ class ReadbackWalker(SdkWalker):
 
     async def _schedules(self) -> None:
         agent = self.agents[1]
+        once: list[str] = []
         for n in range(2):
             text = f"readback schedule {n} ({MARK})"
             otid, name = f"readback-schedule-{n}", f"rbuser{n}"
@@ -585,6 +590,8 @@ class ReadbackWalker(SdkWalker):
                 )
 
             made = await self._create(f"schedule {n}", find, make)
+            if self.created_once:
+                once.append(text)
             self._set(
                 f"schedule:{made.id}",
                 messages=[["user", text, name, otid]],
@@ -596,6 +603,8 @@ class ReadbackWalker(SdkWalker):
         got = await self._sdk("agents.schedule.list", agent)
         for s in got.scheduled_messages:
             self._schedule_shown("agents.schedule.list", s)
+        texts = [m.content for s in got.scheduled_messages for m in s.message.messages]
+        self.log.once.append(("agents.schedule.list: the schedules", once, texts))
 
     # -- 7. a tool ----------------------------------------------------------------------------
     def _tool_shown(self, route: str, tool: Any) -> None:

@@ -74,6 +74,9 @@ class ReadbackLog:
     answers: list[tuple[str, list[str]]] = attrs.Factory(list)
     # (what, the ids or texts a list must hold exactly (as a set), what it held)
     members: list[tuple[str, list[str], list[str]]] = attrs.Factory(list)
+    # (what, what the client made once on a first attempt, what one read of the list held):
+    # each of the first must be in the second exactly once (no repeated create made two)
+    once: list[tuple[str, list[str], list[str]]] = attrs.Factory(list)
     unsettled: list[str] = attrs.Factory(list)  # lists that changed while read (not judged)
 
 
@@ -144,6 +147,17 @@ def check_members(members: Sequence[tuple[str, list[str], list[str]]]) -> list[s
     return problems
 
 
+def check_once(once: Sequence[tuple[str, list[str], list[str]]]) -> list[str]:
+    """A create the server answered on the client's first attempt (no other attempt sent)
+    made one thing: a list shows it once, whatever the server retried inside."""
+    problems = []
+    for what, made, got in once:
+        twice = sorted(t for t in set(made) if got.count(t) > 1)
+        if twice:
+            problems.append(f"{what}: made once, listed more than once: {twice}")
+    return problems
+
+
 def check_readback(log: ReadbackLog) -> list[str]:
     """Every problem of the log (empty: the properties hold)."""
     problems = list(log.problems)
@@ -154,4 +168,5 @@ def check_readback(log: ReadbackLog) -> list[str]:
     problems += check_filtered(log.filtered)
     problems += check_answers(log.answers)
     problems += check_members(log.members)
+    problems += check_once(log.once)
     return problems

@@ -143,6 +143,9 @@ class ResourceWalker(ReadbackWalker):
         super().__init__(clients, rng)
         self.secret_shown: list[str] = []  # routes that showed a secret (judged)
         self.refusals: list[tuple[str, bool]] = []  # (what, refused as the contract says)
+        # a visible conversation's create needed a second attempt: the first may have landed
+        # too, so a conversation the client did not make may be listed
+        self.conversations_unclean = False
 
     async def run(self) -> None:
         await self._phases(
@@ -321,6 +324,8 @@ class ResourceWalker(ReadbackWalker):
             ),
         )
         conv_id = str(made.id)
+        if not self.created_once and not hidden:
+            self.conversations_unclean = True
         self._set(
             f"conversation:{conv_id}",
             summary=summary,
@@ -385,6 +390,9 @@ class ResourceWalker(ReadbackWalker):
             self.log.members.append(
                 (route, want, sorted(str(c.id) for c in got if str(c.id) in made))
             )
+            if status == "all" and not self.conversations_unclean:  # made once each: no other
+                others = sorted(str(c.id) for c in got if str(c.id) not in made)
+                self.log.members.append((f"{route}: none the client did not make", [], others))
         await self._conversation_walks(agent)
 
     async def _conversation_walks(self, agent: str) -> None:

@@ -32,6 +32,9 @@ class SdkWalker:
         self.state = {"node": rng.choice(clients.world.node_names)}
         self.requests = 0
         self.problems: list[str] = []  # set by subclasses to their log's list
+        # the last _create was answered on its first attempt: the server acknowledged one create
+        # and no other was sent, so exactly one thing must exist (retries may race in a second)
+        self.created_once = False
 
     async def _call(self, what: str, attempt: Callable[[Any, int], Awaitable[Any]]) -> Any:
         """One request until it is answered, on the SDK of the node in turn
@@ -57,7 +60,10 @@ class SdkWalker:
         and again if its create collides with the name (a first attempt still in flight
         landed between the look-up and the create)."""
 
+        tries = [0]
+
         async def attempt(sdk: Any, number: int) -> Any:
+            tries[0] = number
             if number > 1:
                 found = await find(sdk)
                 if found is not None:
@@ -70,7 +76,9 @@ class SdkWalker:
                     raise
                 return found
 
-        return await self._call(what, attempt)
+        made = await self._call(what, attempt)
+        self.created_once = tries[0] == 1
+        return made
 
     async def _phases(
         self,

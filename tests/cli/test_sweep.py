@@ -157,6 +157,7 @@ COSTLY = frozenset(  # 7 s a seed or more
         "agent_sqlite",
         "agent_directory",
         "agent_bulk_archive",
+        "agent_lost_answers",
     }
 )
 

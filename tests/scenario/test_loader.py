@@ -175,6 +175,17 @@ def test_an_override_error_names_the_field_and_says_so() -> None:
     assert str(info.value).endswith("(set by --set) (allowed: random, pct)")
 
 
+def test_hazards_arm_dormant_sites_and_name_the_known_ones() -> None:
+    s = load_scenario("agent_lost_answers")
+    assert s.simulation.hazards == ("agent:service.answer_lost",)
+    assert load_scenario("agent_deletes").simulation.hazards == ()
+    with pytest.raises(ScenarioError) as info:
+        load_scenario("kv_linearizability", ['simulation.hazards=["agent:nope"]'])
+    assert info.value.field == "simulation.hazards"
+    assert "unknown dormant hazard site 'agent:nope'" in str(info.value)
+    assert "agent:service.answer_lost" in str(info.value)
+
+
 def test_swarm_profile_is_seeded_per_type_and_respects_selection() -> None:
     swarm = Swarm(enabled=True, include=("network", "storage.latency"), exclude=("network.reset",))
     first = swarm.profile(5)

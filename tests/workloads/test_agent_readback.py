@@ -10,6 +10,7 @@ from kelpie_dst.workloads._agent_readback_checks import (
     Filtered,
     ReadbackLog,
     Shown,
+    check_once,
     check_readback,
 )
 
@@ -110,3 +111,11 @@ def test_a_before_cursor_keeps_the_items_nearest_it(limit: int) -> None:
     log = ReadbackLog()
     log.filtered.append(Filtered("tags", want, full, {"b", "c"}, limit, nearest_end=True))
     assert check_readback(log) == []
+
+
+def test_a_create_answered_first_time_must_be_listed_once() -> None:
+    assert check_once([("passages", ["a", "b"], ["b", "a", "c"])]) == []
+    # "c" was made on a retry (not in the first list): its in-flight first attempt may land too
+    assert check_once([("passages", ["a"], ["a", "c", "c"])]) == []
+    [problem] = check_once([("passages", ["a", "b"], ["a", "b", "a"])])
+    assert problem == "passages: made once, listed more than once: ['a']"

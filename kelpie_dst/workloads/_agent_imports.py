@@ -21,6 +21,8 @@ for :func:`check_imports` (``imports_contract``):
 4. **A react agent has no memory tools** (docs/agent.md, "Per agent type"): attaching
    ``conversation_search`` or ``archival_memory_insert`` to a ``react_agent`` is refused (4xx), and
    its tool list never shows them.
+5. **Base tools per type**: an agent of each type made with ``include_base_tools`` has exactly
+   its type's documented tools (docs/agent.md, "Per agent type").
 
 Every create is retry-safe (looked up by name before a retry). An import whose answer the client
 never got (found by name after a cut attempt) is judged on what the create commits only.
@@ -49,6 +51,25 @@ MODELS = ("anthropic/claude-haiku-4-5", "anthropic/claude-opus-4-1")
 FILES_OPEN = (1, 2, 3, 7, 9)  # never the default 5
 WINDOWS = (1_000, 2_500, 7_777, 12_000)  # never the default 50,000
 MEMORY_TOOLS = ("conversation_search", "archival_memory_insert")
+BASE_TOOLS = {  # docs/agent.md, "Per agent type": what include_base_tools gives each type
+    "memgpt_agent": (
+        "send_message",
+        "conversation_search",
+        "archival_memory_insert",
+        "archival_memory_search",
+        "core_memory_append",
+        "core_memory_replace",
+    ),
+    "letta_v1_agent": (
+        "conversation_search",
+        "archival_memory_insert",
+        "archival_memory_search",
+        "memory_replace",
+        "memory_insert",
+        "memory_rethink",
+    ),
+    "react_agent": (),
+}
 HISTORY = (
     ("user", "the cormorant dried its wings on the jetty"),
     ("assistant", "a jetty is a fine place for a cormorant"),
@@ -94,6 +115,7 @@ class ImportsLog:
     scrubbed: list[tuple[str, int]] = attrs.field(factory=list)  # an export, its message count
     react: list[tuple[str, str]] = attrs.field(factory=list)  # what, what happened
     react_tools: list[tuple[str, list[str]]] = attrs.field(factory=list)  # when, tool names
+    base_tools: list[tuple[str, list[str]]] = attrs.field(factory=list)  # agent type, names
     problems: list[str] = attrs.field(factory=list)
 
 
@@ -139,6 +161,10 @@ def check_imports(log: ImportsLog) -> list[str]:
         shown = sorted(set(names) & set(MEMORY_TOOLS))
         if shown:
             out.append(f"{when}: the react agent's tools list {shown}")
+    for agent_type, names in log.base_tools:
+        want = sorted(BASE_TOOLS[agent_type])
+        if sorted(names) != want:
+            out.append(f"a {agent_type} made with its base tools has {sorted(names)}, want {want}")
     return out
 
 
@@ -166,7 +192,7 @@ class ImportsWalker(SdkWalker):
 
     async def run(self) -> None:
         await self._phases(
-            (self._make_source, self._imports, self._react),
+            (self._make_source, self._imports, self._react, self._base_tools),
             lambda phase: phase != self._imports or bool(self.source and self.tool),
         )
 
@@ -318,6 +344,27 @@ class ImportsWalker(SdkWalker):
             self.log.react.append((f"attaching {name} to a react_agent", happened))
         tools = await self._sdk("agents.tools.list", react, limit=1000)
         self.log.react_tools.append((f"{REACT} at the end", [str(t.name) for t in _items(tools)]))
+
+    async def _base_tools(self) -> None:
+        """An agent of each type made with include_base_tools has its type's documented set."""
+        for agent_type in BASE_TOOLS:
+            name = f"imports-base-{agent_type}"
+
+            async def find(sdk: Any, name: str = name) -> Any:
+                page = await sdk.agents.list(name=name, limit=1, order="asc")
+                return page.items[0] if page.items else None
+
+            async def make(sdk: Any, name: str = name, agent_type: str = agent_type) -> Any:
+                return await sdk.agents.create(
+                    name=name,
+                    agent_type=agent_type,
+                    include_base_tools=True,
+                    memory_blocks=[{"label": "human", "value": "a base watcher", "limit": 500}],
+                )
+
+            made = await self._create(f"agent {name}", find, make)
+            tools = await self._sdk("agents.tools.list", str(made.id), limit=1000)
+            self.log.base_tools.append((agent_type, [str(t.name) for t in _items(tools)]))
 
 
 def _json(exported: Any) -> dict[str, Any]:

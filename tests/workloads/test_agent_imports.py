@@ -9,6 +9,7 @@ import pytest
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._agent_advice import AdviceLog, Sent, check_advice
 from kelpie_dst.workloads._agent_imports import (
+    BASE_TOOLS,
     HISTORY,
     OVER,
     PLAIN,
@@ -129,3 +130,14 @@ def test_a_text_stored_twice_or_an_acknowledged_one_lost_is_named() -> None:
     assert len(problems) == 3, problems
     assert any("stored 2 times" in p and "m0" in p for p in problems)
     assert any("acknowledged but not stored" in p and "p1" in p for p in problems)
+
+
+def test_base_tools_other_than_the_documented_set_are_named() -> None:
+    log = _log()
+    log.base_tools = [
+        ("react_agent", []),
+        ("memgpt_agent", list(BASE_TOOLS["memgpt_agent"])),
+        ("letta_v1_agent", [t for t in BASE_TOOLS["letta_v1_agent"] if t != "memory_insert"]),
+    ]
+    problems = check_imports(log)
+    assert len(problems) == 1 and "letta_v1_agent" in problems[0], problems

@@ -162,9 +162,11 @@ def check_imports(log: ImportsLog) -> list[str]:
         if shown:
             out.append(f"{when}: the react agent's tools list {shown}")
     for agent_type, names in log.base_tools:
-        want = sorted(BASE_TOOLS[agent_type])
-        if sorted(names) != want:
-            out.append(f"a {agent_type} made with its base tools has {sorted(names)}, want {want}")
+        documented = sorted(BASE_TOOLS[agent_type])
+        if sorted(names) != documented:
+            out.append(
+                f"a {agent_type} made with its base tools has {sorted(names)}, want {documented}"
+            )
     return out
 
 

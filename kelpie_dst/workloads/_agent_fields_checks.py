@@ -288,6 +288,17 @@ def _answers(log: FieldsLog) -> list[str]:
     return out
 
 
+def _echoes(log: FieldsLog) -> list[str]:
+    """An answer (LettaResponse.messages, or a stream) holds the agent's messages only: never
+    the client's own input, a user message or an approval answer (session 18, agtN)."""
+    return [
+        f"{a.what}: the answer holds the client's own {m.type} {m.id}"
+        for a in log.answers
+        for m in a.messages
+        if m.type in ("user_message", "approval_response_message")
+    ]
+
+
 def _decisions(log: FieldsLog) -> list[str]:
     out = []
     for d in log.decisions:
@@ -344,6 +355,7 @@ def _big(log: FieldsLog) -> list[str]:
 def check_fields(log: FieldsLog) -> list[str]:
     """Every problem the walk shows (empty: the fields held)."""
     out = list(log.problems) + _inputs(log) + _answers(log) + _decisions(log) + _walks(log)
+    out += _echoes(log)
     out += _big(log)
     for thread, (raw, shown) in log.histories.items():
         if raw is not None:

@@ -38,6 +38,7 @@ from .._errors import UsageError
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import sim_ports
 from . import _agent_contract_checks as contract_checks
+from ._agent_advice import AdviceWalker, check_advice
 from ._agent_catalog import CatalogWalker
 from ._agent_catalog_checks import check_catalog
 from ._agent_checks import (
@@ -83,6 +84,7 @@ from ._agent_fresh import FreshPrompts
 from ._agent_handover import HandoverWalker
 from ._agent_handover_checks import check_handover
 from ._agent_http import open_http_link
+from ._agent_imports import ImportsWalker, check_imports
 from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
@@ -140,6 +142,7 @@ __all__ = [
     "every_request_completed",
     "handover_contract",
     "http_refusals_documented",
+    "imports_contract",
     "interrupted_runs_finished",
     "lists_directory_exactly",
     "lists_filter_exactly",
@@ -156,6 +159,7 @@ __all__ = [
     "prompts_show_stored_memory",
     "readback_consistent",
     "resources_consistent",
+    "retry_advice_honest",
     "runs_end_cleanly",
     "server_raised_nothing",
     "settings_contract",
@@ -267,6 +271,13 @@ PARAMS: dict[str, int | float | str | bool] = {
     # approvals, conversations (hidden, archived, PATCHed with null and ""), a searched send,
     # MCP servers with secrets and nesting at the documented limit, and reads each back
     # (via http; _agent_resources)
+    "imports": False,  # after the clients, one more client imports an agent file with each
+    # documented option (override_existing_tools, strip_messages, model, the copy suffix) and
+    # attaches memory tools to a react agent, judged against the documented contract (via
+    # http; _agent_imports)
+    "retry_advice": False,  # alongside the clients, one more client sends messages without an
+    # otid and inserts passages, each once, retrying only when the answer says
+    # x-should-retry: true; each must be stored at most once (via http; _agent_advice)
 }
 VIAS = ("direct", "http")
 ZONES = ("UTC", "America/New_York", "Asia/Kolkata", "Pacific/Chatham", "Europe/Berlin")
@@ -343,9 +354,14 @@ async def agents(ctx: WorkloadContext) -> None:
         "readback",
         "deletes",
         "resources",
+        "imports",
+        "retry_advice",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
+    alongside = ctx.params["handover"] or float(ctx.params["poll_interval"])
+    if ctx.params["retry_advice"] and alongside:
+        raise UsageError("workload.params.retry_advice: runs alongside the clients, alone")
     if ctx.params["handover"] and float(ctx.params["poll_interval"]):
         raise UsageError("workload.params.handover: runs alongside the clients, not with polls")
     if ctx.params["contract"] and ctx.params["cold_restart"]:
@@ -451,6 +467,12 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
             await _clients(clients, plans, count, threads, creates)
             poller.stop()
         ctx.metric("polls", poller.polls)
+    elif ctx.params["retry_advice"]:  # alongside the clients, while the faults go on
+        advice = AdviceWalker(clients, ctx.rng("retry_advice"))
+        ctx.state["retry_advice"] = advice
+        async with trio.open_nursery() as outer:
+            outer.start_soon(advice.run)
+            await _clients(clients, plans, count, threads, creates)
     else:
         await _clients(clients, plans, count, threads, creates)
     rng = ctx.rng("read")
@@ -569,6 +591,26 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("resources.shown", len(resources.log.shown))
         ctx.metric("resources.refusals", len(resources.refusals))
         ctx.metric("resources.problems", len(_resource_problems(resources)))
+    adviced = ctx.state.get("retry_advice")
+    if isinstance(adviced, AdviceWalker):
+        ctx.metric("advice.requests", adviced.requests)
+        ctx.metric("advice.acked", sum(s.acked for s in adviced.log.sent))
+        ctx.metric("advice.retried", sum(len(s.answers) > 1 for s in adviced.log.sent))
+        ctx.metric(
+            "advice.unanswered",
+            sum(any(a.startswith("no answer") for a in s.answers) for s in adviced.log.sent),
+        )
+        ctx.metric(
+            "advice.errors", sum(any(a != "ok" for a in s.answers) for s in adviced.log.sent)
+        )
+        ctx.metric("advice.problems", len(check_advice(adviced.log)))
+    if bool(ctx.params["imports"]):
+        imports = ImportsWalker(clients, ctx.rng("imports"))
+        ctx.state["imports"] = imports
+        await imports.run()
+        ctx.metric("imports.requests", imports.requests)
+        ctx.metric("imports.copies", sum(bool(c.seen) for c in imports.log.copies))
+        ctx.metric("imports.problems", len(check_imports(imports.log)))
     if handover is not None:
         ctx.metric("handover.requests", handover.requests)
         ctx.metric("handover.missing", len(handover.log.missing))
@@ -1268,3 +1310,24 @@ def resources_consistent(ctx: WorkloadContext) -> None:
     resources = ctx.state.get("resources")
     if isinstance(resources, ResourceWalker):
         _holds(_resource_problems(resources), "what the client set does not read back")
+
+
+@invariant
+def imports_contract(ctx: WorkloadContext) -> None:
+    """(With ``imports``.) An agent-file import does what its options say (the copy suffix, a
+    name, a model, strip_messages, override_existing_tools), keeps the source's file limits
+    and matches tools by name; an export with scrub_messages has no message; a react agent is
+    given no memory tool (_agent_imports)."""
+    imports = ctx.state.get("imports")
+    if isinstance(imports, ImportsWalker):
+        _holds(check_imports(imports.log), "an import did not do what its options say")
+
+
+@invariant
+def retry_advice_honest(ctx: WorkloadContext) -> None:
+    """(With ``retry_advice``.) A client that sends messages without an otid and inserts
+    passages once each, retrying only when told to (x-should-retry: true), finds each stored
+    at most once, and each acknowledged one stored (_agent_advice)."""
+    advice = ctx.state.get("retry_advice")
+    if isinstance(advice, AdviceWalker):
+        _holds(check_advice(advice.log), "following the server's retry advice stored twice")

@@ -137,3 +137,13 @@ def test_a_reply_that_does_not_answer_a_big_input_is_named() -> None:
     assert check_fields(log) == []
     log.big.append(("send big-1", "big-1", 'I hear you. You said: "(no messages yet)"'))
     assert any("does not answer the input big-1" in p for p in check_fields(log))
+
+
+def test_an_answer_that_echoes_the_clients_input_or_approval_is_named() -> None:
+    log = _log()
+    user = log.histories["default"][0][0]
+    answer = Seen("m6", "approval_response_message", D, "run-2", None, "o2")
+    log.answers.append(Answer("answer 0", "default", True, (answer, user)))
+    problems = check_fields(log)
+    assert any("own approval_response_message m6" in p for p in problems), problems
+    assert any("own user_message m1" in p for p in problems), problems

@@ -3,7 +3,7 @@ read back through every route that shows it, and every list it read judged by Le
 documented list semantics against the lists themselves.
 
 Pure functions of a :class:`ReadbackLog` (``tests/workloads/test_agent_readback.py``); the
-walker that fills it is :mod:`._agent_readback`. Four properties, each judged wherever the
+walker that fills it is :mod:`._agent_readback`. Five properties, each judged wherever the
 client read something, never tuned to one route:
 
 * **every route shows what was written** (:attr:`ReadbackLog.shown`): each time a route answers
@@ -20,7 +20,9 @@ client read something, never tuned to one route:
   a substring, a tag, a cursor);
 * **an answer holds the agent's messages, not the input** (:attr:`ReadbackLog.answers`): a
   send's ``LettaResponse.messages`` has no ``user_message`` (the input is in the history, not
-  echoed), and the history shows the input with the ``otid`` it was sent with.
+  echoed), and the history shows the input with the ``otid`` it was sent with;
+* **made once** (:attr:`ReadbackLog.once`): a create answered on the client's first attempt
+  (no other attempt sent) made one thing, so one read of the list shows it once.
 """
 
 from __future__ import annotations

@@ -274,6 +274,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     # starting again at once; judged by graceful_stops_bounded (via http; _agent_drain)
     "shared_otids": False,  # every agent's n-th message carries the same otid (a client that
     # sends one message to several agents): the same otid in two threads is two requests
+    "finish_edits": False,  # every agent also has memory_finish_edits, a built-in whose
+    # arguments are all optional: a junk call with broken JSON may name it, and must still be
+    # refused, not run with no arguments (rtN, session 18)
     "limits": False,  # after the clients, values at the documented limits through the
     # production server's default options: a block of 20,000 characters under a 100-character
     # label, created, attached and read back (via http; _agent_limits)
@@ -655,12 +658,15 @@ def _plan(
     tagged = bool(ctx.params["list_filters"])
     zones = ctx.rng("timezones") if bool(ctx.params["timezones"]) else None
     shared = bool(ctx.params["shared_otids"])  # one otid per message index, for every agent
+    finish_edits = bool(ctx.params["finish_edits"])
     plans = []
     for number in range(1, int(ctx.params["agents"]) + 1):
         agent_type = types[(number - 1) % len(types)]
         names = list(default_tool_names(agent_type))
         if {"python", "shell", "parallel"} & set(kinds):
             names.append("run_code")
+        if finish_edits:  # a tool without a required argument (a junk call may pick it)
+            names.append("memory_finish_edits")
         tool_ids = [builtin_id(n) for n in names]
         tool_ids += list(world.tool_ids.values())  # the custom tool and the MCP tools
         candidates = ruled_candidates([*names, *world.tool_ids], world.mcp_tools)

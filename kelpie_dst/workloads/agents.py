@@ -297,7 +297,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "stream_fraction": (0, 1),
     "tool_rules": (0, 1),
     "max_tool_steps": (0, 50),
-    "max_steps": (1, 100),
+    "max_steps": (0, 100),  # 0: sends give none (Letta's default, 50, applies; via http)
     "hop": (0, 60),
     "attempt_timeout": (0.001, 3600),
     "block_limit": (1, 100_000),
@@ -375,6 +375,8 @@ async def agents(ctx: WorkloadContext) -> None:
             "workload.params.shared_otids: not with background_fraction (its "
             "follows are keyed by otid)"
         )
+    if not int(ctx.params["max_steps"]) and via != "http":
+        raise UsageError("workload.params.max_steps: 0 (none sent) needs via = 'http'")
     if int(ctx.params["create_burst"]) and not float(ctx.params["list_walks"]):
         raise UsageError("workload.params.create_burst: needs list_walks (the walk checks it)")
     topology = ctx.topology

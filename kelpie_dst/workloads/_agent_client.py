@@ -136,6 +136,10 @@ def join_pieces(pieces: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...
     return tuple(joined.items())
 
 
+LETTA_MAX_STEPS = 50
+"""The step budget of a send that gives none (Letta's default; docs/letta-compat.md)."""
+
+
 class Clients:
     def __init__(self, ctx: WorkloadContext, world: World, record: RunRecord, link: Link) -> None:
         self.ctx = ctx
@@ -257,7 +261,7 @@ class Clients:
                 sent.message_ids,
                 sent.stop_reason,
                 sent.reply,
-                budget,
+                budget or LETTA_MAX_STEPS,  # 0: none sent, so Letta's default applies
                 sent.steps,
             )
         )

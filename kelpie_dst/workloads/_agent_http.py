@@ -174,11 +174,12 @@ class HttpLink:
         body: Any = {"role": "user", "content": message.text}
         if otid is not None:
             body["otid"] = otid
+        steps: Any = max_steps if max_steps else letta_client.omit  # 0: not sent (Letta's 50)
         if not message.stream and self.background.chosen(otid):
-            return await self.background.send(client, self._id(plan), body, max_steps, _text)
+            return await self.background.send(client, self._id(plan), body, steps, _text)
         if not message.stream:
             reply = await client.agents.messages.create(
-                self._id(plan), messages=[body], max_steps=max_steps
+                self._id(plan), messages=[body], max_steps=steps
             )
             echoed = [m.id for m in reply.messages if m.message_type == "user_message"]
             if echoed:  # LettaResponse.messages is the agent's: the input is not echoed
@@ -198,7 +199,7 @@ class HttpLink:
         stream: Any = await client.agents.messages.create(
             self._id(plan),
             messages=[body],
-            max_steps=max_steps,
+            max_steps=steps,
             streaming=True,
             stream_tokens=True,
         )

@@ -45,6 +45,7 @@ from kelpie_agent.mcp import McpClient, McpConnectionError, McpServerConfig, par
 from kelpie_agent.service import UnavailableError, open_agent_node
 from kelpie_agent.service import _mcp_catalog as catalog
 
+from .._errors import UsageError
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
 from ..shims._mcp import SimMcpServer, sim_mcp_transport
@@ -52,6 +53,11 @@ from ..shims._mcp import SimMcpServer, sim_mcp_transport
 __all__ = ["agent_mcp_servers", "mcp_calls_exactly_once"]
 
 SECRET = "s3cret"
+# With ``http`` (rtN, session 18): the ticker as a Streamable HTTP server, its secret the
+# token of its auth header, beside a custom header that is a secret too.
+URL = "http://ticker.mcp.sim/mcp"
+AUTH_HEADER = "Authorization"
+CUSTOM_HEADERS = {"X-Tenant": "kelp-tenant"}
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
 
@@ -124,6 +130,7 @@ class Log:
     static_configs: list[McpServerConfig] = attrs.Factory(list)  # with ``rotate``
     static_calls: list[str] = attrs.Factory(list)
     ran_version: dict[int, int] = attrs.Factory(dict)  # n -> the version of the process
+    http: bool = False  # ``http``: the ticker is a Streamable HTTP server (auth header)
 
 
 def ticker(log: Log) -> SimMcpServer:
@@ -252,16 +259,27 @@ async def churn(
         log.live = True  # from before the create starts: "no record" must be certain
         log.creates += 1
         left = [r for r in await catalog.list_servers(service) if r.server_name == "ticker"]
-        record = (
-            left[0]
-            if left
-            else await catalog.create_server(
+        if left:
+            record = left[0]
+        elif log.http:  # a Streamable HTTP server, its secret in the auth header
+            record = await catalog.create_server(
+                service,
+                "ticker",
+                "streamable_http",
+                {
+                    "server_url": URL,
+                    "auth_header": AUTH_HEADER,
+                    "auth_token": secret(log.version),
+                    "custom_headers": dict(CUSTOM_HEADERS),
+                },
+            )
+        else:
+            record = await catalog.create_server(
                 service,
                 "ticker",
                 "stdio",
                 {"command": "ticker", "args": [], "env": {"T": secret(log.version)}},
             )
-        )
         tools = await catalog.server_tool_list(service, record.id)
         for _ in range(3):  # the server may have crashed while create listed its tools
             if tools:
@@ -276,6 +294,10 @@ async def churn(
             log.settled, log.window = None, log.window + 1
             log.version += 1
             changes: dict[str, Any] = {"env": {"T": secret(log.version)}}
+        elif log.http:  # the secrets sent back masked, as a client shows them
+            masked = {k: "****" for k in CUSTOM_HEADERS}
+            changes = {"server_url": f"{URL}?round={number}", "auth_token": "****"}
+            changes["custom_headers"] = masked
         else:
             changes = {"args": [f"--round={number}"], "env": {"T": "****"}}
         await catalog.update_server(service, record.id, None, changes)
@@ -340,7 +362,7 @@ async def caller(service: Any, log: Log, i: int, first: int, count: int, rng: An
 
 
 @workload(
-    params={"rounds": 4, "callers": 3, "calls": 12, "rotate": False, "hold": 0.0},
+    params={"rounds": 4, "callers": 3, "calls": 12, "rotate": False, "hold": 0.0, "http": False},
     sizes=("callers", "calls"),
     bounds={"rounds": (1, 50), "callers": (1, 20), "calls": (1, 200)},
 )
@@ -354,6 +376,9 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
     server = ticker(log)
     rotate = bool(params["rotate"])
     log.rotating = rotate
+    log.http = bool(params["http"])
+    if rotate and log.http:
+        raise UsageError("workload.params.http: not with rotate (its versions are env secrets)")
     versions: dict[int, SimMcpServer] | None = {} if rotate else None
     ended: dict[str, bool] = {}
     done = trio.Event()
@@ -428,7 +453,20 @@ def check(log: Log) -> list[str]:
             problems.append(f"call {n} started with no server record, yet succeeded")
     secrets = {secret(v) for v in range(log.version + 1)}
     for config in log.configs:
-        if config.env_dict.get("T") not in secrets:
+        if log.http:  # every connection carries the record's URL, auth header and headers
+            headers = dict(config.headers)
+            if (
+                config.url is None
+                or not config.url.startswith(URL)
+                or headers.get(AUTH_HEADER) not in secrets
+                or any(headers.get(k) != v for k, v in CUSTOM_HEADERS.items())
+            ):
+                shown = sorted(headers)
+                problems.append(
+                    f"server connected to {config.url!r} with headers {shown} and not its "
+                    f"record's secrets (the {AUTH_HEADER} token, {sorted(CUSTOM_HEADERS)})"
+                )
+        elif config.env_dict.get("T") not in secrets:
             problems.append(f"server started without its secret (args {list(config.args)})")
     return problems + check_rotation(log) + check_static(log)
 

@@ -28,7 +28,7 @@ import kelpie_dst
 from kelpie_agent.actors import Dispatcher, DispatcherOptions
 from kelpie_agent.agent import AgentActor, AgentEnv, LoopConfig, ToolStore
 from kelpie_agent.api import create_app
-from kelpie_agent.http import AccessRecord, ServerOptions, serve
+from kelpie_agent.http import AccessRecord, HttpServer, ServerOptions
 from kelpie_agent.mcp import McpClient, McpServerConfig, McpTimeoutError
 from kelpie_agent.service import AgentService, ServiceOptions, open_agent_node
 from kelpie_agent.storage._txn import Write
@@ -47,6 +47,7 @@ from ..shims._mcp import SimMcpServer, sim_mcp_transport
 from ..shims._storage import SimKVStore, SimTransaction
 from ._agent_checks import Commit, Execution, Fence, Observed, Owner, agent_of_key
 from ._agent_coherence import CoherenceAudit, audited_service
+from ._agent_drain import DrainLog, Drains
 from ._agent_llm import ModelLink
 from ._agent_moves import EFFECT_SERVICE
 from ._agent_oracles import Ledger, PromptAuditor, Sent
@@ -393,6 +394,7 @@ class World:
         self.tool_ids: dict[str, str] = {}  # name -> id of the custom and MCP tools
         self.http_statuses: dict[str, int] = {}  # "2xx", "4xx", ...: what the servers answered
         self.coherence: CoherenceAudit | None = None  # set before start(): audited services
+        self.drains: Drains | None = None  # set before start(): graceful stops (_agent_drain)
 
     async def setup(self) -> None:
         """Start the model's API host if there is one, and register the custom tool and the
@@ -436,6 +438,14 @@ class World:
         if node.incarnation > 1:
             for hook in self.boot_hooks:
                 hook(node)
+        # A graceful stop (_agent_drain) ends one production node; the next starts at once,
+        # as a restarted process would, and is checked as after a restart.
+        while await self._life(node):
+            for hook in self.boot_hooks:
+                hook(node)
+
+    async def _life(self, node: Node) -> bool:
+        """One production node; True once a graceful stop ended it."""
         from ._agent_sqlite import recording_sqlite_kv  # imports this module
 
         kv = recording_sqlite_kv(self.sim, node, self.db, self.journal) or RecordingKV(
@@ -489,15 +499,14 @@ class World:
                     api_key=self.api_key,
                     ping_interval=self.ping_interval,
                 )
-                await serve(
-                    app,
-                    "0.0.0.0",
-                    PORT,
-                    self.server,
-                    access_log=self._access,
-                    logger=self.server_log.node(node.name),
-                )
-                return
+                logger: Any = self.server_log.node(node.name)
+                if self.drains is not None:
+                    logger = DrainLog(logger, self.drains)
+                server = HttpServer(app, self.server, access_log=self._access, logger=logger)
+                if self.drains is not None:
+                    self.drains.serving(node, server)
+                await server.serve("0.0.0.0", PORT)
+                return True  # only a graceful stop returns (a crash cancels)
             env = AgentEnv(llm=llm, sandbox_factory=factory, mcp=mcp, config=self.loop)
             dispatcher = Dispatcher(
                 kv,
@@ -509,6 +518,7 @@ class World:
             )
             self.dispatchers[node.name] = dispatcher
             await dispatcher.run()
+        return False
 
 
 def _echo(tool: str, ledger: Ledger) -> Callable[[Mapping[str, Any]], str]:

@@ -77,6 +77,7 @@ from ._agent_deletes_checks import check_deletes
 from ._agent_direct import DirectLink
 from ._agent_directory import DirectoryWalker
 from ._agent_directory_checks import check_directory
+from ._agent_drain import Drains, check_drains
 from ._agent_fields import FieldsWalker
 from ._agent_fields_checks import check_fields
 from ._agent_filters import FilterWalker, plan_tags
@@ -85,6 +86,7 @@ from ._agent_handover import HandoverWalker
 from ._agent_handover_checks import check_handover
 from ._agent_http import open_http_link
 from ._agent_imports import ImportsWalker, check_imports
+from ._agent_limits import LimitsWalker, check_limits
 from ._agent_lists import ListWalker
 from ._agent_oracles import check_effects, check_model_said, check_resends
 from ._agent_policy import CUSTOM_TOOL, KINDS, directive_text, tool_kind
@@ -140,10 +142,12 @@ __all__ = [
     "created_once",
     "deletes_are_total",
     "every_request_completed",
+    "graceful_stops_bounded",
     "handover_contract",
     "http_refusals_documented",
     "imports_contract",
     "interrupted_runs_finished",
+    "limits_accepted",
     "lists_directory_exactly",
     "lists_filter_exactly",
     "lists_page_exactly",
@@ -278,8 +282,21 @@ PARAMS: dict[str, int | float | str | bool] = {
     "retry_advice": False,  # alongside the clients, one more client sends messages without an
     # otid and inserts passages, each once, retrying only when the answer says
     # x-should-retry: true; each must be stored at most once (via http; _agent_advice)
+    "graceful_stops": 0,  # server nodes stopped gracefully while the clients run, as
+    # `kelpie serve` does on SIGTERM (drain within a grace, then release the leases), each
+    # starting again at once; judged by graceful_stops_bounded (via http; _agent_drain)
+    "shared_otids": False,  # every agent's n-th message carries the same otid (a client that
+    # sends one message to several agents): the same otid in two threads is two requests
+    "finish_edits": False,  # every agent also has memory_finish_edits, a built-in whose
+    # arguments are all optional: a junk call with broken JSON may name it, and must still be
+    # refused, not run with no arguments (rtN, session 18)
+    "limits": False,  # after the clients, values at the documented limits through the
+    # production server's default options: a block of 20,000 characters under a 100-character
+    # label, created, attached and read back (via http; _agent_limits)
 }
 VIAS = ("direct", "http")
+STOP_WINDOW = 30.0
+"""``graceful_stops`` come at times drawn over this many seconds from the clients' start."""
 ZONES = ("UTC", "America/New_York", "Asia/Kolkata", "Pacific/Chatham", "Europe/Berlin")
 """The timezones agents get with ``timezones``: whole, half and quarter hours (Chatham is
 +12:45 or +13:45), both sides of UTC, and two with summer time."""
@@ -293,7 +310,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "stream_fraction": (0, 1),
     "tool_rules": (0, 1),
     "max_tool_steps": (0, 50),
-    "max_steps": (1, 100),
+    "max_steps": (0, 100),  # 0: sends give none (Letta's default, 50, applies; via http)
     "hop": (0, 60),
     "attempt_timeout": (0.001, 3600),
     "block_limit": (1, 100_000),
@@ -307,6 +324,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "storage_attempts": (0, 100),
     "bare_sdk_nodes": (0, 100),
     "follow_breaks": (0, 1),
+    "graceful_stops": (0, 100),
 }
 
 
@@ -356,6 +374,8 @@ async def agents(ctx: WorkloadContext) -> None:
         "resources",
         "imports",
         "retry_advice",
+        "graceful_stops",
+        "limits",
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
@@ -368,6 +388,13 @@ async def agents(ctx: WorkloadContext) -> None:
         raise UsageError("workload.params.cold_restart: not with contract (its reads carry no key)")
     if ctx.params["contract"] and ctx.params["wire"]:
         raise UsageError("workload.params.contract: not with wire (each sets the server's limits)")
+    if ctx.params["shared_otids"] and float(ctx.params["background_fraction"]):
+        raise UsageError(
+            "workload.params.shared_otids: not with background_fraction (its "
+            "follows are keyed by otid)"
+        )
+    if not int(ctx.params["max_steps"]) and via != "http":
+        raise UsageError("workload.params.max_steps: 0 (none sent) needs via = 'http'")
     if int(ctx.params["create_burst"]) and not float(ctx.params["list_walks"]):
         raise UsageError("workload.params.create_burst: needs list_walks (the walk checks it)")
     topology = ctx.topology
@@ -415,6 +442,9 @@ async def agents(ctx: WorkloadContext) -> None:
         ctx.state["coherence_skipped"] = "via = 'direct' runs no agent service"
     if bool(ctx.params["cold_restart"]) and via != "http":  # no API to read (the core alone)
         ctx.state["cold_skipped"] = "via = 'direct' serves no API"
+    stops = int(ctx.params["graceful_stops"])
+    if stops:
+        world.drains = ctx.state["drains"] = Drains(ctx.sim, stops, ctx.rng("graceful_stops"))
     world.start()
     if bool(ctx.params["fresh_prompts"]):
         fresh = FreshPrompts(
@@ -432,7 +462,16 @@ async def agents(ctx: WorkloadContext) -> None:
         key = CONTRACT_KEY if bool(ctx.params["contract"]) else None
         async with open_http_link(float(ctx.params["attempt_timeout"]), background, key) as link:
             ctx.state["link"] = link
-            await _drive(ctx, Clients(ctx, world, record, link), plans)
+            drains = world.drains
+            if drains is not None:  # alongside the clients; a stop under way finishes
+                async with trio.open_nursery() as stopper:
+                    stopper.start_soon(drains.run, world.node_names, STOP_WINDOW)
+                    await _drive(ctx, Clients(ctx, world, record, link), plans)
+                    stopper.cancel_scope.cancel()
+                ctx.metric("graceful.stops", len(drains.stops))
+                ctx.metric("graceful.expired", drains.expired)
+            else:
+                await _drive(ctx, Clients(ctx, world, record, link), plans)
         ctx.metric("background.runs", len(background.followed))
         ctx.metric("background.resumed", sum(f.resumed for f in background.followed.values()))
         if background.breaks:
@@ -583,6 +622,13 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("deletes.again", len(deletes.log.again))
         ctx.metric("deletes.regone", len(deletes.log.regone))
         ctx.metric("deletes.problems", len(check_deletes(deletes.log)))
+    if bool(ctx.params["limits"]):
+        limits = LimitsWalker(clients, ctx.rng("limits"))
+        ctx.state["limits"] = limits
+        await limits.run()
+        ctx.metric("limits.requests", limits.requests)
+        ctx.metric("limits.shown", len(limits.log.shown))
+        ctx.metric("limits.problems", len(check_limits(limits.log)))
     if bool(ctx.params["resources"]):
         resources = ResourceWalker(clients, ctx.rng("resources"))
         ctx.state["resources"] = resources
@@ -657,12 +703,16 @@ def _plan(
     rules_rng, rules = ctx.rng("rules"), float(ctx.params["tool_rules"])
     tagged = bool(ctx.params["list_filters"])
     zones = ctx.rng("timezones") if bool(ctx.params["timezones"]) else None
+    shared = bool(ctx.params["shared_otids"])  # one otid per message index, for every agent
+    finish_edits = bool(ctx.params["finish_edits"])
     plans = []
     for number in range(1, int(ctx.params["agents"]) + 1):
         agent_type = types[(number - 1) % len(types)]
         names = list(default_tool_names(agent_type))
         if {"python", "shell", "parallel"} & set(kinds):
             names.append("run_code")
+        if finish_edits:  # a tool without a required argument (a junk call may pick it)
+            names.append("memory_finish_edits")
         tool_ids = [builtin_id(n) for n in names]
         tool_ids += list(world.tool_ids.values())  # the custom tool and the MCP tools
         candidates = ruled_candidates([*names, *world.tool_ids], world.mcp_tools)
@@ -677,7 +727,8 @@ def _plan(
             stream = rng.random() < fraction
             # Now and then a step budget at the boundary: the directive needs n + 1 calls.
             budget = max(1, n + rng.choice((0, 1, 2))) if rng.random() < 0.2 else None
-            messages.append(Planned(index, text, f"otid-a{number}-m{index}", stream, budget))
+            otid = f"otid-m{index}" if shared else f"otid-a{number}-m{index}"
+            messages.append(Planned(index, text, otid, stream, budget))
         marker = f"mark-a{number}-" + "".join(
             rng.choice("abcdefghjkmnpqrstuvwxyz") for _ in range(6)
         )
@@ -1331,3 +1382,24 @@ def retry_advice_honest(ctx: WorkloadContext) -> None:
     advice = ctx.state.get("retry_advice")
     if isinstance(advice, AdviceWalker):
         _holds(check_advice(advice.log), "following the server's retry advice stored twice")
+
+
+@invariant
+def graceful_stops_bounded(ctx: WorkloadContext) -> None:
+    """(With ``graceful_stops``.) A graceful stop of a node's HTTP server returns within its
+    grace (requests still running then are cancelled, not waited for) with the server stopped
+    and no connection open (_agent_drain)."""
+    drains = ctx.state.get("drains")
+    if isinstance(drains, Drains):
+        _holds(check_drains(drains.stops), "a graceful stop broke its contract")
+
+
+@invariant
+def limits_accepted(ctx: WorkloadContext) -> None:
+    """(With ``limits``.) Through the production server's default options, a block label of
+    100 characters and a value of 20,000 (a body well over 16 KiB) are accepted and read back
+    as sent, standalone and in an agent's memory; a label one over, or outside Letta's pattern,
+    is refused with a 4xx and makes nothing (_agent_limits)."""
+    limits = ctx.state.get("limits")
+    if isinstance(limits, LimitsWalker):
+        _holds(check_limits(limits.log), "a value at a documented limit was not accepted")

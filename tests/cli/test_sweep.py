@@ -141,6 +141,7 @@ CHEAP = frozenset(  # under about 1.5 s a seed
         "agent_file_tools",
         "agent_mcp_servers",
         "agent_mcp_servers_crash",
+        "agent_mcp_servers_http",
         "agent_approvals",
         "agent_admin",
         "agent_lifecycle_deletes",
@@ -158,6 +159,7 @@ COSTLY = frozenset(  # 7 s a seed or more
         "agent_directory",
         "agent_bulk_archive",
         "agent_lost_answers",
+        "agent_node_stops",
     }
 )
 

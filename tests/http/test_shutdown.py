@@ -224,3 +224,25 @@ async def test_options_are_validated_with_one_line_errors() -> None:
     with pytest.raises(TypeError, match="ServerOptions"):
         HttpServer(raw_app(AppLog()), {"max_body_bytes": 1})  # type: ignore[arg-type]
     assert ServerOptions().keep_alive_timeout == 5.0
+
+
+async def test_an_idle_connection_closed_at_once_does_not_end_the_grace() -> None:
+    """The drain ends with the last connection, not the first: an idle keep-alive connection
+    closed at once leaves a slow request to run until the grace cancels it (rtN, session 18)."""
+    log = AppLog()
+    async with trio.open_nursery() as nursery:
+        server = await _start(nursery, raw_app(log), log, keep_alive_timeout=60)
+        idle = await connect(server)
+        await idle.send_all(b"GET /hello HTTP/1.1\r\nhost: x\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += await idle.receive_some(65536)
+        slow = await connect(server)
+        await slow.send_all(b"GET /slow?delay=5 HTTP/1.1\r\nhost: x\r\n\r\n")
+        await _wait_busy(server, 2)
+        await server.shutdown(grace=0.2)
+        assert await read_all(slow) == b""  # cut at the grace: no response at all
+        assert server.statistics().connections_open == 0
+        await slow.aclose()
+        await idle.aclose()
+    assert any("grace of 0.2s expired: cancelling 1" in text for _, text, _ in log.logs)

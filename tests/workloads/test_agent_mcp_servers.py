@@ -96,3 +96,22 @@ def test_the_static_config_oracle_names_a_server_started_wrong() -> None:
     log.static_configs.append(wrong)
     [problem] = check_static(log)
     assert problem.startswith("static mcp server 'clock' started with ('clock-server', ('-v',")
+
+
+def test_http_servers_pass_and_repeat_their_trace() -> None:
+    """agent_mcp_servers_http (rtN, session 18): the ticker as a Streamable HTTP server."""
+    http = load_scenario("agent_mcp_servers_http")
+    first, again = run_scenario(http, 1), run_scenario(http, 1)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_the_oracle_names_an_http_connection_without_its_headers() -> None:
+    from kelpie_dst.workloads._agent_mcp_servers import AUTH_HEADER, CUSTOM_HEADERS, URL
+
+    good = McpServerConfig.http("ticker", URL, {AUTH_HEADER: SECRET, **CUSTOM_HEADERS})
+    assert check(Log(configs=[good], http=True)) == []
+    bare = McpServerConfig.http("ticker", URL)
+    wrong = McpServerConfig.http("ticker", URL, {AUTH_HEADER: "****", **CUSTOM_HEADERS})
+    problems = check(Log(configs=[bare, wrong], http=True))
+    assert len(problems) == 2 and all("not its record's secrets" in p for p in problems)

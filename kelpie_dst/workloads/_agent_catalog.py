@@ -31,7 +31,7 @@ problem (``every_request_completed`` records it too).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -57,6 +57,25 @@ TOOL_SOURCE = '''def cat_probe(note: str) -> str:
     """
     return note
 '''
+
+
+def add_history(agent: dict[str, Any], history: Sequence[tuple[str, str]], prefix: str) -> None:
+    """Append ``history`` ((role, text) pairs, ids ``<prefix><n>``, a second apart) to an
+    agent file's agent, all of it in context."""
+    messages = list(agent.get("messages") or [])
+    for n, (role, words) in enumerate(history):
+        messages.append(
+            {
+                "id": f"{prefix}{n}",
+                "role": role,
+                "content": [{"type": "text", "text": words}],
+                "created_at": f"2026-01-01T00:00:{n + 1:02d}+00:00",
+            }
+        )
+    agent["messages"] = messages
+    agent["in_context_message_ids"] = [m["id"] for m in messages]
+
+
 # The history the client writes into its agent file (plain lowercase words, searched below).
 HISTORY = (
     ("user", "the pelican watched a lagoon at dawn"),
@@ -212,18 +231,7 @@ class CatalogWalker(SdkWalker):
                 "end_line": end,
             }
         ]
-        messages = list(agent.get("messages") or [])
-        for n, (role, words) in enumerate(HISTORY):
-            messages.append(
-                {
-                    "id": f"message-w{n}",
-                    "role": role,
-                    "content": [{"type": "text", "text": words}],
-                    "created_at": f"2026-01-01T00:00:{n + 1:02d}+00:00",
-                }
-            )
-        agent["messages"] = messages
-        agent["in_context_message_ids"] = [m["id"] for m in messages]
+        add_history(agent, HISTORY, "message-w")
         return document
 
     async def _agent_file(self) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 import letta_client
 
+from ._agent_catalog import add_history
 from ._agent_readback import _items
 from ._agent_walker import SdkWalker
 
@@ -237,18 +238,7 @@ class ImportsWalker(SdkWalker):
         for tool in document.get("tools") or ():
             if tool.get("name") == TOOL:
                 tool["source_code"] = _source(2)
-        messages = list(agent.get("messages") or [])
-        for n, (role, words) in enumerate(HISTORY):
-            messages.append(
-                {
-                    "id": f"message-i{n}",
-                    "role": role,
-                    "content": [{"type": "text", "text": words}],
-                    "created_at": f"2026-01-01T00:00:{n + 1:02d}+00:00",
-                }
-            )
-        agent["messages"] = messages
-        agent["in_context_message_ids"] = [m["id"] for m in messages]
+        add_history(agent, HISTORY, "message-i")
         return document
 
     # -- 3. the imports ------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from ._shell_reference import (
     matches,
     remove_line,
 )
+from .sandbox_network import DESTINATIONS as NETWORK_DESTINATIONS
 
 __all__ = [
     "documented_allows",
@@ -84,15 +85,7 @@ CEILINGS: tuple[tuple[str, ...] | None, ...] = (
     ("api.example.org", "203.0.113.7:80", "[2001:db8::1]"),
 )
 DESTINATIONS: tuple[tuple[str, int], ...] = (
-    ("api.example.com", 443),
-    ("api.example.com", 80),
-    ("www.example.com", 443),
-    ("example.com", 443),
-    ("evilexample.com", 443),
-    ("v2.api.example.com", 443),
-    ("data.example.org", 443),
-    ("data.example.org", 8443),
-    ("api.example.org", 443),
+    *NETWORK_DESTINATIONS,  # sandbox_network's, then cases, addresses and IPv6
     ("API.EXAMPLE.ORG", 443),
     ("203.0.113.7", 80),
     ("203.0.113.7", 443),

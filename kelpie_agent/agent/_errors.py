@@ -21,6 +21,7 @@ __all__ = [
     "PendingApprovalError",
     "ResourceNotFoundError",
     "SessionError",
+    "StaleSessionError",
     "SummarizerError",
     "ToolDefinitionError",
     "ToolNotFoundError",
@@ -106,3 +107,8 @@ class SummarizerError(AgentError):
 
 class AgentStorageError(AgentError):
     """Storage kept failing after the configured retries; nothing half-written is visible."""
+
+
+class StaleSessionError(AgentStorageError):
+    """This activation's session is behind what storage holds (found under the lease's fence);
+    it is marked stale, and the request may be retried: the next one loads the agent again."""

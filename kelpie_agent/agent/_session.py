@@ -7,18 +7,20 @@ checkpoint ``running`` and resumes the run (docs/agent.md, "Checkpoints and reco
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
 import trio
+
+from kelpie_agent.storage import Transaction
 
 from ._approvals import refuse_while_waiting, start_approval_run
 from ._calls import finish
 from ._checkpoint import SessionCheckpoint
 from ._codec import Keys, pack, unpack
 from ._conversations import touch_writes
-from ._errors import InvalidRequestError, SessionError
+from ._errors import InvalidRequestError, SessionError, StaleSessionError
 from ._events import EventSink
 from ._loop import Loop, TurnOptions
 from ._messages import (
@@ -195,22 +197,50 @@ def _started(request: SendMessage, run_id: str) -> None:
 
 
 async def find_retried_run(rt: AgentRuntime, otid: str | None) -> RunRecord | None:
-    """The run an earlier request with this ``otid`` started (so this one is a retry), or
-    None. A run still running is the agent's interrupted session: ``send`` resumes that one
-    before it looks, so a run found here has finished."""
+    """The finished run an earlier request with this ``otid`` started (so this one is a
+    retry), or None.
+
+    A finished run is final, so any activation may answer with it. An unfinished one is
+    different: ``send`` resumes the agent's interrupted run before it looks, so an
+    unfinished run here means that this activation is behind storage. Most likely another
+    node has taken the agent over without this one noticing yet (a pause or a clock jump)
+    and is running that very run. Answering with it would give the client a half-done turn
+    (agent_chaos seed 300929, Dlead19-1). So the run is read again in a transaction fenced
+    by the lease (docs/actors.md, "Fenced reads"): on a deposed activation the fence raises
+    ``LeaseLostError``, and the service retries the request on the owner. If the fence holds
+    and the run is still unfinished, the activation is marked stale and
+    :class:`StaleSessionError` lets the service retry on a fresh load."""
     if otid is None:
         return None
-    data = await rt.get(rt.tkeys.otid(otid), "the request's otid")
+    run = await _retried_run(lambda key: rt.get(key, "the retried request's run"), rt, otid)
+    if run is None or run.stop_reason is not None:
+        return run
+
+    async def fenced(txn: Transaction) -> RunRecord | None:
+        return await _retried_run(txn.get, rt, otid)
+
+    run = await rt.commit(fenced, "the retried request's run")
+    if run is not None and run.stop_reason is None:
+        rt.stale = True
+        raise StaleSessionError(
+            f"agent {rt.agent_id}: run {run.id} of a retried request is unfinished, and is "
+            "not this activation's session; the agent is loaded again"
+        )
+    return run
+
+
+async def _retried_run(
+    get: Callable[[bytes], Awaitable[bytes | None]], rt: AgentRuntime, otid: str
+) -> RunRecord | None:
+    data = await get(rt.tkeys.otid(otid))
     if data is None:
         return None
     seen: OtidRecord = unpack(data)
     if seen.otid != otid:  # a digest collision: a new request
         return None
-    raw = await rt.get(Keys.run(seen.run_id), "the run record")
-    run: RunRecord | None = unpack(raw) if raw is not None else None
-    if run is None:  # the otid and run records commit together; only a reset removes both
-        return None
-    return run
+    raw = await get(Keys.run(seen.run_id))
+    # the otid and run records commit together; only a reset removes both
+    return unpack(raw) if raw is not None else None
 
 
 async def resume(rt: AgentRuntime) -> TurnResult | None:

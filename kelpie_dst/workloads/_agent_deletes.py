@@ -8,6 +8,11 @@ made back through every route that shows it: at once, and again five virtual sec
 blocks, archives with passages (and one passage of a kept archive), an agent's own passages,
 conversations, scheduled messages, folders, and a second agent.
 
+With ``detaches`` on too, after the deletes the client detaches from its agent one block and
+one tool it did not delete. A detach is judged like a delete on the agent's own views (its
+block and tool lists, its state), and as nothing at all everywhere else: the block and the
+tool stay retrievable and listed. Its first attempt must not answer 404 either.
+
 :mod:`._agent_deletes_checks` judges the log (``deletes_are_total``): a thing whose delete the
 server acknowledged is gone from its retrieve (404) and from every list and agent that showed
 it (an archive's passages go with it), and a thing never deleted is still everywhere it was.
@@ -56,8 +61,9 @@ class DeleteWalker(SdkWalker):
 
     PREFIX = "deletes"
 
-    def __init__(self, clients: Any, rng: Any) -> None:
+    def __init__(self, clients: Any, rng: Any, *, detaches: bool = False) -> None:
         super().__init__(clients, rng)
+        self.detaches = detaches
         self.log = DeletesLog()
         self.problems = self.log.problems
         self.agent = ""  # the agent everything attaches to
@@ -77,6 +83,7 @@ class DeleteWalker(SdkWalker):
                 self._schedules,
                 self._folders,
                 self._deletes,
+                self._detaches,
                 self._read_back,
                 self._later,
                 self._again,
@@ -265,6 +272,11 @@ class DeleteWalker(SdkWalker):
             folder_id = self._made("folder", made.id)
             await self._sdk("agents.folders.attach", folder_id, agent_id=self.agent)
 
+    def _on_agent(self, kind: str) -> str:
+        """The kind an agent's own view of ``kind`` is judged as: with ``detaches``, what was
+        detached is gone from it as what was deleted is (``check_deletes``)."""
+        return f"agent {kind}" if self.detaches and kind in ("block", "tool") else kind
+
     # -- deleting -----------------------------------------------------------------------------
     def _victim(self, kind: str, among: list[str] | None = None) -> str:
         return str(self.rng.choice(among if among is not None else self.log.made[kind]))
@@ -302,6 +314,16 @@ class DeleteWalker(SdkWalker):
             if route == "archives.delete":  # its passages go with it
                 for p in self.archive_passages[thing]:
                     self.log.deleted.setdefault("passage", []).append(p)
+
+    async def _detaches(self) -> None:
+        """With ``detaches``: one block and one tool the client did not delete, detached from
+        its agent. On the agent's views they count as deleted (kind ``agent <kind>``)."""
+        if not self.detaches:
+            return
+        for kind, route in (("block", "agents.blocks.detach"), ("tool", "agents.tools.detach")):
+            kept = [t for t in self.log.made[kind] if t not in self.log.deleted.get(kind, [])]
+            thing = self._victim(kind, kept)
+            await self._delete(f"agent {kind}", thing, route, agent_id=self.agent)
 
     async def _again(self) -> None:
         """Each delete sent once more: what is gone answers 404 (Letta's contract), not 2xx."""
@@ -368,7 +390,7 @@ class DeleteWalker(SdkWalker):
             ("folder", "agents.folders.list"),
         ):
             shown = ids(await self._sdk(route, agent, limit=100))
-            self._listed(f"{route}({agent})", kind, shown, made[kind])
+            self._listed(f"{route}({agent})", self._on_agent(kind), shown, made[kind])
         convs = ids(await self._sdk("conversations.list", agent_id=agent, limit=100))
         route = f"conversations.list(agent_id={agent})"
         self._listed(route, "conversation", convs, made["conversation"])
@@ -380,8 +402,9 @@ class DeleteWalker(SdkWalker):
 
         state = await self._sdk("agents.retrieve", agent)
         where = f"agents.retrieve({agent})"
-        self._listed(f"{where}.tools", "tool", [str(t.id) for t in state.tools], made["tool"])
+        tools = [str(t.id) for t in state.tools]
+        self._listed(f"{where}.tools", self._on_agent("tool"), tools, made["tool"])
         blocks = [str(b.id) for b in state.memory.blocks]
-        self._listed(f"{where}.memory.blocks", "block", blocks, made["block"])
+        self._listed(f"{where}.memory.blocks", self._on_agent("block"), blocks, made["block"])
         sources = [str(s.id) for s in state.sources]
         self._listed(f"{where}.sources", "folder", sources, made["folder"])

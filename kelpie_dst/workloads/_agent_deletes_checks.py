@@ -11,6 +11,10 @@ rounds of its read-back (at once, and five virtual seconds later):
   lists (tools, blocks, folders, conversations, schedules, passages, archives) and its state;
 * **nothing else went**: a thing never deleted is still retrievable, and still in every list of
   its kind the client read (with a limit above what it made);
+* **a detach touches the agent only** (with ``detaches``): a block or tool detached from the
+  walker's agent is judged as deleted on the agent's own views (kind ``agent block``,
+  ``agent tool``: what was deleted is gone from them too), and as never deleted everywhere
+  else;
 * **a delete of what is gone is a 404**: each delete sent once more after both read-backs is
   answered 404, as Letta answers it (a 2xx would tell a client it deleted something).
 """
@@ -43,6 +47,8 @@ def check_deletes(log: DeletesLog) -> list[str]:
     """The problems (empty: every delete was total, lasting and touched nothing else)."""
     out = list(log.problems)
     gone = {kind: set(ids) for kind, ids in log.deleted.items()}
+    for kind in ("block", "tool"):  # a thing deleted is gone from the agent's views as well
+        gone[f"agent {kind}"] = gone.get(f"agent {kind}", set()) | gone.get(kind, set())
     for route, kind, thing, found in log.retrieved:
         was_deleted = thing in gone.get(kind, set())
         if was_deleted and found:

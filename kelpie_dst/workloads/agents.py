@@ -271,6 +271,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # deletes, attaches them to an agent, deletes one of each, and reads everything back at once
     # and five virtual seconds later: gone where deleted, kept elsewhere (via http;
     # _agent_deletes)
+    "detaches": False,  # with deletes: the delete walker also detaches a block and a tool
+    # from its agent, gone from the agent's views only (_agent_deletes)
     "resources": False,  # after the clients, one more client sets tool rules of every type,
     # approvals, conversations (hidden, archived, PATCHed with null and ""), a searched send,
     # MCP servers with secrets and nesting at the documented limit, and reads each back
@@ -379,6 +381,8 @@ async def agents(ctx: WorkloadContext) -> None:
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
+    if ctx.params["detaches"] and not ctx.params["deletes"]:
+        raise UsageError("workload.params.detaches: needs deletes = true (its walker detaches)")
     alongside = ctx.params["handover"] or float(ctx.params["poll_interval"])
     if ctx.params["retry_advice"] and alongside:
         raise UsageError("workload.params.retry_advice: runs alongside the clients, alone")
@@ -612,7 +616,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("readback.unsettled", len(readback.log.unsettled))
         ctx.metric("readback.problems", len(check_readback(readback.log)))
     if bool(ctx.params["deletes"]):
-        deletes = DeleteWalker(clients, ctx.rng("deletes"))
+        deletes = DeleteWalker(clients, ctx.rng("deletes"), detaches=bool(ctx.params["detaches"]))
         ctx.state["deletes"] = deletes
         await deletes.run()
         ctx.metric("deletes.requests", deletes.requests)

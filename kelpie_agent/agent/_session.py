@@ -212,12 +212,12 @@ async def find_retried_run(rt: AgentRuntime, otid: str | None) -> RunRecord | No
     :class:`StaleSessionError` lets the service retry on a fresh load."""
     if otid is None:
         return None
-    run = await _retried_run(lambda key: rt.get(key, "the retried request's run"), rt, otid)
+    run = await _retried_run(rt.get, rt, otid)
     if run is None or run.stop_reason is not None:
         return run
 
     async def fenced(txn: Transaction) -> RunRecord | None:
-        return await _retried_run(txn.get, rt, otid)
+        return await _retried_run(lambda key, _: txn.get(key), rt, otid)
 
     run = await rt.commit(fenced, "the retried request's run")
     if run is not None and run.stop_reason is None:
@@ -230,15 +230,15 @@ async def find_retried_run(rt: AgentRuntime, otid: str | None) -> RunRecord | No
 
 
 async def _retried_run(
-    get: Callable[[bytes], Awaitable[bytes | None]], rt: AgentRuntime, otid: str
+    get: Callable[[bytes, str], Awaitable[bytes | None]], rt: AgentRuntime, otid: str
 ) -> RunRecord | None:
-    data = await get(rt.tkeys.otid(otid))
+    data = await get(rt.tkeys.otid(otid), "the request's otid")
     if data is None:
         return None
     seen: OtidRecord = unpack(data)
     if seen.otid != otid:  # a digest collision: a new request
         return None
-    raw = await get(Keys.run(seen.run_id))
+    raw = await get(Keys.run(seen.run_id), "the run record")
     # the otid and run records commit together; only a reset removes both
     return unpack(raw) if raw is not None else None
 

@@ -34,6 +34,8 @@ import re
 from collections.abc import Callable, Mapping
 from zoneinfo import ZoneInfo
 
+from kelpie_agent.actors import ActorId
+from kelpie_agent.actors._lease import OWNER, actor_key, decode_owner
 from kelpie_agent.agent import Keys
 from kelpie_agent.agent._codec import unpack
 from kelpie_agent.llm import LlmRequest
@@ -46,6 +48,7 @@ __all__ = [
     "FreshPrompts",
     "check_fresh",
     "check_metadata",
+    "holder",
     "stored_blocks",
     "stored_counts",
     "stored_prompt",
@@ -74,6 +77,16 @@ def check_fresh(shown: Mapping[str, str], stored: Mapping[str, str], who: str) -
                 f"{want[-60:]!r}"
             )
     return problems
+
+
+def holder(store: SimKVStore, agent_id: str) -> str | None:
+    """The node whose activation owns the agent's lease as the database holds it now (None:
+    nobody, or an unreadable record)."""
+    try:
+        owner = decode_owner(store._get(actor_key(OWNER, ActorId("agent", agent_id))))
+    except Exception:
+        return None
+    return None if owner is None else owner.node
 
 
 def stored_blocks(store: SimKVStore, agent_id: str) -> dict[str, str] | None:

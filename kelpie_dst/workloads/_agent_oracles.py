@@ -78,6 +78,10 @@ class PromptAuditor:
         self.context = ContextAuditor()  # compaction: no input vanishes from the prompt
         self.threads = ThreadAuditor()  # conversations: one thread per prompt
         self.step_hooks: list[Callable[[LlmRequest, int, str], None]] = []  # more step checks
+        # (``exempt_deposed``) agent, node -> another node holds that agent's lease now: the
+        # step is a deposed activation's, which may run but never commit (docs/actors.md)
+        self.deposed: Callable[[int, str | None], bool] | None = None
+        self.deposed_steps = 0  # steps of deposed activations, not judged
 
     def _problem(self, text: str, kind: str = "memory") -> None:
         found = self.problems.setdefault(kind, [])
@@ -117,6 +121,11 @@ class PromptAuditor:
             )
         elif is_summary_request(request):  # compaction: no memory in it, not a step
             self.context.summary(agents.pop())
+        elif self.deposed is not None and self.deposed(next(iter(agents)), node):
+            # A deposed activation's step (the timing assumption broken: a clock jump): its
+            # prompt comes from the memory it had, and fencing keeps it from committing or
+            # answering; what it was shown is not judged (Dlead19-2).
+            self.deposed_steps += 1
         else:
             agent = agents.pop()
             self._check_memory(request.system, agent, where)

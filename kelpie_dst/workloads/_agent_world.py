@@ -395,6 +395,7 @@ class World:
         self.http_statuses: dict[str, int] = {}  # "2xx", "4xx", ...: what the servers answered
         self.coherence: CoherenceAudit | None = None  # set before start(): audited services
         self.drains: Drains | None = None  # set before start(): graceful stops (_agent_drain)
+        self.dispatcher = OPTIONS  # set before start(): the nodes' leases (``lease_duration``)
 
     async def setup(self) -> None:
         """Start the model's API host if there is one, and register the custom tool and the
@@ -482,7 +483,7 @@ class World:
                         sandbox_factory=factory,
                         mcp=mcp,
                         loop_config=self.loop,
-                        dispatcher_options=OPTIONS,
+                        dispatcher_options=self.dispatcher,
                         options=self.service,
                         observer=observer,
                         service_class=(
@@ -513,7 +514,7 @@ class World:
                 sim_ports(node),
                 node_id=node.name,
                 factories={"agent": lambda _: AgentActor(env)},
-                options=OPTIONS,
+                options=self.dispatcher,
                 observer=observer,
             )
             self.dispatchers[node.name] = dispatcher

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 
+import attrs
 import trio
 
 from kelpie_agent.agent import BUILTINS, builtin_id, default_tool_names
@@ -81,7 +82,7 @@ from ._agent_drain import Drains, check_drains
 from ._agent_fields import FieldsWalker
 from ._agent_fields_checks import check_fields
 from ._agent_filters import FilterWalker, plan_tags
-from ._agent_fresh import FreshPrompts
+from ._agent_fresh import FreshPrompts, holder
 from ._agent_handover import HandoverWalker
 from ._agent_handover_checks import check_handover
 from ._agent_http import open_http_link
@@ -111,7 +112,7 @@ from ._agent_surface_checks import check_surface
 from ._agent_threads import Threads
 from ._agent_wire import WIRE_SERVER, WireWalker
 from ._agent_wire_checks import check_message_views, check_wire
-from ._agent_world import World
+from ._agent_world import OPTIONS, World
 from ._mcp_checks import check_mcp_recovers
 from ._prompt_history import ShownCalls
 
@@ -271,6 +272,12 @@ PARAMS: dict[str, int | float | str | bool] = {
     # deletes, attaches them to an agent, deletes one of each, and reads everything back at once
     # and five virtual seconds later: gone where deleted, kept elsewhere (via http;
     # _agent_deletes)
+    "lease_duration": 0.0,  # the nodes' leases (seconds; 0: _agent_world.OPTIONS, 6 s) ...
+    "renew_every": 0.0,  # ... renewed this often (0: 1.5 s); longer renewals let a deposed
+    # activation live longer before it notices (agent_split_brain)
+    "exempt_deposed": False,  # steps of a deposed activation (another node holds the agent's
+    # lease when it calls the model: the timing assumption broken) are not judged by the
+    # prompt oracles; it may run, but must never commit or answer (_agent_oracles, Dlead19-2)
     "detaches": False,  # with deletes: the delete walker also detaches a block and a tool
     # from its agent, gone from the agent's views only (_agent_deletes)
     "resources": False,  # after the clients, one more client sets tool rules of every type,
@@ -315,6 +322,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "max_steps": (0, 100),  # 0: sends give none (Letta's default, 50, applies; via http)
     "hop": (0, 60),
     "attempt_timeout": (0.001, 3600),
+    "lease_duration": (0, 600),
+    "renew_every": (0, 600),
     "block_limit": (1, 100_000),
     "history_window": (0, 10_000),
     "conversations": (0, 20),
@@ -449,7 +458,24 @@ async def agents(ctx: WorkloadContext) -> None:
     stops = int(ctx.params["graceful_stops"])
     if stops:
         world.drains = ctx.state["drains"] = Drains(ctx.sim, stops, ctx.rng("graceful_stops"))
+    if float(ctx.params["lease_duration"]) or float(ctx.params["renew_every"]):
+        try:
+            world.dispatcher = attrs.evolve(
+                OPTIONS,
+                lease_duration=float(ctx.params["lease_duration"]) or OPTIONS.lease_duration,
+                renew_every=float(ctx.params["renew_every"]) or OPTIONS.renew_every,
+            )
+        except ValueError as error:
+            raise UsageError(f"workload.params.lease_duration/renew_every: {error}") from None
     world.start()
+    if bool(ctx.params["exempt_deposed"]):
+        store = world.store
+
+        def deposed(number: int, node: str | None) -> bool:
+            server_id = _server_id(ctx, plans, number)
+            return server_id is not None and node is not None and holder(store(), server_id) != node
+
+        world.auditor.deposed = deposed
     if bool(ctx.params["fresh_prompts"]):
         fresh = FreshPrompts(
             world.store, lambda n: _server_id(ctx, plans, n), lambda: _node_clock(ctx)
@@ -785,6 +811,8 @@ def _metrics(ctx: WorkloadContext, world: World, record: RunRecord) -> None:
     for kind in ("actor.acquired", "actor.handoff", "actor.lease_lost"):
         ctx.metric(kind, world.journal.counts.get(kind, 0))
     ctx.metric("oracle.prompts", world.auditor.requests)
+    if bool(ctx.params["exempt_deposed"]):
+        ctx.metric("oracle.deposed_steps", world.auditor.deposed_steps)
     for name, value in world.auditor.context.metrics().items():
         ctx.metric(name, value)
     ctx.metric("oracle.outcomes", world.auditor.checked_outcomes)

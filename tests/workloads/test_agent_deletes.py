@@ -73,3 +73,46 @@ def test_requests_that_failed_are_problems() -> None:
     log = _log()
     log.problems.append("deletes deletes: NotFoundError: tool t1")
     assert check_deletes(log) == ["deletes deletes: NotFoundError: tool t1"]
+
+
+def _detached() -> DeletesLog:
+    """Blocks b1, b2 made; b1 deleted, b2 detached from the walker's agent (``detaches``)."""
+    log = DeletesLog()
+    log.made["block"] = ["b1", "b2"]
+    log.deleted["block"] = ["b1"]
+    log.deleted["agent block"] = ["b2"]
+    return log
+
+
+def test_a_detached_block_is_gone_from_the_agent_and_kept_everywhere_else() -> None:
+    log = _detached()
+    log.listed.append(("agents.blocks.list(a)", "agent block", [], ["b1", "b2"]))
+    log.listed.append(("blocks.list", "block", ["b2"], ["b1", "b2"]))
+    log.retrieved.append(("blocks.retrieve(b2)", "block", "b2", True))
+    assert check_deletes(log) == []
+
+
+def test_a_detached_block_still_on_the_agent_is_a_problem() -> None:
+    log = _detached()
+    log.listed.append(("agents.blocks.list(a)", "agent block", ["b2"], ["b1", "b2"]))
+    assert check_deletes(log) == [
+        "agents.blocks.list(a): lists the agent block b2, deleted (acknowledged)"
+    ]
+
+
+def test_a_detach_that_deleted_the_block_is_a_problem() -> None:
+    log = _detached()
+    log.listed.append(("blocks.list", "block", [], ["b1", "b2"]))
+    log.retrieved.append(("blocks.retrieve(b2)", "block", "b2", False))
+    assert check_deletes(log) == [
+        "blocks.retrieve(b2): 404 for a block never deleted",
+        "blocks.list: the block b2 is missing, never deleted",
+    ]
+
+
+def test_a_deleted_block_is_gone_from_the_agent_too() -> None:
+    log = _detached()
+    log.listed.append(("agents.blocks.list(a)", "agent block", ["b1"], ["b1", "b2"]))
+    assert check_deletes(log) == [
+        "agents.blocks.list(a): lists the agent block b1, deleted (acknowledged)"
+    ]

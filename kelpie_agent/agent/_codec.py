@@ -125,6 +125,11 @@ def _hook(data: dict[Any, Any]) -> Any:
     if cls is None:
         raise ValueError(f"unknown record type {tag!r}")
     known = _FIELDS[tag]
+    # ``data`` is msgpack's own new dict: drop the tag in place, and copy only when the record
+    # carries a field this version no longer has (DspeedO-1; the usual case builds no dict).
+    del data["_t"]
+    if data.keys() <= known:
+        return cls(**data)
     return cls(**{k: v for k, v in data.items() if k in known})
 
 

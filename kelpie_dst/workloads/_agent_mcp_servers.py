@@ -543,7 +543,8 @@ def check_timeouts(log: Log) -> list[str]:
     (a call may first have to start it) and a second."""
     problems = []
     for n, waited in sorted(log.timed_out.items()):
-        if not CALL_TIMEOUT <= waited <= CALL_TIMEOUT + STARTUP_TIMEOUT + 1.0:
+        # (1e-6: the deadline is the start plus the timeout, in floating point)
+        if not CALL_TIMEOUT - 1e-6 <= waited <= CALL_TIMEOUT + STARTUP_TIMEOUT + 1.0:
             problems.append(
                 f"call {n} timed out after {waited:.3f}s; the server's call_timeout is "
                 f"{CALL_TIMEOUT:g}s (start-up {STARTUP_TIMEOUT:g}s)"

@@ -64,12 +64,14 @@ class ModelLink:
         transport: str = "direct",
         shape: StreamShape | None = None,
         bare_nodes: frozenset[str] = frozenset(),
+        gateway_errors: float = 0.0,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"unknown transport {transport!r} (allowed: {', '.join(TRANSPORTS)})")
         self.sim, self.policy, self.observer, self.transport = sim, policy, observer, transport
         self.shape = shape  # how the model cuts its streams (stream_escapes)
         self.bare_nodes = bare_nodes  # their adapters run with the SDK's own retries off
+        self.gateway_errors = gateway_errors  # failures answered as a gateway does (plain)
         self.host: AnthropicApiHost | None = None
         self.answers = ModelAnswers(observer)
         self.calls: list[PortCall] = []
@@ -77,7 +79,12 @@ class ModelLink:
     async def setup(self) -> None:
         if self.transport == "anthropic_api":
             self.host = await start_anthropic_host(
-                self.sim, self.policy, timing=LlmTiming(), observer=self.answers, shape=self.shape
+                self.sim,
+                self.policy,
+                timing=LlmTiming(),
+                observer=self.answers,
+                shape=self.shape,
+                gateway_errors=self.gateway_errors,
             )
 
     def problems(self) -> list[str]:

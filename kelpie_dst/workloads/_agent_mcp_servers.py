@@ -41,7 +41,14 @@ import trio
 import kelpie_dst
 from kelpie_agent.agent import CreateAgent
 from kelpie_agent.errors import KelpieError
-from kelpie_agent.mcp import McpClient, McpConnectionError, McpServerConfig, parse_mcp_config
+from kelpie_agent.mcp import (
+    McpClient,
+    McpConnectionError,
+    McpServerConfig,
+    McpStartupTimeoutError,
+    McpTimeoutError,
+    parse_mcp_config,
+)
 from kelpie_agent.service import UnavailableError, open_agent_node
 from kelpie_agent.service import _mcp_catalog as catalog
 
@@ -50,7 +57,7 @@ from ..scenario import WorkloadContext, invariant, workload
 from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
 from ..shims._mcp import SimMcpServer, sim_mcp_transport
 
-__all__ = ["agent_mcp_servers", "mcp_calls_exactly_once"]
+__all__ = ["agent_mcp_servers", "mcp_calls_exactly_once", "mcp_calls_time_out_on_time"]
 
 SECRET = "s3cret"
 # With ``http`` (rtN, session 18): the ticker as a Streamable HTTP server, its secret the
@@ -131,6 +138,8 @@ class Log:
     static_calls: list[str] = attrs.Factory(list)
     ran_version: dict[int, int] = attrs.Factory(dict)  # n -> the version of the process
     http: bool = False  # ``http``: the ticker is a Streamable HTTP server (auth header)
+    # n -> virtual seconds a call waited before it failed as timed out (not at start-up)
+    timed_out: dict[int, float] = attrs.Factory(dict)
 
 
 def ticker(log: Log) -> SimMcpServer:
@@ -312,7 +321,7 @@ async def churn(
         if tools and tools[0].id not in attached:
             log.problems.append(f"round {number}: refresh detached {tools[0].id} from the agent")
         await trio.sleep(rng.uniform(0.2, 1.0))
-        if rotate and number == rounds - 1:
+        if (rotate or hold) and number == rounds - 1:
             await trio.sleep(hold)  # the last version stays in force a while
         if rotate:
             log.settled, log.window = None, log.window + 1
@@ -347,11 +356,14 @@ async def caller(service: Any, log: Log, i: int, first: int, count: int, rng: An
         live, creates = log.live, log.creates
         settled, window = log.settled, log.window
         args: dict[str, Any] = {"n": n} if settled is None else {"n": n, "v": settled}
+        started = trio.current_time()
         try:
             result = await service.mcp_servers.call_tool("ticker", "tick", args)
             outcome = "success" if not result.is_error else "error"
         except KelpieError as error:
             outcome = f"error: {type(error).__name__}"
+            if isinstance(error, McpTimeoutError) and not isinstance(error, McpStartupTimeoutError):
+                log.timed_out[n] = trio.current_time() - started
             if isinstance(error, McpConnectionError):  # crashed: start it again, as the
                 with contextlib.suppress(KelpieError):  # executor does (not retrying n)
                     await service.mcp_servers.reconnect("ticker")
@@ -519,6 +531,33 @@ def check_rotation(log: Log) -> list[str]:
                 f"version {version} of the server lists it (the update and refresh returned)"
             )
     return problems
+
+
+# The ticker is created without timeouts: the documented defaults apply (docs/mcp.md).
+CALL_TIMEOUT, STARTUP_TIMEOUT = STATIC_EXPECTED["atlas"][4:][::-1]
+
+
+def check_timeouts(log: Log) -> list[str]:
+    """A call that failed as timed out waited its server's ``call_timeout``: not less (the
+    server had that long to answer), and not more than that plus one start-up of the server
+    (a call may first have to start it) and a second."""
+    problems = []
+    for n, waited in sorted(log.timed_out.items()):
+        # (1e-6: the deadline is the start plus the timeout, in floating point)
+        if not CALL_TIMEOUT - 1e-6 <= waited <= CALL_TIMEOUT + STARTUP_TIMEOUT + 1.0:
+            problems.append(
+                f"call {n} timed out after {waited:.3f}s; the server's call_timeout is "
+                f"{CALL_TIMEOUT:g}s (start-up {STARTUP_TIMEOUT:g}s)"
+            )
+    return problems
+
+
+@invariant
+def mcp_calls_time_out_on_time(ctx: WorkloadContext) -> None:
+    """Managed MCP servers: a tool call without an explicit timeout is given up after its
+    server's configured ``call_timeout`` (:func:`check_timeouts`)."""
+    problems = check_timeouts(ctx.state["log"])
+    assert not problems, "; ".join(problems[:5])
 
 
 @invariant

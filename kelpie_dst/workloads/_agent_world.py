@@ -335,6 +335,7 @@ class World:
         llm_transport: str = "direct",
         escapes: bool = False,
         bare_sdk_nodes: int = 0,
+        gateway_errors: float = 0.0,
         shapes: bool = False,
         server: ServerOptions = SERVER,
         api_key: str | None = None,
@@ -367,7 +368,9 @@ class World:
         # stream_escapes: replies with escapes, streams cut anywhere (_engine.StreamShape)
         shape = StreamShape(escapes=True, cut_anywhere=True) if escapes else None
         bare = frozenset(nodes[:bare_sdk_nodes])
-        self.model = ModelLink(sim, self.policy, self.auditor, llm_transport, shape, bare)
+        self.model = ModelLink(
+            sim, self.policy, self.auditor, llm_transport, shape, bare, gateway_errors
+        )
         self.sandbox = sandbox
         self.wants = tuple(tools)
         self.mcp_tools = tuple(t for _, names in mcp for t in names)

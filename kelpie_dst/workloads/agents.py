@@ -228,6 +228,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     # faults: resumes that fail, runtimes gone stale (scenarios/agent_recovery_storms.toml)
     "bare_sdk_nodes": 0,  # with topology.llm.transport = "anthropic_api": the first N server
     # nodes run the adapter with the SDK's own retries off (_agent_llm.SDK_RETRIES)
+    "gateway_errors": 0.0,  # with transport "anthropic_api": the share of the host's failure
+    # answers (429, 5xx, 529) given as a gateway gives them, a plain-text body instead of
+    # Anthropic's error JSON (shims/llm/_api_host; scenarios/agent_anthropic_gateway.toml)
     "surface": False,  # after the clients, the REST surface no other scenario drives (block
     # updates and deletes, steps' feedback and filters, folders' files in pages, streams with
     # include_return_message_types, agent files, the error contract) is driven and judged
@@ -334,6 +337,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "create_burst": (0, 50),
     "storage_attempts": (0, 100),
     "bare_sdk_nodes": (0, 100),
+    "gateway_errors": (0, 1),
     "follow_breaks": (0, 1),
     "graceful_stops": (0, 100),
 }
@@ -439,6 +443,7 @@ async def agents(ctx: WorkloadContext) -> None:
         llm_transport=topology.llm.transport,
         escapes=bool(ctx.params["stream_escapes"]),
         bare_sdk_nodes=int(ctx.params["bare_sdk_nodes"]),
+        gateway_errors=float(ctx.params["gateway_errors"]),
         shapes=bool(ctx.params["step_shapes"]),
         **({"server": WIRE_SERVER} if bool(ctx.params["wire"]) else {}),
         **({"server": CONTRACT_SERVER} if bool(ctx.params["contract"]) else {}),

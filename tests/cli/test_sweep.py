@@ -142,6 +142,7 @@ CHEAP = frozenset(  # under about 1.5 s a seed
         "agent_mcp_servers",
         "agent_mcp_servers_crash",
         "agent_mcp_servers_http",
+        "agent_mcp_timeouts",
         "agent_approvals",
         "agent_admin",
         "agent_lifecycle_deletes",
@@ -160,6 +161,7 @@ COSTLY = frozenset(  # 7 s a seed or more
         "agent_bulk_archive",
         "agent_lost_answers",
         "agent_node_stops",
+        "agent_anthropic_gateway",
     }
 )
 

@@ -222,3 +222,33 @@ def test_too_large_bodies_are_refused(monkeypatch: Any) -> None:
     monkeypatch.setattr(_api_host, "MAX_BODY", 100)
     status, kind, message = _bad(BODY)
     assert (status, kind) == (413, "request_too_large") and "100" in message
+
+
+def test_gateway_errors_answer_failures_in_plain_text() -> None:
+    """With ``gateway_errors`` a failure keeps its status and headers but loses Anthropic's
+    error JSON, and the real adapter still maps it by its status (a rate limit, its wait)."""
+    from kelpie_agent.llm import LlmRateLimitedError
+
+    async def main(sim: kelpie_dst.Simulation) -> Any:
+        host = await start_anthropic_host(sim, POLICY, gateway_errors=1.0)
+        limited = await post(BODY)
+        llm = sdk_llm(host.base_url, max_retries=0)
+        try:
+            await llm.complete(weather_request("weather in Paris"))
+        except LlmRateLimitedError as error:
+            return limited, error.retry_after
+        raise AssertionError("the adapter did not see a rate limit")
+
+    rate = Fault("llm.rate_limited", 1.0, params=(("retry_after", 7.0),))
+    limited, wait = run(main, faults=[rate])
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "7"
+    assert limited.headers["content-type"] == "text/plain"
+    assert limited.text == "429 Too Many Requests" and wait == 7.0
+
+
+def test_gateway_errors_must_be_a_share() -> None:
+    async def main(sim: kelpie_dst.Simulation) -> None:
+        await start_anthropic_host(sim, POLICY, gateway_errors=1.5)
+
+    result = kelpie_dst.run(main, seed=1)
+    assert not result.ok and "gateway_errors must be in [0, 1]" in result.failure.describe()

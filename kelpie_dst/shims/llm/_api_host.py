@@ -14,6 +14,7 @@ Routes: ``POST /v1/messages``, ``POST /v1/messages/count_tokens``. Requests need
 
 from __future__ import annotations
 
+import http
 import json
 from collections import Counter
 from typing import Any
@@ -42,6 +43,13 @@ MAX_BODY = 32 * 1024 * 1024
 _ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError)
 
 
+def _phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:  # 529, Anthropic's own
+        return "Overloaded"
+
+
 class _Cut(Exception):
     """The stream is to break off here (llm.stream_cut)."""
 
@@ -59,8 +67,16 @@ class AnthropicApiHost:
         timing: LlmTiming | None = None,
         observer: LlmObserver | None = None,
         shape: StreamShape | None = None,
+        gateway_errors: float = 0.0,
     ) -> None:
+        if not 0.0 <= gateway_errors <= 1.0:
+            raise ValueError(f"gateway_errors must be in [0, 1], got {gateway_errors!r}")
         self.sim = sim
+        # The share of failure answers (429, 5xx, 529...) a gateway in front of the API gives
+        # instead: the same status and headers, but a body that is not Anthropic's error JSON
+        # (plain text), as load balancers and proxies answer. The draw uses its own stream,
+        # and only when the share is non-zero, so other runs' traces do not move.
+        self.gateway_errors = gateway_errors
         self.name = name
         self.port = port
         self.engine = SimLlmEngine(policy, timing, observer=observer, shape=shape)
@@ -157,6 +173,9 @@ class AnthropicApiHost:
             extra = []
             if plan.retry_after is not None:
                 extra.append(("retry-after", f"{plan.retry_after:g}"))
+            if self.gateway_errors and self.sim.rng("llm/gateway").random() < self.gateway_errors:
+                text = f"{plan.status} {_phrase(plan.status)}"
+                return await reply.plain(plan.status, text, extra)
             return await reply.error(plan.status, plan.error_type, plan.message, extra)
         if not streaming:
             await trio.sleep(plan.duration)
@@ -215,6 +234,14 @@ class _Reply:
     ) -> None:
         await self.json(status, error_json(kind, message, self.rid), extra)
 
+    async def plain(self, status: int, text: str, extra: list[tuple[str, str]]) -> None:
+        """A gateway's answer: ``text`` as ``text/plain``, not Anthropic's error JSON."""
+        payload = text.encode()
+        headers = [("content-type", "text/plain"), ("content-length", str(len(payload)))]
+        await self._head(status, [*headers, *extra])
+        await self.send(payload)
+        await self.end()
+
     async def start_stream(self, first: bytes) -> None:
         headers = [
             ("content-type", "text/event-stream; charset=utf-8"),
@@ -239,15 +266,24 @@ async def start_anthropic_host(
     timing: LlmTiming | None = None,
     observer: LlmObserver | None = None,
     shape: StreamShape | None = None,
+    gateway_errors: float = 0.0,
 ) -> AnthropicApiHost:
     """Add node ``name`` serving the Messages API from ``policy``; return once it listens.
 
     Point the SDK at ``host.base_url`` (``http://api.anthropic.com``) with any API key.
     ``observer`` sees every request as the host parsed it off the wire (what the model was
-    shown), as with :class:`SimLlmClient`'s.
+    shown), as with :class:`SimLlmClient`'s. ``gateway_errors`` is the share of failure
+    answers given as a gateway gives them (a plain-text body, not Anthropic's error JSON).
     """
     host = AnthropicApiHost(
-        sim, policy, name=name, port=port, timing=timing, observer=observer, shape=shape
+        sim,
+        policy,
+        name=name,
+        port=port,
+        timing=timing,
+        observer=observer,
+        shape=shape,
+        gateway_errors=gateway_errors,
     )
     host.node = sim.add_node(name, host.main)
     await host._ready.wait()

@@ -44,7 +44,7 @@ from kelpie_agent.agent import IdentityStore
 
 from ..shims import SimKV, open_kv, sim_ports
 from ._agent_lists import Walk, walk
-from ._agent_readback_checks import Filtered, ReadbackLog, Shown
+from ._agent_readback_checks import Filtered, ReadbackLog, Shown, Stamp
 from ._agent_walker import SdkWalker
 
 __all__ = ["MARK", "ReadbackWalker"]
@@ -119,6 +119,18 @@ class ReadbackWalker(SdkWalker):
     def _show(self, route: str, key: str, **fields: Any) -> None:
         want = self.log.model.get(key)
         self.log.shown.append(Shown(route, key, fields, None if want is None else dict(want)))
+
+    def _stamp(self, route: str, key: str, thing: Any, change: bool = False) -> None:
+        """Log the timestamps ``thing`` shows (``check_stamps``)."""
+        self.log.stamps.append(
+            Stamp(
+                route,
+                key,
+                getattr(thing, "created_at", None),
+                getattr(thing, "updated_at", None),
+                change,
+            )
+        )
 
     def _agent_shown(self, route: str, agent: Any) -> None:
         """An AgentState (an SDK model, or the JSON object an attach answers)."""
@@ -616,6 +628,7 @@ class ReadbackWalker(SdkWalker):
             tags=sorted(tool.tags or ()),
             return_char_limit=tool.return_char_limit,
         )
+        self._stamp(route, f"tool:{tool.id}", tool, change=route == "tools.update")
 
     async def _tools(self) -> None:
         agent = self.agents[1]

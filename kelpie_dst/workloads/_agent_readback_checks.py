@@ -22,7 +22,10 @@ client read something, never tuned to one route:
   send's ``LettaResponse.messages`` has no ``user_message`` (the input is in the history, not
   echoed), and the history shows the input with the ``otid`` it was sent with;
 * **made once** (:attr:`ReadbackLog.once`): a create answered on the client's first attempt
-  (no other attempt sent) made one thing, so one read of the list shows it once.
+  (no other attempt sent) made one thing, so one read of the list shows it once;
+* **a change moves updated_at** (:attr:`ReadbackLog.stamps`): every answer about a thing shows
+  the same ``created_at``, and the answer to a change (an update) shows an ``updated_at`` other
+  than the one shown before it (judged by difference, not order: nodes' clocks may skew).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import attrs
 
 from ._agent_lists import Walk, check_walks
 
-__all__ = ["Filtered", "ReadbackLog", "Shown", "check_readback"]
+__all__ = ["Filtered", "ReadbackLog", "Shown", "Stamp", "check_readback", "check_stamps"]
 
 
 @attrs.define
@@ -63,6 +66,18 @@ class Filtered:
 
 
 @attrs.define
+class Stamp:
+    """A thing's timestamps as one route showed them (``None``: not shown); ``change``: the
+    route's answer is to a change of the thing."""
+
+    route: str
+    key: str
+    created_at: Any
+    updated_at: Any
+    change: bool = False
+
+
+@attrs.define
 class ReadbackLog:
     problems: list[str] = attrs.Factory(list)
     # key -> field -> the value the client last set (the model; each Shown keeps a copy)
@@ -80,6 +95,7 @@ class ReadbackLog:
     # each of the first must be in the second exactly once (no repeated create made two)
     once: list[tuple[str, list[str], list[str]]] = attrs.Factory(list)
     unsettled: list[str] = attrs.Factory(list)  # lists that changed while read (not judged)
+    stamps: list[Stamp] = attrs.Factory(list)  # in the order the client read them
 
 
 def _norm(value: Any) -> Any:
@@ -160,6 +176,31 @@ def check_once(once: Sequence[tuple[str, list[str], list[str]]]) -> list[str]:
     return problems
 
 
+def check_stamps(stamps: Sequence[Stamp]) -> list[str]:
+    """``created_at`` never changes; a change's answer shows a new ``updated_at``."""
+    problems = []
+    created: dict[str, tuple[str, Any]] = {}
+    updated: dict[str, tuple[str, Any]] = {}
+    for s in stamps:
+        if s.created_at is not None:
+            first = created.setdefault(s.key, (s.route, s.created_at))
+            if first[1] != s.created_at:
+                problems.append(
+                    f"{s.route}: {s.key} shows created_at={s.created_at}, but {first[0]} "
+                    f"showed {first[1]}"
+                )
+        if s.updated_at is None:
+            continue
+        before = updated.get(s.key)
+        if s.change and before is not None and before[1] == s.updated_at:
+            problems.append(
+                f"{s.route}: {s.key} was changed, but its updated_at={s.updated_at} is the "
+                f"one {before[0]} showed before the change"
+            )
+        updated[s.key] = (s.route, s.updated_at)
+    return problems
+
+
 def check_readback(log: ReadbackLog) -> list[str]:
     """Every problem of the log (empty: the properties hold)."""
     problems = list(log.problems)
@@ -171,4 +212,5 @@ def check_readback(log: ReadbackLog) -> list[str]:
     problems += check_answers(log.answers)
     problems += check_members(log.members)
     problems += check_once(log.once)
+    problems += check_stamps(log.stamps)
     return problems

@@ -10,8 +10,10 @@ from kelpie_dst.workloads._agent_readback_checks import (
     Filtered,
     ReadbackLog,
     Shown,
+    Stamp,
     check_once,
     check_readback,
+    check_stamps,
 )
 
 
@@ -119,3 +121,20 @@ def test_a_create_answered_first_time_must_be_listed_once() -> None:
     assert check_once([("passages", ["a"], ["a", "c", "c"])]) == []
     [problem] = check_once([("passages", ["a", "b"], ["a", "b", "a"])])
     assert problem == "passages: made once, listed more than once: ['a']"
+
+
+def test_a_change_that_leaves_updated_at_is_reported() -> None:
+    made, changed = "2030-01-01T00:00:00Z", "2030-01-01T00:00:05Z"
+    good = [
+        Stamp("tools.create", "tool:t", made, made),
+        Stamp("tools.update", "tool:t", made, changed, change=True),
+        Stamp("tools.retrieve", "tool:t", made, changed),
+    ]
+    assert check_stamps(good) == []
+    stale = [good[0], Stamp("tools.update", "tool:t", made, made, change=True)]
+    assert check_stamps(stale) == [
+        f"tools.update: tool:t was changed, but its updated_at={made} is the one tools.create "
+        "showed before the change"
+    ]
+    moved = [good[0], Stamp("tools.retrieve", "tool:t", changed, changed)]
+    assert len(check_stamps(moved)) == 1

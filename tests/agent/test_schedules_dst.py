@@ -24,6 +24,7 @@ from kelpie_agent.agent import (
     UserMessage,
 )
 from kelpie_agent.agent._cron import parse_cron
+from kelpie_agent.agent._errors import StaleSessionError
 from kelpie_agent.agent._schedules import DUE, SCHEDULES, due_now
 from kelpie_dst.shims import LlmTiming, ScriptedPolicy, open_kv, sim_ports
 
@@ -37,7 +38,13 @@ def _hello() -> tuple[InputMessage, ...]:
 async def _fire_all(actor: Any, kv: Any, now: float) -> list[object]:
     fired = []
     for due, _, schedule_id in await due_now(kv, now):
-        fired.append(await actor.handle(FireSchedule(schedule_id, due)))
+        try:
+            fired.append(await actor.handle(FireSchedule(schedule_id, due)))
+        except StaleSessionError:
+            # The two schedulers' activations share no lease here, so one may find the other
+            # running this occurrence; it gives way (as a deposed activation does, Dlead19-1)
+            # and the next poll finds the run finished.
+            continue
     return fired
 
 

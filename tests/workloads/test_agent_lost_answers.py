@@ -34,6 +34,7 @@ def test_unarmed_the_site_changes_no_trace() -> None:
             "workload.params.settings=false",
             "workload.params.readback=false",
             "workload.params.resources=false",
+            "workload.params.detaches=false",
             "duration=60s",
         ],
     )

@@ -351,6 +351,7 @@ class Compacted:
     before: int
     after: int
     summary: str
+    stored: int | None = None  # the context's size in the database when the answer came (idle)
 
 
 def check_compactions(compactions: Iterable[Compacted], history_window: int) -> list[str]:
@@ -364,6 +365,11 @@ def check_compactions(compactions: Iterable[Compacted], history_window: int) -> 
         where = f"compaction of {c.thread} ({c.mode}, clip {c.clip}, {c.percentage})"
         if c.after > c.before:
             problems.append(f"{where}: {c.before} messages before, {c.after} after")
+        if c.stored is not None and c.stored != c.after:
+            problems.append(
+                f"{where}: answered num_messages_after={c.after}, the stored context holds "
+                f"{c.stored} messages"
+            )
         if c.before == c.after:
             continue
         if c.clip is not None and (

@@ -40,7 +40,7 @@ import contextlib
 import json
 import random
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from datetime import datetime
 from typing import Any
 
@@ -56,13 +56,16 @@ from kelpie_agent.agent import (
     CompactMessages,
     CreateAgent,
     InputMessage,
+    Keys,
     TurnResult,
     builtin_id,
 )
+from kelpie_agent.agent._codec import unpack
 from kelpie_agent.agent._config import LoopConfig
 from kelpie_agent.agent._messages import (
     AgentMessage,
     AssistantMessage,
+    SystemMessage,
     ToolCallMessage,
     ToolReturnMessage,
     UserMessage,
@@ -83,7 +86,7 @@ from kelpie_agent.service import AgentService, NotFoundError, ServiceError
 
 from .._errors import NodeDownError
 from ..scenario import WorkloadContext, invariant, workload
-from ..shims import LlmTiming, SimLlmClient, open_kv, sim_ports
+from ..shims import LlmTiming, SimKVStore, SimLlmClient, open_kv, sim_ports
 from ..shims.llm import Call, Reply
 from ..shims.llm._summarizer import is_summary_request
 from ._agent_coherence import coherence_options
@@ -310,6 +313,30 @@ def _listed(record: Any) -> Listed:
     )
 
 
+def stored_context_size(store: SimKVStore, thread_id: str) -> int | None:
+    """How many messages the thread's context holds as the database has it now: its summary
+    (if any) and its stored messages from the context's start on, summaries and the stored
+    system prompt left out (docs/agent.md, "Compaction"). None: a record that cannot be read.
+    A pure read of the committed store: no event, no draw."""
+    keys = Keys(thread_id)
+    try:
+        raw = store._get(keys.context)
+        window = unpack(raw) if raw is not None else None
+        start = 0 if window is None else window.start_seq
+        rows = store._scan(keys.message(max(start, 1)), Keys.prefix_end(keys.messages), None, False)
+        body = [unpack(value) for _, value in rows]
+    except Exception:
+        return None
+    kept = [
+        m
+        for m in body
+        if m.seq >= start
+        and not (isinstance(m, UserMessage) and m.kind == "summary")
+        and not (isinstance(m, SystemMessage) and m.kind == "prompt")
+    ]
+    return len(kept) + (1 if window is not None and window.summary is not None else 0)
+
+
 class ThreadDriver:
     """The client of one thread (an agent's own history, or one of its conversations)."""
 
@@ -323,8 +350,10 @@ class ThreadDriver:
         conv: str | None,
         label: str,
         plain: bool = False,
+        store: Callable[[], SimKVStore] | None = None,
     ) -> None:
         self.client = client
+        self.store = store  # the database's store, peeked at by the compaction check
         self.reader = reader
         self.log = log
         self.rng = client.rng
@@ -465,8 +494,11 @@ class ThreadDriver:
             except Refused:
                 self.log.refused += 1
                 return
+            stored = None
+            if idle and self.store is not None:
+                stored = stored_context_size(self.store(), self.conv or agent)
             self.log.compactions.append(
-                Compacted(thread, mode, clip, percentage, idle, before, after, summary)
+                Compacted(thread, mode, clip, percentage, idle, before, after, summary, stored)
             )
             return
 
@@ -815,7 +847,7 @@ async def agent_run_records(ctx: WorkloadContext) -> None:
             reader: Reader = HttpReader(http, Client(ctx, services, "records/http"))
         else:
             reader = DirectReader(setup)
-        await _drive(ctx, log, services, setup, reader)
+        await _drive(ctx, log, services, setup, reader, db)
 
 
 async def _drive(
@@ -824,8 +856,13 @@ async def _drive(
     services: dict[str, AgentService],
     setup: Client,
     reader: Reader,
+    db: kelpie_dst.Node,
 ) -> None:
     drivers: list[ThreadDriver] = []
+
+    def store() -> SimKVStore:
+        return open_kv(db).store
+
     for n in range(int(ctx.params["agents"])):
         plain = bool(ctx.params["plain_calls"])
         agent = await _make_agent(setup, log, n, int(ctx.params["conversations"]), plain)
@@ -833,7 +870,7 @@ async def _drive(
         threads += [(c, f"c{i}") for i, c in enumerate(log.conversations[agent])]
         for conv, label in threads:
             client = Client(ctx, services, f"records/{n}/{label}")
-            drivers.append(ThreadDriver(client, reader, log, n, agent, conv, label, plain))
+            drivers.append(ThreadDriver(client, reader, log, n, agent, conv, label, plain, store))
     span = float(ctx.params["span"])
     async with trio.open_nursery() as nursery:
         for driver in drivers:

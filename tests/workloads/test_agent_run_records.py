@@ -266,3 +266,19 @@ def test_a_compaction_answers_what_it_did() -> None:
     ]
     problems = check_compactions(bad, 40)
     assert len(problems) == 4, problems
+
+
+def test_a_compaction_answers_the_context_it_left() -> None:
+    """The answer's ``num_messages_after`` is the size of the context the database holds once
+    it is answered (peeked at for idle threads; None: not peeked)."""
+    summary = "y" * 2000
+    good = [
+        Compacted("L0o", "sliding_window", None, 0.3, True, 9, 4, summary, stored=4),
+        Compacted("L0o", "sliding_window", None, 0.3, True, 5, 5, summary, stored=5),
+        Compacted("L0o", "sliding_window", None, 0.3, True, 9, 4, summary, stored=None),
+    ]
+    assert check_compactions(good, 40) == []
+    # a context that shrank, answered as if nothing had been compacted
+    bad = [Compacted("L0o", "sliding_window", None, 0.3, True, 9, 9, summary, stored=4)]
+    (problem,) = check_compactions(bad, 40)
+    assert "num_messages_after=9, the stored context holds 4" in problem

@@ -86,8 +86,18 @@ HISTORY = (
     ("assistant", "the pelican and the heron share the lagoon"),
 )
 QUERY = "pelican lagoon driftwood heron"
+# With ``defaults`` (param ``catalog_defaults``): more of that history, so that more messages
+# match the query than a short default page holds, and more schedules than one digit counts.
+MORE_HISTORY = tuple(
+    (("user", "assistant")[k % 2], f"{word} entry {name} of the logbook")
+    for k, (word, name) in enumerate(
+        (w, n) for n in ("one", "two", "three", "four", "five", "six") for w in ("heron", "pelican")
+    )
+)
+DEFAULT_SEARCH_LIMIT = 50  # Letta's messages.search without a limit
 ARCHIVES = 3
 SCHEDULES = 4
+MORE_SCHEDULES = 12
 FAR_FUTURE_MS = 4_102_444_800_000  # 2100-01-01: never due during a run
 FILE_LINES = 24
 PATCHES = 4
@@ -104,8 +114,10 @@ class CatalogWalker(SdkWalker):
 
     PREFIX = "catalog"
 
-    def __init__(self, clients: Any, rng: Any) -> None:
+    def __init__(self, clients: Any, rng: Any, defaults: bool = False) -> None:
         super().__init__(clients, rng)
+        self.defaults = defaults  # also the documented defaults: a search with no limit, and
+        # schedule pages of 10 over 12 schedules (param catalog_defaults)
         self.log = CatalogLog()
         self.problems = self.log.problems
         self.tool: str | None = None
@@ -231,7 +243,7 @@ class CatalogWalker(SdkWalker):
                 "end_line": end,
             }
         ]
-        add_history(agent, HISTORY, "message-w")
+        add_history(agent, HISTORY + (MORE_HISTORY if self.defaults else ()), "message-w")
         return document
 
     async def _agent_file(self) -> None:
@@ -319,6 +331,12 @@ class CatalogWalker(SdkWalker):
             )
             seen = tuple((str(h.message_id), str(h.content or h.reasoning or "")) for h in hits)
             self.log.searches.append(SearchSeen(QUERY, limit, seen, written))
+        if self.defaults:  # no limit: Letta's default page
+            hits = await self._sdk(
+                "messages.search", query=QUERY, search_mode="fts", agent_id=self.copy
+            )
+            seen = tuple((str(h.message_id), str(h.content or h.reasoning or "")) for h in hits)
+            self.log.searches.append(SearchSeen(QUERY, DEFAULT_SEARCH_LIMIT, seen, written))
 
     # -- walks -------------------------------------------------------------------------------
     async def _walks(
@@ -435,7 +453,8 @@ class CatalogWalker(SdkWalker):
     async def _schedules(self) -> None:
         agent = self.bare
         made: list[str] = []
-        for n in range(SCHEDULES):
+        count = MORE_SCHEDULES if self.defaults else SCHEDULES
+        for n in range(count):
             text = f"catalog schedule {n}"
 
             async def find(sdk: Any, text: str = text) -> Any:
@@ -456,10 +475,11 @@ class CatalogWalker(SdkWalker):
         self.log.schedules_made = tuple(made)
         whole = await self._sdk("agents.schedule.list", agent)
         self.log.schedules_ref = tuple(str(s.id) for s in whole.scheduled_messages)
-        for limit in sorted({1, 2, int(self.rng.choice((3, 4)))}):
+        limits = {1, 2, int(self.rng.choice((3, 4)))} | ({10} if self.defaults else set())
+        for limit in sorted(limits):
             pages: list[tuple[tuple[str, ...], bool]] = []
             after: str | None = None
-            for _ in range(SCHEDULES + 3):
+            for _ in range(count + 3):
                 cursors = {"after": after} if after is not None else {}
                 got = await self._sdk("agents.schedule.list", agent, limit=str(limit), **cursors)
                 ids = tuple(str(s.id) for s in got.scheduled_messages)

@@ -247,6 +247,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # block's agents, scheduled messages, the tool search), an agent file the client writes and
     # full-text message search are driven and judged against the model and the documented
     # contract (via http; _agent_catalog)
+    "catalog_defaults": False,  # with catalog: also Letta's documented defaults (a message
+    # search with no limit over more matches than a short page holds; schedule pages of 10)
     "handover": False,  # after the clients, one more client sends each request to another
     # node than the last (its agent's lease moves): detaches and deletes of what is not there,
     # tool runs through the API, sends retried with their otid after other runs, a background
@@ -394,6 +396,8 @@ async def agents(ctx: WorkloadContext) -> None:
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
+    if ctx.params["catalog_defaults"] and not ctx.params["catalog"]:
+        raise UsageError("workload.params.catalog_defaults: needs catalog = true (its walker)")
     if ctx.params["detaches"] and not ctx.params["deletes"]:
         raise UsageError("workload.params.detaches: needs deletes = true (its walker detaches)")
     alongside = ctx.params["handover"] or float(ctx.params["poll_interval"])
@@ -609,12 +613,15 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("fields.requests", fields.requests)
         ctx.metric("fields.decisions", len(fields.fields.decisions))
     if bool(ctx.params["catalog"]):
-        catalog = CatalogWalker(clients, ctx.rng("catalog"))
+        defaults = bool(ctx.params["catalog_defaults"])
+        catalog = CatalogWalker(clients, ctx.rng("catalog"), defaults)
         ctx.state["catalog"] = catalog
         await catalog.run()
         ctx.metric("catalog.requests", catalog.requests)
         ctx.metric("catalog.walks", len(catalog.log.walks))
         ctx.metric("catalog.round_trips", len(catalog.log.round_trips))
+        ctx.metric("catalog.searches", len(catalog.log.searches))
+        ctx.metric("catalog.schedules", len(catalog.log.schedules_made))
         ctx.metric("catalog.problems", len(check_catalog(catalog.log)))
     if bool(ctx.params["contract"]):
         contract = ContractWalker(clients, ctx.rng("contract"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import attrs
 import pytest
 
 from kelpie_dst.scenario import load_scenario, run_scenario
@@ -32,7 +33,18 @@ def test_the_scenario_passes_and_repeats_its_trace() -> None:
     assert first.metrics["catalog.walks"] >= 3
     assert first.metrics["catalog.round_trips"] == 1
     assert first.metrics["catalog.problems"] == 0
+    # catalog_defaults (on in the scenario): a search with no limit and twelve schedules too
+    assert first.metrics["catalog.searches"] == 3
+    assert first.metrics["catalog.schedules"] == 12
     assert first.result.trace_hash == again.result.trace_hash
+
+
+def test_catalog_defaults_without_the_catalog_is_one_line() -> None:
+    base = load_scenario("agent_catalog", SMALL)
+    params = {**base.workload.params, "catalog": False}
+    run = run_scenario(attrs.evolve(base, workload=attrs.evolve(base.workload, params=params)), 0)
+    assert run.result.failure is not None
+    assert "workload.params.catalog_defaults: needs catalog = true" in run.result.failure.describe()
 
 
 def _document(start: int = 3, approval: bool = True) -> dict[str, Any]:

@@ -20,6 +20,9 @@ def test_the_scenario_has_deposed_steps_passes_and_repeats_its_trace() -> None:
     assert first.ok, first.result.failure and first.result.failure.describe()
     # the case the scenario is for: a deposed activation called the model (and was not judged)
     assert first.metrics["oracle.deposed_steps"] >= 1
+    # ...and only those: the owner's steps are judged (an exemption that took in every step,
+    # e.g. comparing the wrong node, would leave this scenario's prompts unjudged)
+    assert first.metrics["oracle.steps"] >= 5 * first.metrics["oracle.deposed_steps"]
     assert first.metrics["actor.lease_lost"] >= 1
     assert first.result.trace_hash == again.result.trace_hash
 

@@ -500,12 +500,24 @@ class TurnResult:
 
     @property
     def response_messages(self) -> tuple[AgentMessage, ...]:
-        """What Letta's LettaResponse.messages holds: the run's messages without user-role
-        ones (the input, heartbeats and alerts) and without an approval answer."""
-        from ._messages import ApprovalResponseMessage, UserMessage
+        """What Letta's LettaResponse.messages holds: the messages the run made, without its
+        input (user-role messages are the input, heartbeats and alerts; a system message in a
+        run is an input; an assistant message no step made is an input) and without an
+        approval answer."""
+        from ._messages import (
+            ApprovalResponseMessage,
+            AssistantMessage,
+            SystemMessage,
+            UserMessage,
+        )
 
-        hidden = (UserMessage, ApprovalResponseMessage)
-        return tuple(m for m in self.messages if not isinstance(m, hidden))
+        hidden = (UserMessage, ApprovalResponseMessage, SystemMessage)
+        return tuple(
+            m
+            for m in self.messages
+            if not isinstance(m, hidden)
+            and not (isinstance(m, AssistantMessage) and m.step_id is None)
+        )
 
     @property
     def reply(self) -> str:

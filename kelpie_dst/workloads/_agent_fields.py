@@ -48,6 +48,7 @@ AGENT = "fields-agent-0"
 MARK = "mark-a903"
 """The fields agent's marker (``_agent_prompt.AGENT_MARK``); no planned agent has number 903."""
 SENDS = 6
+ROLES = {1: "system", 4: "assistant"}  # with input_roles: these sends lead with such an input
 ASKS = 2
 ROUNDS = 6
 TEXTS = ("", " caf\u00e9", " \u6d77\u85fb", " \U0001f9a6 \u2014 ok")
@@ -62,8 +63,9 @@ PADDING = ("kelp", "tide", "caf\u00e9", "\u6d77\u85fb", "\U0001f9a6", "reef")
 class FieldsWalker(WireWalker):
     """Drives the fields walk (see the module docstring); reuses the wire walker's requests."""
 
-    def __init__(self, clients: Any, rng: Any) -> None:
+    def __init__(self, clients: Any, rng: Any, roles: bool = False) -> None:
         super().__init__(clients, rng)
+        self.roles = roles  # param input_roles: some sends lead with a system or assistant input
         self.fields = FieldsLog()
         self.conv: str | None = None
         self.big_agent: str | None = None
@@ -136,7 +138,14 @@ class FieldsWalker(WireWalker):
             if name is not None:
                 message["name"] = name
             what = f"fields send {n} to {thread} (stream={stream}, use_assistant_message={use})"
-            await self._send(what, thread, [message], use, stream)
+            role = ROLES.get(n) if self.roles else None
+            lead: list[dict[str, Any]] = []
+            if role is not None:  # Letta's other input roles, ahead of the user's input
+                said = f"a {role} note {n} ({MARK})"
+                lead = [{"role": role, "content": said, "otid": f"{otid}-{role}"}]
+            await self._send(what, thread, [*lead, message], use, stream)
+            if role is not None:
+                self.fields.inputs.append(Input(thread, f"{otid}-{role}", said, None, role))
             self.fields.inputs.append(Input(thread, otid, content, name))
 
     async def _big(self) -> None:

@@ -125,6 +125,7 @@ class Input:
     otid: str
     content: str
     name: str | None
+    role: str = "user"  # user, or (param input_roles) system or assistant
 
 
 @attrs.frozen
@@ -189,13 +190,16 @@ def _inputs(log: FieldsLog) -> list[str]:
     out = []
     for sent in log.inputs:
         for thread, (_, shown) in log.histories.items():
-            found = [m for m in shown if m.type == "user_message" and m.otid == sent.otid]
+            kind = f"{sent.role}_message"
+            found = [m for m in shown if m.type == kind and m.otid == sent.otid]
             if thread != sent.thread:
                 if found:
                     out.append(f"input {sent.otid} (sent to {sent.thread}) is in {thread} too")
                 continue
             if len(found) != 1:
-                out.append(f"input {sent.otid}: {len(found)} user messages in {thread}, not 1")
+                out.append(
+                    f"input {sent.otid}: {len(found)} {sent.role} messages in {thread}, not 1"
+                )
                 continue
             m = found[0]
             if m.payload != sent.content:
@@ -250,15 +254,21 @@ def _views(thread: str, raw: Sequence[Seen], shown: Sequence[Seen]) -> list[str]
     return out
 
 
-def _steps(thread: str, raw: Sequence[Seen], steps: Mapping[str, frozenset[str]]) -> list[str]:
+def _steps(
+    thread: str,
+    raw: Sequence[Seen],
+    steps: Mapping[str, frozenset[str]],
+    inputs: frozenset[str] = frozenset(),
+) -> list[str]:
     """Every model step's message names a step the runs list. Not necessarily its own run's:
     the result of a call answered by an approval is stored by the run the answer started, under
-    the step that made the call (an earlier run's)."""
+    the step that made the call (an earlier run's). ``inputs``: the otids of the client's own
+    inputs, which no step made."""
     out = []
     known = frozenset().union(*steps.values()) if steps else frozenset()
     for m in raw:
-        if m.type not in _STEP_TYPES or m.run_id is None:
-            continue  # a new agent's first messages belong to no run
+        if m.type not in _STEP_TYPES or m.run_id is None or m.otid in inputs:
+            continue  # a new agent's first messages belong to no run; an input to no step
         if m.step_id is None:
             out.append(f"{thread}: {m.type} {m.id} of run {m.run_id} names no step")
         elif m.step_id not in known:
@@ -291,11 +301,13 @@ def _answers(log: FieldsLog) -> list[str]:
 def _echoes(log: FieldsLog) -> list[str]:
     """An answer (LettaResponse.messages, or a stream) holds the agent's messages only: never
     the client's own input, a user message or an approval answer (session 18, agtN)."""
+    own = {sent.otid for sent in log.inputs if sent.role != "user"}  # system, assistant
     return [
         f"{a.what}: the answer holds the client's own {m.type} {m.id}"
         for a in log.answers
         for m in a.messages
         if m.type in ("user_message", "approval_response_message")
+        or (m.otid is not None and m.otid in own)
     ]
 
 
@@ -357,8 +369,9 @@ def check_fields(log: FieldsLog) -> list[str]:
     out = list(log.problems) + _inputs(log) + _answers(log) + _decisions(log) + _walks(log)
     out += _echoes(log)
     out += _big(log)
+    inputs = frozenset(sent.otid for sent in log.inputs)
     for thread, (raw, shown) in log.histories.items():
         if raw is not None:
             out += _views(thread, raw, shown)
-        out += _steps(thread, shown if raw is None else raw, log.steps)
+        out += _steps(thread, shown if raw is None else raw, log.steps, inputs)
     return out

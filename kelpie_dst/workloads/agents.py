@@ -247,6 +247,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # block's agents, scheduled messages, the tool search), an agent file the client writes and
     # full-text message search are driven and judged against the model and the documented
     # contract (via http; _agent_catalog)
+    "input_roles": False,  # with message_fields: two sends lead with an input of Letta's other
+    # roles (system, assistant), judged stored once under their own message type
     "catalog_defaults": False,  # with catalog: also Letta's documented defaults (a message
     # search with no limit over more matches than a short page holds; schedule pages of 10)
     "handover": False,  # after the clients, one more client sends each request to another
@@ -396,6 +398,8 @@ async def agents(ctx: WorkloadContext) -> None:
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
+    if ctx.params["input_roles"] and not ctx.params["message_fields"]:
+        raise UsageError("workload.params.input_roles: needs message_fields = true (its walker)")
     if ctx.params["catalog_defaults"] and not ctx.params["catalog"]:
         raise UsageError("workload.params.catalog_defaults: needs catalog = true (its walker)")
     if ctx.params["detaches"] and not ctx.params["deletes"]:
@@ -607,7 +611,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("wire.requests", wire.requests)
         ctx.metric("wire.probes", len(wire.log.probes))
     if bool(ctx.params["message_fields"]):
-        fields = FieldsWalker(clients, ctx.rng("message_fields"))
+        fields = FieldsWalker(clients, ctx.rng("message_fields"), bool(ctx.params["input_roles"]))
         ctx.state["fields"] = fields
         await fields.run()
         ctx.metric("fields.requests", fields.requests)

@@ -275,3 +275,28 @@ async def test_cancel_runs_stops_a_long_tool_loop_between_steps() -> None:
             assert svc.cancel_runs(agent_id) == 1
         assert results[0].stop_reason == "cancelled" and results[0].usage.step_count < 40
         assert svc.cancel_runs(agent_id) == 0
+
+
+@pytest.mark.dst(seeds=2, guards="strict")
+async def test_system_and_assistant_inputs_are_stored_but_not_answered() -> None:
+    """Letta's other input roles: each is stored once under its own message type, and, like
+    the user's input, is not part of the answer (LettaResponse.messages holds what the run
+    made), streamed or not, and not in a retried request's replayed answer."""
+    async with service_node() as svc:
+        agent_id = (await svc.create_agent(otto())).agent.id
+        inputs = (
+            InputMessage("system", "the tide turns at noon", otid="sys-1"),
+            InputMessage("assistant", "I will watch the tide", otid="asst-1"),
+            InputMessage("user", "when does the tide turn?", otid="user-1"),
+        )
+        result = await svc.send_message(agent_id, inputs)
+        assert result.stop_reason == "end_turn"
+        assert not {m.otid for m in result.response_messages} & {"sys-1", "asst-1", "user-1"}
+        stored = await stored_messages(svc.kv, agent_id)
+        by_otid = {m.otid: m for m in stored if m.otid in ("sys-1", "asst-1")}
+        assert by_otid["sys-1"].message_type == "system_message"
+        assert by_otid["asst-1"].message_type == "assistant_message"
+        async with svc.stream_message(agent_id, inputs) as stream:  # a retry: the replay
+            events = [event async for event in stream]
+        assert stream.result == result
+        assert not any(getattr(e, "otid", None) in ("sys-1", "asst-1") for e in events)

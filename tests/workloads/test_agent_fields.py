@@ -147,3 +147,19 @@ def test_an_answer_that_echoes_the_clients_input_or_approval_is_named() -> None:
     problems = check_fields(log)
     assert any("own approval_response_message m6" in p for p in problems), problems
     assert any("own user_message m1" in p for p in problems), problems
+
+
+def test_a_system_input_is_judged_under_its_own_type_and_never_answered() -> None:
+    """input_roles: a system input is stored once as a system_message (it names no step), and
+    an answer that holds it echoes the client's own input."""
+    log = _log()
+    raw, shown = log.histories["default"]
+    system = Seen("m0", "system_message", D, "run-1", None, "o1-system", None, "a system note")
+    log.histories["default"] = ((system, *raw), (system, *shown))
+    log.inputs.insert(0, Input("default", "o1-system", "a system note", None, "system"))
+    log.walks.clear()
+    assert check_fields(log) == []
+    log.answers.append(Answer("send 1", "default", True, (system,)))
+    assert any("own system_message m0" in p for p in check_fields(log))
+    log.histories["default"] = (raw, shown)  # not stored
+    assert any("0 system messages in default" in p for p in check_fields(log))

@@ -49,6 +49,8 @@ MARK = "mark-a903"
 """The fields agent's marker (``_agent_prompt.AGENT_MARK``); no planned agent has number 903."""
 SENDS = 6
 ROLES = {1: "system", 4: "assistant"}  # with input_roles: these sends lead with such an input
+ALIASED = 3  # with default_conversation: this send (to the agent's history) goes through
+DEFAULT = "default"  # ... Letta's conversation "default" with the agent's id
 ASKS = 2
 ROUNDS = 6
 TEXTS = ("", " caf\u00e9", " \u6d77\u85fb", " \U0001f9a6 \u2014 ok")
@@ -63,9 +65,10 @@ PADDING = ("kelp", "tide", "caf\u00e9", "\u6d77\u85fb", "\U0001f9a6", "reef")
 class FieldsWalker(WireWalker):
     """Drives the fields walk (see the module docstring); reuses the wire walker's requests."""
 
-    def __init__(self, clients: Any, rng: Any, roles: bool = False) -> None:
+    def __init__(self, clients: Any, rng: Any, roles: bool = False, alias: bool = False) -> None:
         super().__init__(clients, rng)
         self.roles = roles  # param input_roles: some sends lead with a system or assistant input
+        self.alias = alias  # param default_conversation: Letta's conversation "default"
         self.fields = FieldsLog()
         self.conv: str | None = None
         self.big_agent: str | None = None
@@ -107,18 +110,28 @@ class FieldsWalker(WireWalker):
         return f"/v1/conversations/{thread}/messages"
 
     async def _send(
-        self, what: str, thread: str, messages: list[dict[str, Any]], use: bool, stream: bool
+        self,
+        what: str,
+        thread: str,
+        messages: list[dict[str, Any]],
+        use: bool,
+        stream: bool,
+        alias: bool = False,
     ) -> tuple[list[Seen], str | None]:
-        """One send; its messages as answered, and its stop reason."""
+        """One send; its messages as answered, and its stop reason. ``alias``: to the agent's
+        own history through Letta's conversation ``default`` (agent-direct mode)."""
         body: dict[str, Any] = {"messages": messages, "use_assistant_message": use}
+        path = self._path(thread)
+        if alias:
+            path, body["agent_id"] = f"/v1/conversations/{DEFAULT}/messages", self.agent
         if stream:
             body["streaming"] = True
-            frames, _ = await self._stream(what, self._path(thread), body)
+            frames, _ = await self._stream(what, path, body)
             got = [seen(f) for f in frames]
             self.fields.answers.append(Answer(what, thread, use, tuple(got)))
             return got, None
         body["streaming"] = False
-        answer = await self._json(what, "POST", self._path(thread), body)
+        answer = await self._json(what, "POST", path, body)
         got = [seen(m) for m in answer["messages"]]
         self.fields.answers.append(Answer(what, thread, use, tuple(got)))
         stop = answer.get("stop_reason")
@@ -143,7 +156,10 @@ class FieldsWalker(WireWalker):
             if role is not None:  # Letta's other input roles, ahead of the user's input
                 said = f"a {role} note {n} ({MARK})"
                 lead = [{"role": role, "content": said, "otid": f"{otid}-{role}"}]
-            await self._send(what, thread, [*lead, message], use, stream)
+            alias = self.alias and n == ALIASED  # a send to the agent's own history
+            if alias:
+                what += f" through conversation {DEFAULT}"
+            await self._send(what, thread, [*lead, message], use, stream, alias)
             if role is not None:
                 self.fields.inputs.append(Input(thread, f"{otid}-{role}", said, None, role))
             self.fields.inputs.append(Input(thread, otid, content, name))
@@ -302,6 +318,15 @@ class FieldsWalker(WireWalker):
             assert shown is not None
             self.fields.histories[thread] = (raw, shown)
             runs |= {m.run_id for m in shown if m.run_id}
+        if self.alias:  # the agent's own history, read through conversation "default"
+            got = await self._json(
+                f"fields history through conversation {DEFAULT}",
+                "GET",
+                f"/v1/conversations/{DEFAULT}/messages",
+                None,
+                {"order": "asc", "limit": 1000, "agent_id": self.agent},
+            )
+            self.fields.aliased = tuple(seen(m) for m in got)
         for run in sorted(runs):
             got = await self._json(
                 f"fields steps of {run}", "GET", f"/v1/runs/{run}/steps", None, {"limit": 1000}

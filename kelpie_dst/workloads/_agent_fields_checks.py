@@ -163,6 +163,8 @@ class Answer:
 @attrs.define
 class FieldsLog:
     inputs: list[Input] = attrs.Factory(list)
+    # default_conversation: the agent's history read through conversation "default"
+    aliased: tuple[Seen, ...] | None = None
     decisions: list[Decision] = attrs.Factory(list)
     answers: list[Answer] = attrs.Factory(list)
     # thread -> (read with use_assistant_message=false, read with true), oldest first; a
@@ -311,6 +313,21 @@ def _echoes(log: FieldsLog) -> list[str]:
     ]
 
 
+def _aliased(log: FieldsLog) -> list[str]:
+    """Letta's conversation ``default`` with an agent's id is that agent's own history: read
+    through it, the history is the agent's (as shown, with assistant messages)."""
+    if log.aliased is None or "default" not in log.histories:
+        return []
+    _, shown = log.histories["default"]
+    if [m.id for m in log.aliased] == [m.id for m in shown]:
+        return []
+    return [
+        f"the agent's history through conversation default holds {len(log.aliased)} messages "
+        f"({[m.id for m in log.aliased][:3]}...), its own route {len(shown)} "
+        f"({[m.id for m in shown][:3]}...)"
+    ]
+
+
 def _decisions(log: FieldsLog) -> list[str]:
     out = []
     for d in log.decisions:
@@ -369,6 +386,7 @@ def check_fields(log: FieldsLog) -> list[str]:
     out = list(log.problems) + _inputs(log) + _answers(log) + _decisions(log) + _walks(log)
     out += _echoes(log)
     out += _big(log)
+    out += _aliased(log)
     inputs = frozenset(sent.otid for sent in log.inputs)
     for thread, (raw, shown) in log.histories.items():
         if raw is not None:

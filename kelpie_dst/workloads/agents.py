@@ -249,6 +249,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # contract (via http; _agent_catalog)
     "input_roles": False,  # with message_fields: two sends lead with an input of Letta's other
     # roles (system, assistant), judged stored once under their own message type
+    "default_conversation": False,  # with message_fields: one send to the agent's own
+    # history, and one read of it, through Letta's conversation "default" (agent-direct mode)
     "catalog_defaults": False,  # with catalog: also Letta's documented defaults (a message
     # search with no limit over more matches than a short page holds; schedule pages of 10)
     "handover": False,  # after the clients, one more client sends each request to another
@@ -400,6 +402,10 @@ async def agents(ctx: WorkloadContext) -> None:
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
     if ctx.params["input_roles"] and not ctx.params["message_fields"]:
         raise UsageError("workload.params.input_roles: needs message_fields = true (its walker)")
+    if ctx.params["default_conversation"] and not ctx.params["message_fields"]:
+        raise UsageError(
+            "workload.params.default_conversation: needs message_fields = true (its walker)"
+        )
     if ctx.params["catalog_defaults"] and not ctx.params["catalog"]:
         raise UsageError("workload.params.catalog_defaults: needs catalog = true (its walker)")
     if ctx.params["detaches"] and not ctx.params["deletes"]:
@@ -611,7 +617,12 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("wire.requests", wire.requests)
         ctx.metric("wire.probes", len(wire.log.probes))
     if bool(ctx.params["message_fields"]):
-        fields = FieldsWalker(clients, ctx.rng("message_fields"), bool(ctx.params["input_roles"]))
+        fields = FieldsWalker(
+            clients,
+            ctx.rng("message_fields"),
+            bool(ctx.params["input_roles"]),
+            bool(ctx.params["default_conversation"]),
+        )
         ctx.state["fields"] = fields
         await fields.run()
         ctx.metric("fields.requests", fields.requests)

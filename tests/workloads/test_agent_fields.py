@@ -163,3 +163,22 @@ def test_a_system_input_is_judged_under_its_own_type_and_never_answered() -> Non
     assert any("own system_message m0" in p for p in check_fields(log))
     log.histories["default"] = (raw, shown)  # not stored
     assert any("0 system messages in default" in p for p in check_fields(log))
+
+
+def test_a_history_read_through_conversation_default_must_be_the_agents() -> None:
+    log = _log()
+    _, shown = log.histories["default"]
+    log.aliased = shown
+    assert check_fields(log) == []
+    log.aliased = shown[:-1]
+    assert any("through conversation default holds 3 messages" in p for p in check_fields(log))
+
+
+@pytest.mark.parametrize("param", ["input_roles", "default_conversation"])
+def test_a_fields_option_without_the_fields_walker_is_one_line(param: str) -> None:
+    base = load_scenario("agent_message_fields")
+    off = {"message_fields": False, "input_roles": False, "default_conversation": False}
+    params = {**base.workload.params, **off, param: True}
+    run = run_scenario(attrs.evolve(base, workload=attrs.evolve(base.workload, params=params)), 0)
+    assert run.result.failure is not None
+    assert f"workload.params.{param}: needs message_fields = true" in run.result.failure.describe()

@@ -29,6 +29,7 @@ __all__ = [
     "check_compactions",
     "check_completion_order",
     "check_filters",
+    "check_last_message_order",
     "check_runs",
     "expected_status",
     "tags_in",
@@ -254,6 +255,49 @@ def check_completion_order(
             f"their latest runs completed as {[(c, latest[c]) for c in want]}"
         ]
     return []
+
+
+def check_last_message_order(
+    agent_id: str,
+    every: Sequence[Listed],
+    pairs: Sequence[tuple[str, float | None]],
+    descending: bool,
+    run_messages: Mapping[str, Sequence[Shown]],
+) -> list[str]:
+    """``conversations.list(order_by=last_message_at)``: ordered by the ``last_message_at``
+    each conversation shows (then id), those without one last, either way (Letta's nulls
+    last). ``last_message_at`` is the moment of the latest input (docs/http-api.md): an input
+    is committed with the run it starts, which has that moment as its ``created_at``, so a
+    conversation shows at least the start of its latest run that began with the client's
+    input (``run_messages``: the runs read back; a run the client never heard of may be
+    later, and a run an approval answer started is no input's)."""
+    way = "desc" if descending else "asc"
+    problems: list[str] = []
+    dated = [(at, c) for c, at in pairs if at is not None]
+    undated = [c for c, at in pairs if at is None]
+    want = [c for _, c in sorted(dated, reverse=descending)] + sorted(undated, reverse=descending)
+    got = [c for c, _ in pairs]
+    if got != want:
+        problems.append(
+            f"agent {agent_id}: conversations by last_message_at ({way}) come as {got}, by the "
+            f"dates they show {want}"
+        )
+    latest: dict[str, float] = {}
+    for run in every:
+        first = run_messages.get(run.run_id)
+        if run.thread_id is not None and first and first[0].kind == "user_message":
+            latest[run.thread_id] = max(latest.get(run.thread_id, 0.0), run.created_at)
+    shown = dict(pairs)
+    for c in sorted(latest):
+        at = shown.get(c, latest[c])
+        if at is None:
+            problems.append(f"agent {agent_id}: conversation {c} has inputs but no last_message_at")
+        elif at < latest[c] - 1e-3:
+            problems.append(
+                f"agent {agent_id}: conversation {c} shows last_message_at {at}, before its "
+                f"input that started a run at {latest[c]} ({way})"
+            )
+    return problems
 
 
 def check_answers(

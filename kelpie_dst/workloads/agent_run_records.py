@@ -106,6 +106,7 @@ from ._run_record_checks import (
     check_compactions,
     check_completion_order,
     check_filters,
+    check_last_message_order,
     check_runs,
     thread_of_tag,
 )
@@ -517,9 +518,12 @@ class Reads:
     every: dict[str, list[Listed]] = attrs.Factory(dict)
     filtered: dict[str, dict[str, list[str]]] = attrs.Factory(dict)
     completion: dict[str, dict[bool, list[str]]] = attrs.Factory(dict)
+    # with last_message_reads: conversations.list(order_by=last_message_at), both ways
+    by_message: dict[str, dict[bool, list[tuple[str, float | None]]]] = attrs.Factory(dict)
     records: dict[str, Listed | None] = attrs.Factory(dict)
     run_messages: dict[str, list[Shown]] = attrs.Factory(dict)
     steps: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
+    last_messages: bool = False  # param last_message_reads
 
 
 class Refused(Exception):
@@ -563,6 +567,14 @@ class DirectReader:
             )
         )
         return [c.id for c in listed]
+
+    async def by_last_message(self, agent: str, order: str) -> list[tuple[str, float | None]]:
+        listed = await self.client.until_done(
+            lambda s: s.list_conversations(
+                agent_id=agent, order_by="last_message_at", order=order, limit=100
+            )
+        )
+        return [(c.id, c.last_message_at) for c in listed]
 
     async def run(self, rid: str) -> tuple[Listed, list[Shown], list[tuple[int, int]]] | None:
         try:
@@ -693,6 +705,11 @@ class HttpReader:
         found = await self._call("GET", "/v1/conversations/", params=dict(params, limit=100))
         return [c["id"] for c in found or []]
 
+    async def by_last_message(self, agent: str, order: str) -> list[tuple[str, float | None]]:
+        params = {"agent_id": agent, "order_by": "last_message_at", "order": order}
+        found = await self._call("GET", "/v1/conversations/", params=dict(params, limit=100))
+        return [(c["id"], _epoch(c.get("last_message_at"))) for c in found or []]
+
     async def run(self, rid: str) -> tuple[Listed, list[Shown], list[tuple[int, int]]] | None:
         record = await self._call("GET", f"/v1/runs/{rid}")
         if record is None:
@@ -754,6 +771,11 @@ async def _read_agent(reader: Reader, log: RecordsLog, reads: Reads, agent: str)
             break
     reads.every[agent], reads.filtered[agent] = every, filtered
     reads.completion[agent] = completion
+    if reads.last_messages:
+        reads.by_message[agent] = {
+            descending: await reader.by_last_message(agent, "desc" if descending else "asc")
+            for descending in (True, False)
+        }
     for run in log.runs:
         if run.agent_id != agent:
             continue
@@ -826,7 +848,14 @@ async def _make_agent(
 
 
 @workload(
-    params={"agents": 2, "conversations": 2, "span": 60.0, "via": "direct", "plain_calls": False},
+    params={
+        "agents": 2,
+        "conversations": 2,
+        "span": 60.0,
+        "via": "direct",
+        "plain_calls": False,
+        "last_message_reads": False,  # also list conversations by last_message_at, both ways
+    },
     bounds={"agents": (1, 10), "conversations": (1, 5), "span": (1, 3600)},
 )
 async def agent_run_records(ctx: WorkloadContext) -> None:
@@ -875,7 +904,7 @@ async def _drive(
     async with trio.open_nursery() as nursery:
         for driver in drivers:
             nursery.start_soon(driver.run, span)
-    reads = Reads()
+    reads = Reads(last_messages=bool(ctx.params["last_message_reads"]))
     for agent in log.agents.values():
         await _read_agent(reader, log, reads, agent)
     ctx.state["reads"] = reads
@@ -899,6 +928,10 @@ def check_records(log: RecordsLog, reads: Reads) -> list[str]:
         problems += check_filters(agent, every, reads.filtered.get(agent, {}), log.runs)
         for descending, listed in reads.completion.get(agent, {}).items():
             problems += check_completion_order(agent, every, listed, descending)
+        for descending, pairs in reads.by_message.get(agent, {}).items():
+            problems += check_last_message_order(
+                agent, every, pairs, descending, reads.run_messages
+            )
     problems += check_answers(log.answers, reads.threads)
     problems += check_calls_answered(reads.threads, reads.every, log.answers)
     problems += check_compactions(log.compactions, LOOP.history_window)

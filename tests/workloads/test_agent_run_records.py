@@ -20,6 +20,7 @@ from kelpie_dst.workloads._run_record_checks import (
     check_compactions,
     check_completion_order,
     check_filters,
+    check_last_message_order,
     check_runs,
     expected_status,
 )
@@ -282,3 +283,24 @@ def test_a_compaction_answers_the_context_it_left() -> None:
     bad = [Compacted("L0o", "sliding_window", None, 0.3, True, 9, 9, summary, stored=4)]
     (problem,) = check_compactions(bad, 40)
     assert "num_messages_after=9, the stored context holds 4" in problem
+
+
+def test_conversations_by_last_message_follow_their_latest_input() -> None:
+    def run(rid: str, conv: str, at: float) -> Listed:
+        return Listed(rid, "a", conv, "completed", "end_turn", (1, 1, 1), at + 1, at)
+
+    every = [run("r1", "c1", 10.0), run("r2", "c2", 20.0), run("r3", "c1", 30.0)]
+    starts = {
+        "r1": [Shown("m1", "r1", "user_message")],
+        "r2": [Shown("m2", "r2", "user_message")],
+        "r3": [Shown("m3", "r3", "approval_response_message")],  # no input's run
+    }
+    good = [("c2", 20.0), ("c1", 10.0), ("c0", None)]  # desc, nulls last
+    assert check_last_message_order("a", every, good, True, starts) == []
+    asc = [("c1", 10.0), ("c2", 20.0), ("c0", None)]
+    assert check_last_message_order("a", every, asc, False, starts) == []
+    (order,) = check_last_message_order("a", every, asc, True, starts)
+    assert "by last_message_at (desc) come as ['c1', 'c2', 'c0']" in order
+    stale = [("c2", 15.0), ("c1", 10.0)]  # c2's input at 20 did not move it
+    (problem,) = check_last_message_order("a", every, stale, True, starts)
+    assert "c2 shows last_message_at 15.0, before its input that started a run at 20.0" in problem

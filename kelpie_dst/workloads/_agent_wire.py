@@ -39,6 +39,7 @@ from kelpie_agent.http import ServerOptions
 
 from ._agent_http import IncompleteStreamError
 from ._agent_wire_checks import (
+    ABANDONED,
     ANSWERED,
     IDLE,
     SERVED,
@@ -229,9 +230,10 @@ def _msg(m: Mapping[str, Any]) -> MsgSeen:
 class WireWalker:
     """Drives the wire probes and the message views (see the module docstring)."""
 
-    def __init__(self, clients: Any, rng: Any) -> None:
+    def __init__(self, clients: Any, rng: Any, *, cut_bodies: bool = False) -> None:
         self.clients = clients
         self.rng = rng
+        self.cut_bodies = cut_bodies  # wire_cut_bodies: also bodies the client abandons
         self.state = {"node": rng.choice(clients.world.node_names)}
         self.log = WireLog()
         self.requests = 0
@@ -690,6 +692,39 @@ class WireWalker:
                 await self._idle()
             else:
                 await self._beside_slow(slow_body(self._next_value(), body_timeout + 5, False))
+        if self.cut_bodies:  # after the shuffled steps: without it, no draw moves
+            await self._abandoned(json_head)
+
+    async def _abandoned(self, json_head: tuple[str, ...]) -> None:
+        """Bodies the client gives up on (``wire_cut_bodies``): a declared body and a chunked
+        one, each cut by the client closing the connection after half of it (the half holds
+        the whole JSON object; the rest is padding), must change nothing."""
+        block = f"/v1/blocks/{self.block}"
+        for what, chunked in (
+            ("a declared body of 2,000 bytes, the client closing after 1,000", False),
+            ("a chunked body of 2,000 bytes, the client closing after 1,000", True),
+        ):
+            value, node = self._next_value(), self.state["node"]
+            body = _padded(value, 2000)
+            if chunked:
+                extra = (*json_head, "transfer-encoding: chunked")
+                data = _chunked(body, 1000)[: 5 + 1000 + 2 + 1]  # chunk 1, then 1 byte of chunk 2
+            else:
+                extra = (*json_head, f"content-length: {len(body)}")
+                data = body[:1000]
+            try:
+                raw = await self._open(node)
+            except OSError:
+                continue
+            try:
+                await raw.send(_head("PATCH", block, node, extra) + data)
+            except _BROKEN:
+                continue
+            finally:
+                await raw.aclose()
+            await trio.sleep(2.0)  # what the server does with it, it does by then
+            stored = await self._value()
+            self.log.probes.append(WireSeen(what, ABANDONED, None, applied=stored == value))
 
     async def _idle(self) -> None:
         """Idle connections: a kept-alive one serves a GET sent within

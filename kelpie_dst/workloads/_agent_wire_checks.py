@@ -38,6 +38,7 @@ from collections.abc import Sequence
 import attrs
 
 __all__ = [
+    "ABANDONED",
     "ANSWERED",
     "IDLE",
     "SERVED",
@@ -60,6 +61,10 @@ ANSWERED = -1
 on the connection is judged."""
 IDLE = -2
 """``WireSeen.want`` for a connection left idle: only how the server closes it is judged."""
+ABANDONED = -3
+"""``WireSeen.want`` for a request whose client closed the connection before its whole body
+was sent (``wire_cut_bodies``): the server must not act on it (``applied`` must not be true).
+Half a body is not a request: nothing the server does with it can be what the client meant."""
 
 
 @attrs.frozen
@@ -186,6 +191,10 @@ def check_wire(log: WireLog) -> list[str]:
             )
         if p.quiet is False:
             out.append(f"{p.what}: the server wrote to the idle connection before closing it")
+        if p.want == ABANDONED:
+            if p.applied:
+                out.append(f"{p.what}: the client closed mid-body, but the change was stored")
+            continue
         if p.want == IDLE:
             if p.closed is False:
                 out.append(f"{p.what}: the server kept the idle connection open")

@@ -239,6 +239,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     # after the clients raw requests at and over each limit, and a memgpt agent's message
     # views (use_assistant_message, types, conversations, runs, orders), are judged against
     # the documented contract (via http; _agent_wire)
+    "wire_cut_bodies": False,  # with wire: the raw probes also send a declared and a chunked
+    # body and close the connection halfway; the abandoned request must change nothing
+    # (_agent_wire._abandoned; scenarios/agent_http_cut_bodies.toml)
     "message_fields": False,  # after the clients, a memgpt agent's inputs (name, otid,
     # non-ASCII text), both renderings, its steps, approvals answered by the client over HTTP
     # and its history in pages are judged against the documented contract (via http;
@@ -417,6 +420,8 @@ async def agents(ctx: WorkloadContext) -> None:
         raise UsageError("workload.params.handover: runs alongside the clients, not with polls")
     if ctx.params["contract"] and ctx.params["cold_restart"]:
         raise UsageError("workload.params.cold_restart: not with contract (its reads carry no key)")
+    if ctx.params["wire_cut_bodies"] and not ctx.params["wire"]:
+        raise UsageError("workload.params.wire_cut_bodies: needs wire = true")
     if ctx.params["contract"] and ctx.params["wire"]:
         raise UsageError("workload.params.contract: not with wire (each sets the server's limits)")
     if ctx.params["shared_otids"] and float(ctx.params["background_fraction"]):
@@ -611,7 +616,8 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("surface.requests", surface.requests)
         ctx.metric("surface.problems", len(check_surface(surface.log)))
     if bool(ctx.params["wire"]):
-        wire = WireWalker(clients, ctx.rng("wire"))
+        cut = bool(ctx.params["wire_cut_bodies"])
+        wire = WireWalker(clients, ctx.rng("wire"), cut_bodies=cut)
         ctx.state["wire"] = wire
         await wire.run()
         ctx.metric("wire.requests", wire.requests)

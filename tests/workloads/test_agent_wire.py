@@ -10,6 +10,7 @@ import pytest
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._agent_wire import _chunked, _padded
 from kelpie_dst.workloads._agent_wire_checks import (
+    ABANDONED,
     ANSWERED,
     IDLE,
     SERVED,
@@ -89,6 +90,25 @@ def test_a_missing_100_a_framing_slip_and_a_noisy_or_lingering_idle_close_are_na
         "idle 2: the server wrote to the idle connection before closing it",
         "kept: the server closed the connection",
     ]
+
+
+def test_an_abandoned_body_must_change_nothing() -> None:
+    kept = WireSeen("cut, not applied", ABANDONED, None, applied=False)
+    unknown = WireSeen("cut, not read back", ABANDONED, None)
+    taken = WireSeen("cut, applied", ABANDONED, None, applied=True)
+    assert check_wire(WireLog(probes=[kept, unknown])) == []  # no answer is owed
+    assert check_wire(WireLog(probes=[kept, taken])) == [
+        "cut, applied: the client closed mid-body, but the change was stored"
+    ]
+
+
+@pytest.mark.slow  # two runs of about 6 s of CPU each
+def test_the_cut_bodies_scenario_passes_and_repeats_its_trace() -> None:
+    scenario = load_scenario("agent_http_cut_bodies", [])
+    first, again = run_scenario(scenario, 0), run_scenario(scenario, 0)
+    assert first.ok, first.result.failure and first.result.failure.describe()
+    assert first.metrics["wire.probes"] == 21  # agent_http_wire's 19 and the two cut bodies
+    assert first.result.trace_hash == again.result.trace_hash
 
 
 def _m(n: int, kind: str, run: str = "r1", **kw: object) -> MsgSeen:

@@ -89,10 +89,9 @@ QUERY = "pelican lagoon driftwood heron"
 # With ``defaults`` (param ``catalog_defaults``): more of that history, so that more messages
 # match the query than a short default page holds, and more schedules than one digit counts.
 MORE_HISTORY = tuple(
-    (("user", "assistant")[k % 2], f"{word} entry {name} of the logbook")
-    for k, (word, name) in enumerate(
-        (w, n) for n in ("one", "two", "three", "four", "five", "six") for w in ("heron", "pelican")
-    )
+    (role, f"{word} entry {name} of the logbook")
+    for name in ("one", "two", "three", "four", "five", "six")
+    for role, word in (("user", "heron"), ("assistant", "pelican"))
 )
 DEFAULT_SEARCH_LIMIT = 50  # Letta's messages.search without a limit
 ARCHIVES = 3

@@ -315,6 +315,15 @@ PARAMS: dict[str, int | float | str | bool] = {
     # production server's default options: a block of 20,000 characters under a 100-character
     # label, created, attached and read back (via http; _agent_limits)
 }
+
+# Options of a walker: each needs its walker's param on (a one-line UsageError otherwise).
+_OPTION_OF = {
+    "detaches": "deletes",
+    "wire_cut_bodies": "wire",
+    "input_roles": "message_fields",
+    "default_conversation": "message_fields",
+    "catalog_defaults": "catalog",
+}
 VIAS = ("direct", "http")
 STOP_WINDOW = 30.0
 """``graceful_stops`` come at times drawn over this many seconds from the clients' start."""
@@ -403,16 +412,9 @@ async def agents(ctx: WorkloadContext) -> None:
     ):
         if float(ctx.params[name]) and via != "http":
             raise UsageError(f"workload.params.{name}: needs via = 'http'")
-    if ctx.params["input_roles"] and not ctx.params["message_fields"]:
-        raise UsageError("workload.params.input_roles: needs message_fields = true (its walker)")
-    if ctx.params["default_conversation"] and not ctx.params["message_fields"]:
-        raise UsageError(
-            "workload.params.default_conversation: needs message_fields = true (its walker)"
-        )
-    if ctx.params["catalog_defaults"] and not ctx.params["catalog"]:
-        raise UsageError("workload.params.catalog_defaults: needs catalog = true (its walker)")
-    if ctx.params["detaches"] and not ctx.params["deletes"]:
-        raise UsageError("workload.params.detaches: needs deletes = true (its walker detaches)")
+    for name, walker in _OPTION_OF.items():
+        if ctx.params[name] and not ctx.params[walker]:
+            raise UsageError(f"workload.params.{name}: needs {walker} = true (its walker)")
     alongside = ctx.params["handover"] or float(ctx.params["poll_interval"])
     if ctx.params["retry_advice"] and alongside:
         raise UsageError("workload.params.retry_advice: runs alongside the clients, alone")
@@ -420,8 +422,6 @@ async def agents(ctx: WorkloadContext) -> None:
         raise UsageError("workload.params.handover: runs alongside the clients, not with polls")
     if ctx.params["contract"] and ctx.params["cold_restart"]:
         raise UsageError("workload.params.cold_restart: not with contract (its reads carry no key)")
-    if ctx.params["wire_cut_bodies"] and not ctx.params["wire"]:
-        raise UsageError("workload.params.wire_cut_bodies: needs wire = true")
     if ctx.params["contract"] and ctx.params["wire"]:
         raise UsageError("workload.params.contract: not with wire (each sets the server's limits)")
     if ctx.params["shared_otids"] and float(ctx.params["background_fraction"]):

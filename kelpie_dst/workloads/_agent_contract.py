@@ -95,8 +95,9 @@ class ContractWalker(SdkWalker):
 
     PREFIX = "contract"
 
-    def __init__(self, clients: Any, rng: Any) -> None:
+    def __init__(self, clients: Any, rng: Any, creates: bool = False) -> None:
         super().__init__(clients, rng)
+        self.creates = creates  # param contract_creates: refused creates too (REFUSED_CREATES)
         self.log = ContractLog()
         self.problems = self.log.problems
         self.agent: str | None = None
@@ -392,6 +393,23 @@ class ContractWalker(SdkWalker):
                     None,
                 )
             )
+        if self.creates:
+            probes += _refused_creates()
+            probes.append(
+                (
+                    "an agent created with a memory block and an attached block of one label",
+                    400,
+                    "POST",
+                    "/v1/agents/",
+                    {
+                        "name": f"{REFUSED}-attached",
+                        "memory_blocks": [{"label": "contract-block", "value": f"({MARK})"}],
+                        "block_ids": [self.block],
+                        "include_base_tools": False,
+                    },
+                    None,
+                )
+            )
         self.rng.shuffle(probes)
         for what, want, method, path, body, params in probes:
             got = await self._raw(method, path, body=body, params=params)
@@ -405,6 +423,14 @@ class ContractWalker(SdkWalker):
                         retry=got.headers.get("x-should-retry"),
                     )
                 )
+
+        if self.creates:  # a refused create left nothing behind
+            for kind, path, params in _CREATED_BY_REFUSALS:
+                made = await self._ids(path, params)
+                if made:
+                    self.log.not_applied.append(
+                        f"{kind} {list(made)} created by a create refused 400 ({params})"
+                    )
 
     # -- 5. the API key --------------------------------------------------------------------------
     async def _auth(self) -> None:
@@ -505,3 +531,47 @@ class ContractWalker(SdkWalker):
                 self.state["node"] = self.rng.choice([n for n in nodes if n != node])
             await trio.sleep(1.0)
         return None
+
+
+REFUSED = "contract-refused"
+"""The name and label stem of the creates ``contract_creates`` sends, which must be refused."""
+_CREATED_BY_REFUSALS = (
+    ("agents", "/v1/agents/", {"name": f"{REFUSED}-twice"}),
+    ("agents", "/v1/agents/", {"name": f"{REFUSED}-overfull"}),
+    ("agents", "/v1/agents/", {"name": f"{REFUSED}-attached"}),
+    ("blocks", "/v1/blocks/", {"label": f"{REFUSED}-overfull"}),
+)
+
+
+def _refused_creates() -> list[tuple[str, int, str, str, Any, dict[str, Any] | None]]:
+    """Creates a well-formed request whose content the server must refuse (400, and nothing
+    made): an agent with two memory blocks of one label, an agent whose block's value is one
+    character over the block's own limit, and a standalone block likewise. (The walker adds
+    an agent whose memory block has the label of a block it attaches.)"""
+    over = {"label": f"{REFUSED}-overfull", "value": "k" * 11, "limit": 10}
+    return [
+        (
+            "an agent created with two memory blocks of one label",
+            400,
+            "POST",
+            "/v1/agents/",
+            {
+                "name": f"{REFUSED}-twice",
+                "memory_blocks": [
+                    {"label": "notes", "value": f"first ({MARK})"},
+                    {"label": "notes", "value": f"second ({MARK})"},
+                ],
+                "include_base_tools": False,
+            },
+            None,
+        ),
+        (
+            "an agent created with a block one character over its limit",
+            400,
+            "POST",
+            "/v1/agents/",
+            {"name": f"{REFUSED}-overfull", "memory_blocks": [over], "include_base_tools": False},
+            None,
+        ),
+        ("a block created one character over its limit", 400, "POST", "/v1/blocks/", over, None),
+    ]

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 __all__ = [
+    "MISSING",
     "PassageSeen",
     "ScheduleSeen",
     "SearchSeen",
@@ -49,6 +50,8 @@ __all__ = [
 
 _EPS = 1e-9
 _MAX = 8  # problems reported per check
+MISSING = "(missing)"
+"""An identity lookup whose key names an identity that is not there."""
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -126,6 +129,7 @@ class SurroundingsLog:
     identity_keys: dict[str, str] = attrs.Factory(dict)  # id -> its last key (acknowledged)
     identity_list: list[tuple[str, str]] = attrs.Factory(list)  # (id, key) as listed at the end
     identity_lookups: list[tuple[str, str | None, str | None]] = attrs.Factory(list)
+    identity_deleted: list[str] = attrs.Factory(list)  # ids whose delete was acknowledged
     identity_agents: list[tuple[str, frozenset[str], frozenset[str]]] = attrs.Factory(list)
     uploads: list[tuple[str, str | None]] = attrs.Factory(list)  # (original, name answered)
     folder_names: list[str] = attrs.Factory(list)  # as listed at the end
@@ -248,7 +252,15 @@ def check_identities(log: SurroundingsLog) -> list[str]:
             problems.append(
                 f"identity {identity} is listed with key {listed.get(identity)!r}, not {key!r}"
             )
+    for identity in log.identity_deleted:
+        if identity in listed:
+            problems.append(f"identity {identity} is listed after its delete was acknowledged")
     for key, found, found_key in log.identity_lookups:
+        if found in log.identity_deleted:
+            problems.append(f"identity key {key!r} looks up {found}, which was deleted")
+        if found == MISSING:
+            problems.append(f"identity key {key!r} names an identity that does not exist")
+            continue
         if found is not None and found_key != key:
             problems.append(f"identity key {key!r} looks up {found}, whose key is {found_key!r}")
         if found is None and key in keys:

@@ -44,6 +44,7 @@ from kelpie_agent.agent import (
     IdentityStore,
     InputMessage,
     InvalidRequestError,
+    ResourceNotFoundError,
 )
 from kelpie_agent.embeddings import HashingEmbedder
 from kelpie_agent.service import (
@@ -63,6 +64,7 @@ from ._agent_coherence import coherence_options
 from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_schedules import _FAILURES, OPTIONS, Client
 from ._surroundings_checks import (
+    MISSING,
     PassageSeen,
     ScheduleSeen,
     SearchSeen,
@@ -506,6 +508,14 @@ class Surroundings:
             except AgentStorageError:
                 await trio.sleep(self.rng.uniform(0.5, 2.0))
 
+    @staticmethod
+    async def _delete_identity(store: IdentityStore, identity_id: str) -> None:
+        """Delete it (safe to repeat: an identity already gone counts as deleted)."""
+        try:
+            await store.delete(identity_id)
+        except ResourceNotFoundError:
+            pass
+
     async def identities(self) -> None:
         main = self.ctx.sim.current_node()
         assert main is not None
@@ -538,10 +548,24 @@ class Surroundings:
             held.add("user-1b")
             log.identity_keys[made[1]] = "user-1b"
             await create("user-1", "User 1 anew")
+        looked = ["user-0", "user-1", "user-1b", "user-2"]
+        if self.ctx.params["identity_deletes"]:  # a key freed by a delete, then taken again
+            gone = await create("user-9", "User 9")
+            if gone is not None:
+                await self._until(lambda: self._delete_identity(store, gone))
+                held.discard("user-9")
+                del log.identity_keys[gone]
+                log.identity_deleted.append(gone)
+                await create("user-9", "User 9 anew")
+                looked.append("user-9")
         listed = await self._until(store.all)
         log.identity_list = [(r.id, r.identifier_key) for r in listed]
-        for key in ("user-0", "user-1", "user-1b", "user-2"):
-            found = await self._until(lambda k=key: store.by_key(k))  # type: ignore[misc]
+        for key in looked:
+            try:
+                found = await self._until(lambda k=key: store.by_key(k))  # type: ignore[misc]
+            except ResourceNotFoundError:  # the key names an identity that is not there
+                log.identity_lookups.append((key, MISSING, None))
+                continue
             log.identity_lookups.append(
                 (key, found.id if found else None, found.identifier_key if found else None)
             )
@@ -894,6 +918,7 @@ class Surroundings:
         "deletes": 1,
         "message_windows": False,
         "numbered": 0,
+        "identity_deletes": False,
     },
     sizes=("passages", "searches"),
     bounds={

@@ -268,6 +268,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # head limit; after the clients, the documented contract nobody else reads (the key on
     # every route, list defaults and limits, streams with and without pings, the exact head
     # limit) is driven and judged (via http; _agent_contract)
+    "contract_creates": False,  # with contract: creates whose content must be refused (two
+    # blocks of one label, a block one character over its limit), and nothing they asked made
     "settings": False,  # after the clients, agents made with random settings in each of
     # Letta's shapes, PATCHed with random subsets of their fields, exported and imported
     # twice, judged against the model (via http; _agent_settings)
@@ -323,6 +325,7 @@ _OPTION_OF = {
     "input_roles": "message_fields",
     "default_conversation": "message_fields",
     "catalog_defaults": "catalog",
+    "contract_creates": "contract",
 }
 VIAS = ("direct", "http")
 STOP_WINDOW = 30.0
@@ -645,7 +648,9 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("catalog.schedules", len(catalog.log.schedules_made))
         ctx.metric("catalog.problems", len(check_catalog(catalog.log)))
     if bool(ctx.params["contract"]):
-        contract = ContractWalker(clients, ctx.rng("contract"))
+        contract = ContractWalker(
+            clients, ctx.rng("contract"), bool(ctx.params["contract_creates"])
+        )
         ctx.state["contract"] = contract
         await contract.run()
         ctx.metric("contract.requests", contract.requests)

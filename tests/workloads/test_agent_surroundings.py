@@ -10,6 +10,7 @@ import attrs
 
 from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads._surroundings_checks import (
+    MISSING,
     ScheduleSeen,
     SearchSeen,
     SurroundingsLog,
@@ -123,6 +124,14 @@ def test_identity_keys_name_one_identity() -> None:
     assert any("answers [], not ['agent-2']" in p for p in problems)
     refused = attrs.evolve(good, identity_creates=[("user-1", "refused", False)])
     assert any("which no identity held, was refused" in p for p in check_identities(refused))
+    deleted = attrs.evolve(good, identity_deleted=["identity-a"])
+    problems = check_identities(deleted)
+    assert any("identity-a is listed after its delete" in p for p in problems)
+    assert any("looks up identity-a, which was deleted" in p for p in problems)
+    missing = attrs.evolve(good, identity_lookups=[("user-9", MISSING, None)])
+    assert check_identities(missing) == [
+        "identity key 'user-9' names an identity that does not exist"
+    ]
 
 
 def test_folder_names_are_unique_and_a_detach_leaves_other_agents_files() -> None:

@@ -12,6 +12,9 @@ __all__ = ["handoffs_requested", "lease_records_consistent", "superseded_holders
 
 def _audit(ctx: WorkloadContext) -> LeaseAudit:
     audit = ctx.state.get("lease_audit")
+    world = ctx.state.get("world")
+    if audit is None and world is not None:  # the agents workload's World
+        audit = getattr(world, "lease_audit", None)
     assert isinstance(audit, LeaseAudit), "the lease audit did not run (a SQLite backend?)"
     return audit
 

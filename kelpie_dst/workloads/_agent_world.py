@@ -55,6 +55,7 @@ from ._agent_policy import CUSTOM_TOOL_SOURCE, MCP_SCHEMA, workload_policy
 from ._agent_recovery import RunWrite, run_write
 from ._agent_server_log import ServerLog
 from ._agent_steps import StepCommits
+from ._lease_audit import audit_store
 
 __all__ = ["LOOP", "OPTIONS", "PORT", "Journal", "RecordingKV", "World"]
 
@@ -378,6 +379,8 @@ class World:
         self.dispatchers: dict[str, Dispatcher] = {}  # via="direct": the live incarnation's
         self.services: dict[str, AgentService] = {}  # via="http": the live incarnation's
         self.db = sim.add_node(database)
+        # the lease-record audit (leaseR; instrumentation only: no run changes)
+        self.lease_audit = audit_store(sim, self.db)
         self.mcp_servers = [
             SimMcpServer(
                 name,
@@ -476,6 +479,8 @@ class World:
             )
             llm = await self.model.open(stack, node.name)
             observer = self.journal.observer(node.name)
+            if self.lease_audit is not None:
+                observer = self.lease_audit.observer(node.name, observer)
             if self.via == "http":
                 service = await stack.enter_async_context(
                     open_agent_node(

@@ -82,6 +82,8 @@ from ._contention_checks import (
     contention_tally_exact,
     contention_waits_bounded,
 )
+from ._lease_audit import audit_store
+from ._lease_checks import handoffs_requested, lease_records_consistent, superseded_holders_stop
 
 __all__ = [
     "actor_contention",
@@ -92,6 +94,9 @@ __all__ = [
     "contention_requests_complete",
     "contention_tally_exact",
     "contention_waits_bounded",
+    "handoffs_requested",
+    "lease_records_consistent",
+    "superseded_holders_stop",
 ]
 
 TALLY = ActorId("tally", "t")
@@ -282,6 +287,7 @@ async def actor_contention(ctx: WorkloadContext) -> None:
     params = ctx.params
     names = ctx.topology.nodes or ("n1", "n2")
     db = sim.add_node(ctx.topology.database or "db")
+    audit = audit_store(sim, db)  # instrumentation only: the run is the same without it
     acks: list[Ack] = []
     pending: dict[str, float] = {}  # request -> when it was first issued
     executions: dict[str, int] = {}  # request -> times an activation started it
@@ -305,6 +311,8 @@ async def actor_contention(ctx: WorkloadContext) -> None:
         touches=touches,
         reads=reads,
         margin=options.lease_margin,
+        lease_audit=audit,
+        actor=str(TALLY),
     )
     dispatchers: dict[str, Dispatcher] = {}  # each node's current dispatcher, for readers
     long_every = params["long_every"]
@@ -375,7 +383,7 @@ async def actor_contention(ctx: WorkloadContext) -> None:
                 )
             },
             options=options,
-            observer=kelpie_dst.log,
+            observer=kelpie_dst.log if audit is None else audit.observer(node.name, kelpie_dst.log),
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(dispatcher.run)
@@ -441,5 +449,8 @@ async def actor_contention(ctx: WorkloadContext) -> None:
             round(max((r.acked - r.issued for r in reads), default=0.0), 3),
         )
     ctx.metric("contention.activations", len({t.activation for t in touches}))
+    if audit is not None:  # what the lease-record audit judged (leaseR)
+        for what in ("acquisitions", "renewals", "releases", "requests", "handoffs"):
+            ctx.metric(f"lease.{what}", audit.counts.get(what, 0))
     waits = [a.acked - a.issued for a in acks]
     ctx.metric("contention.max_wait", round(max(waits, default=0.0), 3))

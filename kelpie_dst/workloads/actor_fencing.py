@@ -46,8 +46,16 @@ from .._nodes import Node
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import open_direct_kv, open_kv, sim_ports
 from ._agent_world import OPTIONS
+from ._lease_audit import audit_store
+from ._lease_checks import handoffs_requested, lease_records_consistent
 
-__all__ = ["actor_fencing", "check_fencing", "writes_in_lease_order"]
+__all__ = [
+    "actor_fencing",
+    "check_fencing",
+    "handoffs_requested",
+    "lease_records_consistent",
+    "writes_in_lease_order",
+]
 
 COUNTER = ActorId("counter", "c")
 COUNT = b"fencing/count"
@@ -137,6 +145,8 @@ async def actor_fencing(ctx: WorkloadContext) -> None:
     log = FencingLog()
     ctx.state["fencing"] = log
     db = sim.add_node(ctx.topology.database or "db")
+    audit = audit_store(sim, db)  # instrumentation only (leaseR): the run is the same
+    ctx.state["lease_audit"] = audit
     dispatchers: dict[str, Dispatcher] = {}
     options = {
         "n1": OPTIONS,
@@ -151,7 +161,7 @@ async def actor_fencing(ctx: WorkloadContext) -> None:
                 node_id=node.name,
                 factories={"counter": lambda _: Counter(log)},
                 options=options[name],
-                observer=kelpie_dst.log,
+                observer=kelpie_dst.log if audit is None else audit.observer(name, kelpie_dst.log),
             )
             async with trio.open_nursery() as nursery:
                 await nursery.start(dispatcher.run)

@@ -113,6 +113,7 @@ from ._agent_threads import Threads
 from ._agent_wire import WIRE_SERVER, WireWalker
 from ._agent_wire_checks import check_message_views, check_wire
 from ._agent_world import OPTIONS, World
+from ._lease_checks import handoffs_requested, lease_records_consistent
 from ._mcp_checks import check_mcp_recovers
 from ._prompt_history import ShownCalls
 
@@ -144,10 +145,12 @@ __all__ = [
     "deletes_are_total",
     "every_request_completed",
     "graceful_stops_bounded",
+    "handoffs_requested",
     "handover_contract",
     "http_refusals_documented",
     "imports_contract",
     "interrupted_runs_finished",
+    "lease_records_consistent",
     "limits_accepted",
     "lists_directory_exactly",
     "lists_filter_exactly",

@@ -244,11 +244,16 @@ def driver_source(source: str, name: str, arguments: dict[str, Any]) -> str:
 
 
 def parse_result(stdout: str) -> tuple[bool, Any, str]:
-    """(found, value, the tool's own stdout) from a driver run's stdout."""
+    """(found, value, the tool's own stdout) from a driver run's stdout. The driver ends its
+    result line with a newline: a line without one was cut (the output passed the sandbox's
+    limit), and a cut line is no result, even when what is left parses (a number's first
+    digits)."""
     head, marker, tail = stdout.rpartition(RESULT_MARKER)
     if not marker:
         return False, None, stdout
-    line = tail.split("\n", 1)[0]
+    line, newline, _ = tail.partition("\n")
+    if not newline:
+        return False, None, stdout
     try:
         value = json.loads(line)
     except ValueError:

@@ -130,6 +130,10 @@ async def run_custom(rt: AgentRuntime, spec: ToolSpec, args: dict[str, Any]) -> 
         kind, _, message = last.partition(": ")
         if not message:
             kind, message = "RuntimeError", last
+        if result.exit_code == 0 and result.truncated:  # the result line was cut, or lost
+            limit = rt.sandbox.limits.max_output_bytes if rt.sandbox is not None else 0
+            kind = "OutputLimitError"
+            message = f"the tool's output passed the sandbox's limit of {limit} bytes"
         text = f"Error executing function {spec.name}: {kind}: {message}"[:1000]
         outcome = ToolOutcome(False, text, out, err)
     else:

@@ -23,10 +23,13 @@ __all__ = [
     "MCP_REFUSAL",
     "MCP_SERVER",
     "MCP_TOOLS",
+    "OUTPUT_LIMIT",
     "SCRATCH",
     "TOOLS",
     "VERSION",
     "VERSION_1",
+    "WIDE",
+    "WIDE_CASES",
     "ToolCase",
     "expected_result",
     "long_text",
@@ -182,6 +185,35 @@ LONG = ToolCase(
     return_char_limit=LONG_LIMIT,
 )
 TOOLS = (SHAPE, KINDS, NOISY, FAIL, LONG)
+OUTPUT_LIMIT = 4096
+"""The sandboxes' ``max_output_bytes`` with ``output_limits``: what is kept of a command's
+stdout. A custom tool's result is its driver's last line, so a wide result is cut inside it."""
+WIDE = ToolCase(
+    "tc_wide",
+    '''def tc_wide(n: int, kind: str):
+    """Answer a wide value: n sevens as one number, or a list of n sevens.
+
+    Args:
+        n: How many sevens.
+        kind: number or list.
+    """
+    if kind == "number":
+        return int("7" * n)
+    return [7] * n
+''',
+    {"n": _p("integer", "How many sevens."), "kind": _p("string", "number or list.")},
+    ("n", "kind"),
+)
+WIDE_CASES = ((8, "number"), (4200, "number"), (8, "list"), (1400, "list"))
+"""(n, kind) of the ``output_limits`` runs: two under :data:`OUTPUT_LIMIT`, two whose result
+(4,200 digits; 4,200 characters of list) passes it, far from any boundary the driver's own
+marker could move."""
+
+
+def _wide_text(n: int, kind: str) -> str:
+    return "7" * n if kind == "number" else json.dumps([7] * n)
+
+
 VERSION_1 = '''def tc_version(text: str) -> str:
     """Answer the text, version 1.
 
@@ -280,6 +312,14 @@ def expected_result(name: str, args: Mapping[str, Any]) -> tuple[str, Any] | Non
         return "error", f"Error executing function tc_fail: ValueError: {args['reason']}"
     if name == LONG.name:
         return "value", long_text(int(args["n"]))
+    if name == WIDE.name:
+        n, kind = int(args["n"]), str(args["kind"])
+        if len(_wide_text(n, kind)) < OUTPUT_LIMIT:
+            return "value", [7] * n if kind == "list" else int("7" * n)
+        return "error", (
+            "Error executing function tc_wide: OutputLimitError: the tool's output passed "
+            f"the sandbox's limit of {OUTPUT_LIMIT} bytes"
+        )
     if name == VERSION.name:
         if "times" in args:
             return "value", "v2 " + str(args["text"]) * int(args["times"])

@@ -65,10 +65,13 @@ from ._agent_tools_model import (
     MCP_REFUSAL,
     MCP_SERVER,
     MCP_TOOLS,
+    OUTPUT_LIMIT,
     SCRATCH,
     TOOLS,
     VERSION,
     VERSION_1,
+    WIDE,
+    WIDE_CASES,
 )
 
 __all__ = ["agent_tools", "tools_contract"]
@@ -136,7 +139,10 @@ def _shelf() -> SimMcpServer:
 
 
 def _start_servers(ctx: WorkloadContext, db: kelpie_dst.Node) -> None:
+    from kelpie_agent.sandbox import SandboxLimits
     from kelpie_agent.service import open_agent_node
+
+    limits = SandboxLimits(max_output_bytes=OUTPUT_LIMIT) if ctx.params["output_limits"] else None
 
     timing = LlmTiming(ttft_min=0.05, ttft_max=0.2, tokens_per_second=400.0)
     shelf = _shelf()
@@ -151,7 +157,9 @@ def _start_servers(ctx: WorkloadContext, db: kelpie_dst.Node) -> None:
                 sim_ports(node),
                 node_id=node.name,
                 llm=llm,
-                sandbox_factory=lambda r: open_sandbox(node, name="tools", network=r.network),
+                sandbox_factory=lambda r: open_sandbox(
+                    node, name="tools", network=r.network, limits=limits
+                ),
                 mcp=mcp,
                 loop_config=LOOP,
                 dispatcher_options=OPTIONS,
@@ -513,6 +521,18 @@ class ToolsClient:
             what = f"GET /v1/agents/{{{kind}}}/tools after detaching {gone} from the letta agent"
             self.log.lists.append(ListSeen(what, names, left, exact=True))
 
+    async def wide(self) -> None:
+        """With ``output_limits``: tc_wide upserted and attached to both agents, then run with
+        results under and over the sandboxes' output limit (a cut result is an error)."""
+        tool = await self.ok("PUT", "/v1/tools/", {"source_code": WIDE.source})
+        self.ids[WIDE.name] = str(tool["id"])
+        for kind in ("letta", "memgpt"):
+            path = f"/v1/agents/{self.agents[kind]}/tools/attach/{tool['id']}"
+            await self.ok("PATCH", path)
+        cases = [("tc_wide", {"n": n, "kind": kind}, False) for n, kind in WIDE_CASES]
+        self.rng.shuffle(cases)
+        await self._runs(cases)
+
 
 async def _register(ctx: WorkloadContext, log: ToolsLog, db: kelpie_dst.Node) -> None:
     """The shelf's tools, registered on the database directly (an operator's provisioning)."""
@@ -524,7 +544,7 @@ async def _register(ctx: WorkloadContext, log: ToolsLog, db: kelpie_dst.Node) ->
         log.mcp_ids[name] = spec.id
 
 
-@workload(params={"sends": 12}, bounds={"sends": (0, 200)})
+@workload(params={"sends": 12, "output_limits": False}, bounds={"sends": (0, 200)})
 async def agent_tools(ctx: WorkloadContext) -> None:
     """Tools as users write and call them; see the module docstring."""
     db = ctx.sim.add_node(ctx.topology.database or "db")
@@ -545,6 +565,8 @@ async def agent_tools(ctx: WorkloadContext) -> None:
             await client.read_back()
             await client.memory_runs()
             await client.detach()
+            if ctx.params["output_limits"]:
+                await client.wide()
         except GaveUpError as error:
             client.log.problems.append(f"the client gave up: {error}")
     log = client.log

@@ -133,3 +133,14 @@ def test_the_driver_prints_the_json_result_after_the_marker() -> None:
 
 def test_output_without_the_marker_is_not_a_result() -> None:
     assert parse_result("Traceback ...\n") == (False, None, "Traceback ...\n")
+
+
+def test_a_result_line_cut_short_is_not_a_result() -> None:
+    """Output past the sandbox's limit is cut: the result line loses its end, and what is
+    left may still parse (a number's first digits), yet it is no result."""
+    from kelpie_agent.agent._custom_tools import RESULT_MARKER
+
+    whole = f"said\n{RESULT_MARKER}123456\n"
+    assert parse_result(whole) == (True, 123456, "said\n")
+    for cut in (len(whole) - 1, len(whole) - 4, len(whole) - 8):
+        assert parse_result(whole[:cut])[0] is False, whole[:cut]

@@ -127,11 +127,18 @@ def check_threads(
 
 
 def check_listing(
-    created: Sequence[str], paged: Sequence[str], reverse: Sequence[str]
+    created: Sequence[str], paged: Sequence[str], reverse: Sequence[str], sent: int | None = None
 ) -> list[str]:
     """``created``: the acknowledged conversations (concurrent creates: in no set order);
-    ``paged``: the listing read oldest first page by page; ``reverse``: newest first."""
+    ``paged``: the listing read oldest first page by page; ``reverse``: newest first;
+    ``sent``: how many create and fork requests the client sent for the agent, retries
+    included (one request makes at most one conversation, whatever its answer)."""
     problems = []
+    if sent is not None and len(set(paged)) > sent:
+        problems.append(
+            f"{len(set(paged))} conversations listed, but the client sent only {sent} create "
+            "and fork requests (one request made more than one)"
+        )
     twice = sorted({c for c in paged if paged.count(c) > 1})
     if twice:
         problems.append(f"listed twice: {twice}")
@@ -283,7 +290,8 @@ class Threads:
             except Exception as error:
                 self.problems.append(f"a{plan.number} conversations: listing: {error!r}")
                 continue
-            for problem in check_listing(self.created[plan.agent_id], paged, reverse):
+            sent = self._sent(plan.number)
+            for problem in check_listing(self.created[plan.agent_id], paged, reverse, sent):
                 self.problems.append(f"a{plan.number} conversations: {problem}")
 
     async def _runs(
@@ -355,6 +363,13 @@ class Threads:
             ids += got
             if len(got) < size or len(ids) > 1000:
                 return ids
+
+    def _sent(self, number: int) -> int:
+        """Create and fork requests sent for agent ``number``'s conversations (every attempt)."""
+        made = re.compile(rf"a{number} c[0-9]+ (create|fork)")
+        return sum(
+            r.attempts for key, r in self.clients.record.requests.items() if made.fullmatch(key)
+        )
 
     def check(self) -> list[str]:
         return (

@@ -81,6 +81,13 @@ def test_listing_checks() -> None:
     assert check_listing(["a", "b"], ["a", "a", "b"], ["b", "a", "a"]) == ["listed twice: ['a']"]
     assert check_listing(["a", "b"], ["a"], ["a"]) == ["not listed: ['b']"]
     assert check_listing(["a", "b"], ["a", "b"], ["a", "b"]) != []
+    # one request makes at most one conversation: three listed after three requests hold,
+    # after two (a fork sent once, copied twice by a retry inside the server) do not
+    assert check_listing(["a", "b"], ["a", "b", "x"], ["x", "b", "a"], sent=3) == []
+    assert check_listing(["a", "b"], ["a", "b", "x"], ["x", "b", "a"], sent=2) == [
+        "3 conversations listed, but the client sent only 2 create and fork requests (one "
+        "request made more than one)"
+    ]
 
 
 def _request(*texts: str) -> LlmRequest:

@@ -4,6 +4,8 @@ agent's next write does not store it either."""
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 import pytest
 
 from kelpie_agent.agent import AttachShared, GetAgent, Keys, ResourceNotFoundError, UpdateAgent
@@ -15,7 +17,7 @@ from .harness import create_agent, make_env, node_kv
 
 @pytest.mark.dst(seeds=2, guards="strict")
 @pytest.mark.parametrize("kind", ["archive", "identity"])
-async def test_a_refused_attach_is_never_seen(kind: str) -> None:
+async def test_a_refused_attach_is_never_seen(kind: Literal["archive", "identity"]) -> None:
     kv = node_kv()
     actor, view = await create_agent(make_env(ScriptedPolicy()), kv)
     before = view.agent
@@ -24,8 +26,10 @@ async def test_a_refused_attach_is_never_seen(kind: str) -> None:
     field = f"{kind}_ids"
     assert getattr(actor.rt.require(), field) == getattr(before, field)  # not in memory
     await actor.handle(UpdateAgent({"description": "after the refusal"}))  # the next write
-    stored = unpack(await kv.get(Keys(before.id).agent))
+    raw = await kv.get(Keys(before.id).agent)
+    assert raw is not None
+    stored = unpack(raw)
     assert stored.description == "after the refusal"
     assert getattr(stored, field) == getattr(before, field)
-    shown = await actor.handle(GetAgent())
+    shown: Any = await actor.handle(GetAgent())
     assert getattr(shown.agent, field) == getattr(before, field)

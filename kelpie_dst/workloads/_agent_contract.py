@@ -395,6 +395,10 @@ class ContractWalker(SdkWalker):
             )
         if self.creates:
             probes += _refused_creates()
+            probes += [
+                (f"attaching a {kind} that does not exist", 404, "PATCH", path, None, None)
+                for kind, path in _missing_attaches(agent)
+            ]
             probes.append(
                 (
                     "an agent created with a memory block and an attached block of one label",
@@ -424,6 +428,14 @@ class ContractWalker(SdkWalker):
                     )
                 )
 
+        if self.creates:  # a refused attach left the agent as it was, stored and in memory
+            # (a write of the agent after them stores whatever its activation holds)
+            await self._raw("PATCH", f"/v1/agents/{agent}", body={"description": "refused"})
+            got = await self._raw("GET", f"/v1/agents/{agent}")
+            if got is not None and got.status_code == 200 and MISSING in got.text:
+                self.log.not_applied.append(
+                    f"agent {agent} shows a {MISSING} id after attaches of it were refused 404"
+                )
         if self.creates:  # a refused create left nothing behind
             for kind, path, params in _CREATED_BY_REFUSALS:
                 made = await self._ids(path, params)
@@ -574,4 +586,23 @@ def _refused_creates() -> list[tuple[str, int, str, str, Any, dict[str, Any] | N
             None,
         ),
         ("a block created one character over its limit", 400, "POST", "/v1/blocks/", over, None),
+    ]
+
+
+MISSING = "nope-3f1"
+"""The tail of the ids ``contract_creates`` attaches, which name nothing."""
+
+
+def _missing_attaches(agent: str) -> list[tuple[str, str]]:
+    """(kind, path) of attaches to ``agent`` of things that do not exist: each a 404 that
+    must change nothing, though the agent may have begun the change before the check."""
+    return [
+        (kind, f"/v1/agents/{agent}/{route}/attach/{kind}-{MISSING}")
+        for kind, route in (
+            ("archive", "archives"),
+            ("identity", "identities"),
+            ("block", "core-memory/blocks"),
+            ("tool", "tools"),
+            ("folder", "folders"),
+        )
     ]

@@ -34,16 +34,25 @@ from kelpie_agent.agent import CreateAgent, InputMessage
 from kelpie_agent.agent._config import LoopConfig
 from kelpie_agent.api import create_app
 from kelpie_agent.http import serve
-from kelpie_agent.llm import LlmRequest
+from kelpie_agent.llm import LlmRequest, ToolResult
 from kelpie_agent.service import AgentService
 
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_kv, sim_ports
+from ..shims.llm import Call
 from ._agent_http import _tls
 from ._agent_schedules import OPTIONS, SERVICE
 from ._agent_world import PORT, SERVER
 
-__all__ = ["PROBES", "SHARED", "OwnershipLog", "agent_ownership", "check_ownership"]
+__all__ = [
+    "PROBES",
+    "SHARED",
+    "Cancel",
+    "OwnershipLog",
+    "agent_ownership",
+    "check_cancels",
+    "check_ownership",
+]
 
 YEAR_MS = 365 * 24 * 3600 * 1000
 
@@ -90,11 +99,26 @@ SHARED: dict[str, str] = {
 first; the ones marked NOT probed yet do have a parent and are left for a later session."""
 
 
-class Plain:
-    """The model: a short plain answer."""
+LONG = 12  # tool calls a "long" run makes before it answers (each a step)
 
-    def respond(self, request: LlmRequest, rng: Any) -> tuple[str, ...]:
-        return (f"noted: {request.messages[-1].text[:30]}",)
+
+class Plain:
+    """The model: a short plain answer; to an input that starts with "long", a search, step
+    after step, ``LONG`` times (a run that lasts, so a cancel lands between its steps)."""
+
+    def respond(self, request: LlmRequest, rng: Any) -> tuple[Any, ...]:
+        results, text = 0, ""
+        for message in reversed(request.messages):
+            if message.role != "user":
+                continue
+            found = [b for b in message.content if isinstance(b, ToolResult)]
+            if not found:
+                text = message.text
+                break
+            results += len(found)
+        if text.startswith("long") and results < LONG:
+            return (Call("conversation_search", {"query": f"hello {results}"}),)
+        return (f"noted: {text[:30]}",)
 
 
 @attrs.define
@@ -108,11 +132,25 @@ class Probe:
 
 
 @attrs.define
+class Cancel:
+    """``POST /v1/agents/{agent}/messages/cancel`` while ``active`` (the agent's runs, in its
+    conversations) and ``others`` (another agent's) ran, after ``ended`` (the agent's) ended."""
+
+    agent: str
+    active: list[str]
+    others: list[str]
+    ended: list[str]
+    status: int = 0
+    stops: dict[str, str | None] = attrs.Factory(dict)  # run id -> its stop reason, at the end
+
+
+@attrs.define
 class OwnershipLog:
     children: dict[str, dict[str, str]] = attrs.Factory(dict)  # agent -> kind -> id
     before: dict[str, Any] = attrs.Factory(dict)  # agent -> what it read back
     after: dict[str, Any] = attrs.Factory(dict)
     probes: list[Probe] = attrs.Factory(list)
+    cancels: list[Cancel] = attrs.Factory(list)
     problems: list[str] = attrs.Factory(list)
 
 
@@ -207,9 +245,63 @@ async def _probe(http: Http, log: OwnershipLog, x: str, y: str) -> None:
         log.probes.append(probe)
 
 
+async def _cancel(http: Http, service: AgentService, log: OwnershipLog) -> None:
+    """An agent with a short run in one conversation and a long one in another, and another
+    agent with a long run; the agent's runs are cancelled once the short one has ended."""
+
+    async def agent(name: str) -> str:
+        return (await service.create_agent(CreateAgent(name=name))).agent.id
+
+    async def start(agent_id: str, text: str, conv: str | None) -> str:
+        said = [InputMessage("user", text)]
+        run = await service.start_run(agent_id, said, max_steps=LONG + 5, conversation_id=conv)
+        return run.id
+
+    a, b = await agent("canceller"), await agent("bystander")
+    convs = [
+        (await http.json("POST", "/v1/conversations", params={"agent_id": a}, body={}))["id"]
+        for _ in range(2)
+    ]
+    short = await start(a, "short one", convs[0])
+    long_a, long_b = await start(a, "long one", convs[1]), await start(b, "long two", None)
+    for _ in range(50):  # the short run ends first (one step)
+        if (await http.json("GET", f"/v1/runs/{short}"))["status"] != "running":
+            break
+        await trio.sleep(0.1)
+    await trio.sleep(1.0)  # the long run is in its steps (registered, not queued)
+    running = (await http.json("GET", f"/v1/runs/{long_a}"))["status"] == "running"
+    cancel = Cancel(a, [long_a] if running else [], [long_b], [short])
+    log.cancels.append(cancel)
+    cancel.status = (await http.call("POST", f"/v1/agents/{a}/messages/cancel")).status_code
+    for run in (long_a, long_b, short):
+        for _ in range(600):
+            got = await http.json("GET", f"/v1/runs/{run}")
+            if got["status"] != "running":
+                cancel.stops[run] = got.get("stop_reason")
+                break
+            await trio.sleep(0.5)
+
+
+def check_cancels(cancels: list[Cancel]) -> list[str]:
+    """Cancelling an agent's runs reaches every active run of it, in every conversation, even
+    after another of its runs ended, and no other agent's run."""
+    out = []
+    for c in cancels:
+        where = f"cancelling {c.agent}'s runs"
+        if c.status != 200:
+            out.append(f"{where}: answered {c.status}")
+        for run in c.active:
+            if c.stops.get(run) != "cancelled":
+                out.append(f"{where}: its run {run} ended {c.stops.get(run)!r}, not cancelled")
+        for run in c.others:
+            if c.stops.get(run) == "cancelled":
+                out.append(f"{where}: another agent's run {run} was cancelled")
+    return out
+
+
 def check_ownership(log: OwnershipLog) -> list[str]:
     """The properties of the module docstring, against ``log``."""
-    out = list(log.problems)
+    out = list(log.problems) + check_cancels(log.cancels)
     for p in log.probes:
         if p.status != 404 or p.frames:
             out.append(
@@ -225,7 +317,7 @@ def check_ownership(log: OwnershipLog) -> list[str]:
     return out
 
 
-@workload(params={"agents": 2}, bounds={"agents": (2, 6)})
+@workload(params={"agents": 2, "cancels": False}, bounds={"agents": (2, 6)})
 async def agent_ownership(ctx: WorkloadContext) -> None:
     """Children named through agents that do not own them; see the module docstring."""
     log = OwnershipLog()
@@ -269,7 +361,13 @@ async def agent_ownership(ctx: WorkloadContext) -> None:
                     await _probe(http, log, x, y)
         for agent in agents:
             log.after[agent] = await _read(http, agent)
+        if ctx.params.get("cancels"):
+            await _cancel(http, service, log)
     ctx.metric("ownership.probes", len(log.probes))
+    ctx.metric(
+        "ownership.cancelled",
+        sum(c.stops.get(r) == "cancelled" for c in log.cancels for r in c.active),
+    )
 
 
 @invariant

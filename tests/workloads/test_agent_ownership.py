@@ -13,8 +13,10 @@ from kelpie_dst.scenario import load_scenario, run_scenario
 from kelpie_dst.workloads.agent_ownership import (
     PROBES,
     SHARED,
+    Cancel,
     OwnershipLog,
     Probe,
+    check_cancels,
     check_ownership,
 )
 
@@ -53,3 +55,14 @@ def test_the_oracle_names_a_foreign_child_served_and_a_changed_agent() -> None:
     assert "changed its ['passages']" in problems[1]
     log.probes, log.after = log.probes[:1], dict(log.before)
     assert check_ownership(log) == []
+
+
+def test_the_cancel_oracle_names_a_run_not_reached_and_a_bystander_reached() -> None:
+    cancel = Cancel("agent-a", ["run-a"], ["run-b"], ["run-s"], status=200)
+    cancel.stops = {"run-a": "end_turn", "run-b": "cancelled", "run-s": "end_turn"}
+    problems = check_cancels([cancel])
+    assert len(problems) == 2
+    assert "run-a ended 'end_turn'" in problems[0]
+    assert "another agent's run run-b" in problems[1]
+    cancel.stops = {"run-a": "cancelled", "run-b": "end_turn"}
+    assert check_cancels([cancel]) == []

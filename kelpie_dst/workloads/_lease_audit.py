@@ -43,18 +43,12 @@ from .._sim import Simulation
 from ..shims._sqlite_disk import sqlite_files
 from ..shims._storage import SimKVStore
 from ..shims._storage_faults import _prune_knob
+from ._agent_checks import Owner
 
 __all__ = ["Acquired", "AuditedStore", "LeaseAudit", "audit_store", "check_superseded"]
 
 _PREFIXES = (OWNER, LEASE, WANTED)
 _SHOWN = 5  # problems kept in full per kind (the rest are counted)
-
-
-@attrs.frozen
-class Owner:
-    node: str | None
-    epoch: int
-    token: str | None
 
 
 @attrs.frozen

@@ -15,7 +15,11 @@ after failures, drives what the documentation promises and logs what it read for
    1000 and 1001.
 4. **Refusals**: requests whose status the error table names: an archival search whose
    start is after its end, an approval when no call waits, deleting a built-in tool (400),
-   a list after an unknown cursor (404), a date that is not one (422).
+   a list after an unknown cursor (404), a date that is not one (422). With
+   ``contract_creates``: creates the server must refuse (400: two blocks of one label, a block
+   with an attached block's label, a block over its limit, on an agent and standalone) and
+   attaches of what does not exist (404); then the lists are read for what the creates asked
+   for, and the agent is written and read for the ids the attaches named: none may show.
 5. **The API key**: requests without ``Authorization``, with another scheme, with keys one
    character off (changed, longer, shorter, empty) on reads, writes, deletes and the schema
    routes; the health route without a key; then, with the key, whether a refused write was

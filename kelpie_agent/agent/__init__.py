@@ -21,6 +21,8 @@ from ._builtins import Builtin as Builtin
 from ._builtins import builtin_by_name as builtin_by_name
 from ._builtins import builtin_id as builtin_id
 from ._builtins import default_tool_names as default_tool_names
+from ._cancels import CancelTable as CancelTable
+from ._cancels import cancel_keys as cancel_keys
 from ._checkpoint import PendingCall as PendingCall
 from ._checkpoint import SessionCheckpoint as SessionCheckpoint
 from ._codec import Keys as Keys
@@ -184,6 +186,7 @@ __all__ = [
     "BlockNotFoundError",
     "BlockStore",
     "Builtin",
+    "CancelTable",
     "CloseFile",
     "CompactMessages",
     "CompactionResult",
@@ -274,6 +277,7 @@ __all__ = [
     "UserMessage",
     "builtin_by_name",
     "builtin_id",
+    "cancel_keys",
     "default_tool_names",
     "is_prompt",
     "letta_json",

@@ -19,6 +19,8 @@ from kelpie_agent.ports import Ports
 from kelpie_agent.sandbox import Sandbox, SandboxRequest
 from kelpie_agent.storage import KV, Transaction
 
+from ._cancels import CancelTable
+
 __all__ = ["ActorContextLike", "ActorIdLike", "AgentEnv", "LoopConfig", "McpToolSource"]
 
 
@@ -131,10 +133,12 @@ class AgentEnv:
     """The ports every agent of a process shares. ``sandbox_factory`` makes an unbooted
     sandbox for an agent's :class:`SandboxRequest` (one per active agent, booted on first
     use); ``mcp`` serves ``external_mcp`` tools. Without them, those tools fail with a clear
-    result."""
+    result. ``cancels``: the node's table of run cancels, shared with its service
+    (``_cancels``)."""
 
     llm: LlmClient
     embedder: Embedder = attrs.field(factory=HashingEmbedder)
     sandbox_factory: Callable[[SandboxRequest], Sandbox] | None = None
     mcp: McpToolSource | None = None
     config: LoopConfig = attrs.field(factory=LoopConfig)
+    cancels: CancelTable = attrs.field(factory=CancelTable)

@@ -12,7 +12,7 @@ A *step* is one LLM call and the tool calls it makes. What ends a run:
 ``invalid_llm_response``     more than ``max_empty_responses`` empty answers
 ``no_tool_call``             memgpt answered without a tool after ``no_tool_call_nudges``
 ``max_tokens_exceeded``      a text answer was cut off at ``max_tokens``
-``cancelled``                the caller's cancel event was set (checked between steps)
+``cancelled``                the run's cancel was set (checked between steps; ``_cancels``)
 ``error``                    an unexpected failure inside the loop (recorded, never raised)
 ==========================  ==============================================================
 """
@@ -23,7 +23,6 @@ import json
 from collections.abc import Sequence
 
 import attrs
-import trio
 
 from kelpie_agent.actors import ActorError
 from kelpie_agent.llm import LlmRequest, TextBlock, ToolCall
@@ -34,6 +33,7 @@ from ._archive import archive_of
 from ._boot import refresh_prompt
 from ._builtins import SEND_MESSAGE
 from ._calls import NON_USER, finish, heartbeat_message, run_call
+from ._cancels import CancelLike
 from ._checkpoint import PendingCall, SessionCheckpoint
 from ._compaction import compact_before_step, context_body, in_context
 from ._errors import AgentStorageError
@@ -64,7 +64,7 @@ __all__ = ["Loop", "TurnOptions", "compiled_system", "load_toolset"]
 class TurnOptions:
     stream_tokens: bool = False
     use_assistant_message: bool = True
-    cancel: trio.Event | None = attrs.field(default=None, eq=False)
+    cancel: CancelLike | None = attrs.field(default=None, eq=False)
 
 
 def _alert(text: str) -> str:

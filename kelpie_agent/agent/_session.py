@@ -138,7 +138,7 @@ async def send(rt: AgentRuntime, request: SendMessage) -> TurnResult:
             await resume(rt)  # finish the interrupted run before starting a new one
         earlier = await find_retried_run(rt, request.messages[0].otid)
         if earlier is not None:  # a retried request (same otid): answer with its run
-            _started(request, earlier.id)
+            _started(rt, request, earlier.id)
             sink = EventSink(request.stream, rt.config.sink_timeout)
             uam = request.use_assistant_message
             return await _finish_turn(rt, earlier, sink, uam, replay=True)
@@ -152,7 +152,7 @@ async def send(rt: AgentRuntime, request: SendMessage) -> TurnResult:
         else:
             refuse_while_waiting(rt)
             run_id = await _start(rt, request, max_steps)
-        _started(request, run_id)
+        _started(rt, request, run_id)
         await rt.hazard("agent.input_committed")
         sink = EventSink(request.stream, rt.config.sink_timeout)
         options = TurnOptions(request.stream_tokens, request.use_assistant_message, request.cancel)
@@ -191,7 +191,8 @@ async def _start(rt: AgentRuntime, request: SendMessage, max_steps: int) -> str:
     return run_id
 
 
-def _started(request: SendMessage, run_id: str) -> None:
+def _started(rt: AgentRuntime, request: SendMessage, run_id: str) -> None:
+    rt.env.cancels.bind(run_id, request.cancel)  # whoever drives the run hears its cancel
     if request.on_start is not None:
         request.on_start(run_id)
 
@@ -249,7 +250,9 @@ async def resume(rt: AgentRuntime) -> TurnResult | None:
     if cp is None or not cp.running:
         return None
     sink = EventSink(None, rt.config.sink_timeout)
-    cp = await Loop(rt, sink, TurnOptions()).run()
+    # the cancel of the request that started the run, if one is still retrying it (Dlead21-4)
+    with rt.env.cancels.of_run(cp.session_id, rt.agent_id, cp.thread_id) as cancel:
+        cp = await Loop(rt, sink, TurnOptions(cancel=cancel)).run()
     return await _finish_turn(rt, run_record(cp), sink, True)
 
 

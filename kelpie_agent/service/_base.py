@@ -12,6 +12,7 @@ from kelpie_agent.agent import (
     AgentRecord,
     AgentStorageError,
     BlockStore,
+    CancelTable,
     LoopConfig,
     Reader,
     ToolStore,
@@ -85,6 +86,7 @@ class ServiceBase:
         options: ServiceOptions | None = None,
         observer: Observer | None = None,
         embedder: Embedder | None = None,
+        cancels: CancelTable | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         # the node's embedder (its agents' archives use the same): tool search, models
@@ -102,7 +104,9 @@ class ServiceBase:
         self.block_store = BlockStore(kv, ports)
         self.mcp_servers: Any = None  # the node's ManagedMcp (set by open_agent_node)
         self._state = "new"  # -> running -> stopped
-        self._cancel_events: dict[str, list[trio.Event]] = {}
+        # the node's run cancels, shared with its agents (AgentEnv.cancels) so that a run
+        # resumed without its request still hears that request's cancel
+        self.cancels: CancelTable = cancels if cancels is not None else CancelTable()
         self._nursery: trio.Nursery | None = None  # background work; lives as long as the node
         self.scheduler = Scheduler(self)  # sends scheduled messages (runs with the node)
 

@@ -19,6 +19,7 @@ from kelpie_agent.actors import ActorId
 from kelpie_agent.agent import (
     AgentMessage,
     AgentView,
+    CancelTable,
     CompactionResult,
     CompactMessages,
     InputMessage,
@@ -30,6 +31,7 @@ from kelpie_agent.agent import (
     SendMessage,
     StreamEvent,
     TurnResult,
+    cancel_keys,
 )
 
 from . import _validate as v
@@ -301,18 +303,15 @@ class Messaging(Steps):
         return await self.get_run(started[0])
 
     def _registered(self, agent_id: str, request: SendMessage) -> _Registration:
-        keys = [agent_id] if request.thread is None else [agent_id, request.thread]
-        return _Registration(self._cancel_events, keys, request.cancel)
+        return _Registration(self.cancels, cancel_keys(agent_id, request.thread), request.cancel)
 
     def cancel_runs(self, agent_id: str) -> int:
         """Ask the runs this node is serving for the agent (or, given a conversation's id,
         for that conversation) to stop after their current step (stop reason
-        ``cancelled``); returns how many were asked. Runs started through other nodes are
-        not reached."""
-        events = self._cancel_events.get(agent_id, [])
-        for event in events:
-            event.set()
-        return len(events)
+        ``cancelled``); returns how many were asked. A run this node resumed after a lost
+        lease or a crash is reached too (``kelpie_agent.agent._cancels``); runs started
+        through other nodes are not."""
+        return self.cancels.cancel(agent_id)
 
     async def list_messages(
         self,
@@ -378,22 +377,18 @@ class Messaging(Steps):
 
 class _Registration:
     """Makes a send's cancel event reachable by ``cancel_runs`` while it runs (under its
-    agent's id, and its conversation's if it runs in one)."""
+    agent's id, and its conversation's if it runs in one; the agent binds it to the run's id
+    once the run has started)."""
 
-    def __init__(
-        self, table: dict[str, list[trio.Event]], keys: list[str], event: trio.Event | None
-    ) -> None:
+    def __init__(self, table: CancelTable, keys: list[str], event: trio.Event | None) -> None:
         self.table, self.keys, self.event = table, keys, event
 
     def __enter__(self) -> None:
         if self.event is not None:
             for key in self.keys:
-                self.table.setdefault(key, []).append(self.event)
+                self.table.add(key, self.event)
 
     def __exit__(self, *exc: object) -> None:
-        for key in self.keys:
-            events = self.table.get(key, [])
-            if self.event in events:
-                events.remove(self.event)
-            if not events:
-                self.table.pop(key, None)
+        if self.event is not None:
+            for key in self.table.keys_of(self.event):  # its ids, and the run it was bound to
+                self.table.remove(key, self.event)

@@ -86,6 +86,7 @@ async def open_agent_node(
         options=options,
         observer=observer,
         embedder=env.embedder,
+        cancels=env.cancels,
     )
     service.mcp_servers = managed
     async with managed_client, trio.open_nursery() as nursery:

@@ -14,6 +14,13 @@ whether it was set before the resume began or during it. A run resumed with no r
 to it (a crash, and no client retrying) registers an event of its own under the agent's and
 conversation's ids for as long as it runs.
 
+A request that ends in an error (the service gave up on it: its outcome unknown) may leave its
+run unfinished, driven by nobody until the agent's next activation resumes it. Its event is
+then *parked* (:meth:`CancelTable.park`): it stays under the agent's, conversation's and run's
+ids, so a cancel asked meanwhile still reaches the run when this node resumes it; the resume
+removes it. At most :data:`PARKED` are kept per node (the oldest go first): a parked run may
+have finished after all, or be resumed by another node.
+
 The table is node-local, like Letta's in-process cancel of a streaming request: a cancel asked
 through one node does not reach a run another node resumes (docs/decisions.md, Dlead22-1).
 """
@@ -26,7 +33,10 @@ from typing import Protocol
 
 import trio
 
-__all__ = ["CancelLike", "CancelTable", "RunCancel", "cancel_keys"]
+__all__ = ["PARKED", "CancelLike", "CancelTable", "RunCancel", "cancel_keys"]
+
+PARKED = 64
+"""Parked cancel events a node keeps (see the module docstring)."""
 
 
 class CancelLike(Protocol):
@@ -56,6 +66,7 @@ class CancelTable:
 
     def __init__(self) -> None:
         self._events: dict[str, list[trio.Event]] = {}
+        self._parked: list[trio.Event] = []  # oldest first
 
     def events(self, key: str) -> list[trio.Event]:
         return self._events.get(key, [])
@@ -80,6 +91,20 @@ class CancelTable:
         if event is not None and event not in self.events(run_id):
             self.add(run_id, event)
 
+    def park(self, event: trio.Event) -> None:
+        """The request of ``event`` ended in an error while bound to a run: keep it where it is
+        registered until the run is resumed here (see the module docstring)."""
+        self._parked.append(event)
+        if len(self._parked) > PARKED:
+            self.drop(self._parked[0])
+
+    def drop(self, event: trio.Event) -> None:
+        """Remove ``event`` from every id it is under."""
+        if event in self._parked:
+            self._parked.remove(event)
+        for key in self.keys_of(event):
+            self.remove(key, event)
+
     def cancel(self, key: str) -> int:
         """Set every event registered under ``key``; how many there were."""
         events = self.events(key)
@@ -93,7 +118,8 @@ class CancelTable:
         no request is bound to it, one of its own under its agent's and conversation's ids."""
         own: list[str] = []
         event = trio.Event()
-        if not self.events(run_id):
+        parked = [e for e in self.events(run_id) if e in self._parked]
+        if len(parked) == len(self.events(run_id)):  # no live request is bound to the run
             own = [*cancel_keys(agent_id, thread), run_id]
             for key in own:
                 self.add(key, event)
@@ -102,3 +128,5 @@ class CancelTable:
         finally:
             for key in own:
                 self.remove(key, event)
+            for stale in parked:  # the run ran here: its parked requests are done with
+                self.drop(stale)

@@ -388,7 +388,12 @@ class _Registration:
             for key in self.keys:
                 self.table.add(key, self.event)
 
-    def __exit__(self, *exc: object) -> None:
-        if self.event is not None:
-            for key in self.table.keys_of(self.event):  # its ids, and the run it was bound to
-                self.table.remove(key, self.event)
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if self.event is None:
+            return
+        keys = self.table.keys_of(self.event)  # its ids, and the run it was bound to
+        if kind is not None and any(key not in self.keys for key in keys):
+            self.table.park(self.event)  # its run may be unfinished: a cancel must still reach it
+            return
+        for key in keys:
+            self.table.remove(key, self.event)

@@ -14,6 +14,10 @@ The oracles (:func:`check_threads`, pure):
   history is its source's inputs, then its own;
 * each conversation an agent acknowledged is listed once when paging its conversations in
   small pages with Letta's ``after`` cursor, and the reverse order lists them reversed;
+* one request makes at most one conversation: per summary, an agent lists no more
+  conversations than its client sent create requests with that summary (every attempt), and
+  no more summary-less ones (forks) than fork requests; a conversation whose summary no
+  request of this agent's client carried was not made for it;
 * the run of each acknowledged input is listed among its conversation's runs, and every run
   listed there is that conversation's;
 * (:class:`ThreadAuditor`, fed every LLM request) no prompt shows the inputs of two threads
@@ -127,18 +131,33 @@ def check_threads(
 
 
 def check_listing(
-    created: Sequence[str], paged: Sequence[str], reverse: Sequence[str], sent: int | None = None
+    created: Sequence[str],
+    paged: Sequence[str],
+    reverse: Sequence[str],
+    sent: Mapping[str | None, int] | None = None,
+    summaries: Mapping[str, str | None] | None = None,
 ) -> list[str]:
     """``created``: the acknowledged conversations (concurrent creates: in no set order);
     ``paged``: the listing read oldest first page by page; ``reverse``: newest first;
-    ``sent``: how many create and fork requests the client sent for the agent, retries
-    included (one request makes at most one conversation, whatever its answer)."""
+    ``sent``: per summary, how many create requests the client sent for the agent with it
+    (key None: fork requests, which make conversations without one), retries included;
+    ``summaries``: each listed conversation's summary. One request makes at most one
+    conversation, whatever its answer."""
     problems = []
-    if sent is not None and len(set(paged)) > sent:
-        problems.append(
-            f"{len(set(paged))} conversations listed, but the client sent only {sent} create "
-            "and fork requests (one request made more than one)"
-        )
+    if sent is not None and summaries is not None:
+        listed: dict[str | None, int] = {}
+        for conv in dict.fromkeys(paged):
+            summary = summaries.get(conv)
+            listed[summary] = listed.get(summary, 0) + 1
+        for summary, count in listed.items():
+            if summary is not None and summary not in sent:
+                problems.append(f"{count} listed with summary {summary!r}: no request made it")
+            elif count > sent.get(summary, 0):
+                what = "fork" if summary is None else f"create ({summary!r})"
+                problems.append(
+                    f"{count} conversations listed from {sent.get(summary, 0)} {what} "
+                    "request(s) of the client (one request made more than one)"
+                )
     twice = sorted({c for c in paged if paged.count(c) > 1})
     if twice:
         problems.append(f"listed twice: {twice}")
@@ -161,6 +180,7 @@ class Threads:
         self.ids: dict[tuple[str, str], str] = {}  # (agent, thread) -> conversation id
         self.created: dict[str, list[str]] = {}  # agent -> conversation ids, in order
         self.forks: dict[tuple[str, str], str] = {}
+        self.summaries: dict[str, str | None] = {}  # conversation id -> summary, as listed
         self.acks: list[ThreadAck] = []
         self.histories: dict[tuple[str, str], list[str]] = {}
         self.problems: list[str] = []
@@ -291,7 +311,8 @@ class Threads:
                 self.problems.append(f"a{plan.number} conversations: listing: {error!r}")
                 continue
             sent = self._sent(plan.number)
-            for problem in check_listing(self.created[plan.agent_id], paged, reverse, sent):
+            created = self.created[plan.agent_id]
+            for problem in check_listing(created, paged, reverse, sent, self.summaries):
                 self.problems.append(f"a{plan.number} conversations: {problem}")
 
     async def _runs(
@@ -353,6 +374,7 @@ class Threads:
                 got = await self.clients.link.sdk(node).conversations.list(
                     agent_id=server_id, after=after, limit=size, order=order
                 )
+                self.summaries.update((str(c.id), c.summary) for c in got)
                 return [str(c.id) for c in got]
 
             got: list[str] = await self.clients._call(
@@ -364,12 +386,17 @@ class Threads:
             if len(got) < size or len(ids) > 1000:
                 return ids
 
-    def _sent(self, number: int) -> int:
-        """Create and fork requests sent for agent ``number``'s conversations (every attempt)."""
-        made = re.compile(rf"a{number} c[0-9]+ (create|fork)")
-        return sum(
-            r.attempts for key, r in self.clients.record.requests.items() if made.fullmatch(key)
-        )
+    def _sent(self, number: int) -> dict[str | None, int]:
+        """Create requests sent for agent ``number``'s conversations (every attempt), by the
+        summary they carry; forks (no summary) under None."""
+        made = re.compile(rf"a{number} (c[0-9]+) (create|fork)")
+        sent: dict[str | None, int] = {None: 0}
+        for key, record in self.clients.record.requests.items():
+            found = made.fullmatch(key)
+            if found is not None:
+                summary = f"conv-a{number}-{found[1]}" if found[2] == "create" else None
+                sent[summary] = sent.get(summary, 0) + record.attempts
+        return sent
 
     def check(self) -> list[str]:
         return (

@@ -23,6 +23,8 @@ a new two-id route that is neither).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -58,7 +60,8 @@ YEAR_MS = 365 * 24 * 3600 * 1000
 
 _QA = "query:agent_id"
 # (method, route template, child kind, where the agent id goes, where the child id goes):
-# "path", or "query:NAME" / "body:NAME" for a query or body field named NAME
+# "path", or "query:NAME" / "body:NAME" for a query or body field named NAME; "archive": the
+# route's first id is the agent's archive (the parent of its "shared" passage), not the agent
 PROBES: list[tuple[str, str, str, str, str]] = [
     ("POST", "/v1/runs/{run_id}/stream", "run", "body:agent_id", "path"),
     ("GET", "/v1/conversations/{conversation_id}/messages", "conversation", _QA, "path"),
@@ -68,6 +71,7 @@ PROBES: list[tuple[str, str, str, str, str]] = [
     ("DELETE", "/v1/agents/{agent_id}/archival-memory/{memory_id}", "passage", "path", "path"),
     ("GET", "/v1/agents/{agent_id}/schedule/{scheduled_message_id}", "schedule", "path", "path"),
     ("DELETE", "/v1/agents/{agent_id}/schedule/{scheduled_message_id}", "schedule", "path", "path"),
+    ("DELETE", "/v1/archives/{archive_id}/passages/{passage_id}", "shared", "archive", "path"),
 ]
 FILTERS = frozenset({"GET /v1/runs"})
 """Lists filtered by both ids: an empty list is as good as a 404 (nothing matches both)."""
@@ -89,7 +93,6 @@ SHARED: dict[str, str] = {
     "/v1/agents/{agent_id}/tools/attach/{tool_id}": "tools are shared, attached",
     "/v1/agents/{agent_id}/tools/detach/{tool_id}": "tools are shared, attached",
     "/v1/agents/{agent_id}/tools/{tool_name}/run": "tools are shared, by name",
-    "/v1/archives/{archive_id}/passages/{passage_id}": "an archive's passage: NOT probed yet",
     "/v1/folders/{folder_id}/files/{file_id}": "a folder's file: not an agent's child",
     "/v1/folders/{folder_id}/{file_id}": "a folder's file: not an agent's child",
     "/v1/mcp-servers/{mcp_server_id}/tools/{tool_id}": "a server's tool: not an agent's",
@@ -99,7 +102,7 @@ SHARED: dict[str, str] = {
 first; the ones marked NOT probed yet do have a parent and are left for a later session."""
 
 
-LONG = 12  # tool calls a "long" run makes before it answers (each a step)
+LONG = 40  # tool calls a "long" run makes before it answers (each a step; about 6 s)
 
 
 class Plain:
@@ -185,11 +188,18 @@ async def _children(http: Http, service: AgentService, number: int) -> tuple[str
     sched = await http.json(
         "POST", f"/v1/agents/{agent}/schedule", body={"messages": text, "schedule": schedule}
     )
+    archive = await http.json("POST", "/v1/archives", body={"name": f"archive-{number}"})
+    await http.call("PATCH", f"/v1/agents/{agent}/archives/attach/{archive['id']}")
+    shared = await http.json(
+        "POST", f"/v1/archives/{archive['id']}/passages", body={"text": f"shared fact {number}"}
+    )
     kinds = {
         "run": runs[0]["id"],
         "conversation": conv["id"],
         "passage": passages[0]["id"],
         "schedule": sched["id"],
+        "archive": archive["id"],  # an archive attached to the agent, and its passage
+        "shared": shared["id"],
     }
     return agent, kinds
 
@@ -216,10 +226,12 @@ async def _read(http: Http, agent: str) -> dict[str, Any]:
 async def _probe(http: Http, log: OwnershipLog, x: str, y: str) -> None:
     for method, route, kind, agent_at, child_at in PROBES:
         child = log.children[y][kind]
-        path = route.replace("{agent_id}", x)
+        path = route.replace("{agent_id}", x).replace("{archive_id}", log.children[x]["archive"])
         params: dict[str, Any] = {}
         body: dict[str, Any] = {}
         for value, at in ((x, agent_at), (child, child_at)):
+            if at == "archive":  # the agent's archive is in the path already
+                continue
             if at == "path":
                 if value == child and "}" in path:  # the route's last id is the child's
                     name = path[path.rindex("{") : path.rindex("}") + 1]
@@ -245,9 +257,13 @@ async def _probe(http: Http, log: OwnershipLog, x: str, y: str) -> None:
         log.probes.append(probe)
 
 
-async def _cancel(http: Http, service: AgentService, log: OwnershipLog) -> None:
+async def _cancel(
+    http: Http, service: AgentService, log: OwnershipLog, pause: Callable[[], Awaitable[None]]
+) -> None:
     """An agent with a short run in one conversation and a long one in another, and another
-    agent with a long run; the agent's runs are cancelled once the short one has ended."""
+    agent with a long run; the agent's runs are cancelled once the short one has ended, after
+    ``pause()`` (which may freeze the server past its leases, so that the long runs are
+    resumed by the agents' next activations when the cancel comes)."""
 
     async def agent(name: str) -> str:
         return (await service.create_agent(CreateAgent(name=name))).agent.id
@@ -269,17 +285,26 @@ async def _cancel(http: Http, service: AgentService, log: OwnershipLog) -> None:
             break
         await trio.sleep(0.1)
     await trio.sleep(1.0)  # the long run is in its steps (registered, not queued)
+    await pause()
     running = (await http.json("GET", f"/v1/runs/{long_a}"))["status"] == "running"
     cancel = Cancel(a, [long_a] if running else [], [long_b], [short])
     log.cancels.append(cancel)
     cancel.status = (await http.call("POST", f"/v1/agents/{a}/messages/cancel")).status_code
-    for run in (long_a, long_b, short):
-        for _ in range(600):
+    for run, owner in ((long_a, a), (long_b, b), (short, a)):
+        for polls in range(600):
             got = await http.json("GET", f"/v1/runs/{run}")
             if got["status"] != "running":
                 cancel.stops[run] = got.get("stop_reason")
                 break
+            if polls % 40 == 39:  # a run its request gave up on waits for the agent's next
+                await _wake(service, owner)  # activation, which resumes it: make one
             await trio.sleep(0.5)
+
+
+async def _wake(service: AgentService, agent_id: str) -> None:
+    """Send the agent a message, as its user would when a run seems stuck."""
+    with contextlib.suppress(Exception):
+        await service.start_run(agent_id, [InputMessage("user", "are you there?")])
 
 
 def check_cancels(cancels: list[Cancel]) -> list[str]:
@@ -317,7 +342,7 @@ def check_ownership(log: OwnershipLog) -> list[str]:
     return out
 
 
-@workload(params={"agents": 2, "cancels": False}, bounds={"agents": (2, 6)})
+@workload(params={"agents": 2, "cancels": False, "cancel_pauses": False}, bounds={"agents": (2, 6)})
 async def agent_ownership(ctx: WorkloadContext) -> None:
     """Children named through agents that do not own them; see the module docstring."""
     log = OwnershipLog()
@@ -362,12 +387,26 @@ async def agent_ownership(ctx: WorkloadContext) -> None:
         for agent in agents:
             log.after[agent] = await _read(http, agent)
         if ctx.params.get("cancels"):
-            await _cancel(http, service, log)
+            await _cancel(http, service, log, lambda: _pause(ctx, name))
     ctx.metric("ownership.probes", len(log.probes))
     ctx.metric(
         "ownership.cancelled",
         sum(c.stops.get(r) == "cancelled" for c in log.cancels for r in c.active),
     )
+
+
+async def _pause(ctx: WorkloadContext, name: str) -> None:
+    """With ``cancel_pauses``, in about half the seeds: freeze the server for longer than a
+    lease (6 s), so that every lease it holds lapses mid-run; its agents' next activations
+    resume the interrupted runs, and the cancel comes a moment after (Dlead21-4)."""
+    rng = ctx.rng("ownership/pause")
+    if not ctx.params.get("cancel_pauses") or rng.random() < 0.5:
+        return
+    node = ctx.sim.node(name)
+    ctx.sim.pause(node)
+    await trio.sleep(rng.uniform(6.5, 9.0))
+    ctx.sim.resume(node)
+    await trio.sleep(rng.uniform(0.05, 0.6))  # the resumed runs are in their steps
 
 
 @invariant

@@ -13,6 +13,7 @@ import trio
 
 import kelpie_dst
 from kelpie_agent.agent import AgentEnv, CancelTable, GetSession
+from kelpie_agent.agent._cancels import PARKED
 from kelpie_agent.mcp import McpClient
 from kelpie_dst.shims import LlmTiming, SimLlmClient, open_kv, sim_ports
 from kelpie_dst.shims._mcp import sim_mcp_transport
@@ -55,6 +56,32 @@ def test_a_resumed_run_registers_its_own_cancel_only_when_no_request_is_bound() 
         request.set()
         assert cancel.is_set()
     assert table.events("run-2") == [request]  # the request's registration removes it
+
+
+def test_a_parked_cancel_reaches_the_run_when_it_is_resumed_here() -> None:
+    """A request that gave up while its run may still be unfinished leaves its event parked:
+    a cancel asked meanwhile is counted and heard by the run's resume, which then drops it."""
+    table, request = CancelTable(), trio.Event()
+    for key in ("agent-1", "conv-1"):
+        table.add(key, request)
+    table.bind("run-1", request)
+    table.park(request)
+    assert table.cancel("agent-1") == 1 and request.is_set()
+    with table.of_run("run-1", "agent-1", "conv-1") as cancel:
+        assert cancel.is_set()  # the cancel asked while nobody drove the run
+        assert len(table.events("agent-1")) == 2  # and the resume is reachable on its own
+    assert table.keys_of(request) == [] and table.events("agent-1") == []
+
+
+def test_a_node_keeps_at_most_parked_events_oldest_dropped_first() -> None:
+    table = CancelTable()
+    events = [trio.Event() for _ in range(PARKED + 1)]
+    for n, event in enumerate(events):
+        table.add("agent-1", event)
+        table.bind(f"run-{n}", event)
+        table.park(event)
+    assert table.events("run-0") == [] and table.events(f"run-{PARKED}") == [events[-1]]
+    assert table.cancel("agent-1") == PARKED
 
 
 async def _interrupted_run(

@@ -81,12 +81,25 @@ def test_listing_checks() -> None:
     assert check_listing(["a", "b"], ["a", "a", "b"], ["b", "a", "a"]) == ["listed twice: ['a']"]
     assert check_listing(["a", "b"], ["a"], ["a"]) == ["not listed: ['b']"]
     assert check_listing(["a", "b"], ["a", "b"], ["a", "b"]) != []
-    # one request makes at most one conversation: three listed after three requests hold,
-    # after two (a fork sent once, copied twice by a retry inside the server) do not
-    assert check_listing(["a", "b"], ["a", "b", "x"], ["x", "b", "a"], sent=3) == []
-    assert check_listing(["a", "b"], ["a", "b", "x"], ["x", "b", "a"], sent=2) == [
-        "3 conversations listed, but the client sent only 2 create and fork requests (one "
+    # one request makes at most one conversation: a fork sent once, copied twice by a retry
+    # inside the server, is caught even when a create's retry left room for one more
+    made = {"a": "conv-c0", "b": "conv-c1", "x": None, "y": None}
+    sent: dict[str | None, int] = {"conv-c0": 2, "conv-c1": 1, None: 1}
+    listing = (["a", "b", "x"], ["a", "b", "x"], ["x", "b", "a"])
+    assert check_listing(*listing, sent, made) == []
+    assert check_listing(["a", "b"], ["a", "b", "x", "y"], ["y", "x", "b", "a"], sent, made) == [
+        "2 conversations listed from 1 fork request(s) of the client (one request made more "
+        "than one)"
+    ]
+    both = {**made, "b": "conv-c0"}  # two creates of one summary, from two attempts: allowed
+    assert check_listing(*listing, sent, both) == []
+    assert check_listing(*listing, {**sent, "conv-c0": 1}, both) == [
+        "2 conversations listed from 1 create ('conv-c0') request(s) of the client (one "
         "request made more than one)"
+    ]
+    other = {**made, "b": "conv-of-another-agent"}
+    assert check_listing(*listing, sent, other) == [
+        "1 listed with summary 'conv-of-another-agent': no request made it"
     ]
 
 

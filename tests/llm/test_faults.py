@@ -63,6 +63,7 @@ def test_every_llm_fault_is_registered_with_zero_default_probability() -> None:
         "llm.unknown_tool",
         "llm.stream_cut",
         "llm.max_tokens",
+        "llm.stream_stall",
     }
     assert names <= set(kelpie_dst.fault_types())
     result = kelpie_dst.run(_clean)

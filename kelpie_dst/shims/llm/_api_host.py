@@ -182,7 +182,7 @@ class AnthropicApiHost:
             return await reply.json(200, message_json(plan.response))
         encoder = SseEncoder()
         for i, (delay, chunk) in enumerate(plan.steps):
-            await trio.sleep(delay)
+            await trio.sleep(delay + (plan.stall if i == plan.stall_at else 0.0))
             if i == 0:
                 await reply.start_stream(encoder.start(plan.response))
             if i == plan.cut_after:

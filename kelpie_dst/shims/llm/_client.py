@@ -77,7 +77,7 @@ class SimLlmClient:
             await _sleep(plan.delay)
             raise plan.exception()
         for i, (delay, chunk) in enumerate(plan.steps):
-            await _sleep(delay)
+            await _sleep(delay + (plan.stall if i == plan.stall_at else 0.0))
             if node is not None:
                 node.check_alive()
             if i == plan.cut_after:

@@ -39,6 +39,7 @@ from ._faults import (
     MALFORMED,
     MAX_TOKENS,
     STREAM_CUT,
+    STREAM_STALL,
     UNKNOWN_TOOL,
     Failure,
     decide_failure,
@@ -136,13 +137,17 @@ class Plan:
     the :class:`StreamEnd`. ``cut_after``: a stream delivers that many steps, then breaks;
     ``cut_clean``: the probability that the API host ends such a body properly (no
     message_stop) rather than breaking the connection. ``reset_after_end``: the API host breaks
-    the connection after the last event, before the body's end (the answer is whole)."""
+    the connection after the last event, before the body's end (the answer is whole).
+    ``stall_at``: the stream stops for ``stall`` seconds before that step (``llm.stream_stall``),
+    then goes on."""
 
     response: LlmResponse
     steps: tuple[tuple[float, StreamChunk], ...]
     cut_after: int | None = None
     cut_clean: float = 0.0
     reset_after_end: bool = False
+    stall_at: int | None = None  # before this step the stream stops for ``stall`` seconds
+    stall: float = 0.0
 
     @property
     def duration(self) -> float:
@@ -292,8 +297,18 @@ class SimLlmEngine:
                 reset = True  # the whole answer, then the connection breaks
             else:
                 cut, clean = shaping.randint(0, len(steps) - 1), fired.param("clean")
+        stall_at, stall = None, 0.0
+        stalled = (
+            faults.fires(STREAM_STALL.name, node=node, model=request.model)
+            if (streaming and faults and cut is None and len(steps) > 1)
+            else None
+        )
+        if stalled is not None:
+            stall_at, stall = shaping.randint(1, len(steps) - 1), stalled.param("after")
         if sim is not None:
-            extra = {"reset_after_end": True} if reset else {}
+            extra: dict[str, object] = {"reset_after_end": True} if reset else {}
+            if stall_at is not None:
+                extra["stall_at"] = stall_at
             sim.trace_event(
                 "llm.response",
                 id=response.id,
@@ -303,7 +318,7 @@ class SimLlmEngine:
                 cut_after=cut,
                 **extra,
             )
-        return Plan(response, steps, cut, clean, reset)
+        return Plan(response, steps, cut, clean, reset, stall_at, stall)
 
     def _blocks(self, sim: Simulation | None, reply: Reply) -> list[AssistantBlock]:
         blocks: list[AssistantBlock] = []

@@ -11,6 +11,7 @@ Faults (all probabilities default to zero; see docs/llm.md and docs/faults.md):
 ``llm.unknown_tool``         a tool call names a tool that was not offered
 ``llm.stream_cut``           a stream ends in the middle of the message (streams only)
 ``llm.max_tokens``           the answer stops with ``max_tokens`` in the middle of a tool call
+``llm.stream_stall``         a stream stops mid-message for ``after`` seconds, then goes on
 ============================ ================================================================
 
 The direct client decides faults for the calling node; the API host for itself (its node
@@ -118,6 +119,18 @@ MAX_TOKENS = _R(
         "arguments (input None), or cut-off text when there is no tool call",
     )
 )
+STREAM_STALL = _R(
+    FaultSpec(
+        "llm.stream_stall",
+        "a stream stops in the middle of the message for a while, then goes on",
+        params={"after": 45.0},
+        swarm_range=(0.0, 0.0),  # never drawn by swarm mode: scenarios ask for it by name
+        observed="some chunks arrive, then nothing for `after` virtual seconds, then the rest "
+        "of the answer and its StreamEnd (on the API host: the same SSE events, the pause "
+        "between two of them); a caller whose timeout is shorter gives up on an answer the "
+        "model was still writing",
+    )
+)
 STORM = register_storm(
     StormSpec(
         "llm",
@@ -144,6 +157,7 @@ ALL: tuple[FaultSpec, ...] = (
     UNKNOWN_TOOL,
     STREAM_CUT,
     MAX_TOKENS,
+    STREAM_STALL,
 )
 
 

@@ -522,6 +522,11 @@ class Driver:
                     piece = _piece(event)
                     if piece is not None:
                         send.pieces.append(piece)
+            if stream.result is None:  # it ended without an error, so it must have finished
+                self.log.problem(
+                    f"{self.agent} {send.tag}: the stream ended without an error but has no "
+                    "result (a cut stream taken for a finished answer)"
+                )
             return stream.result
 
     async def run(self, span: float) -> None:

@@ -627,13 +627,13 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("surface.problems", len(check_surface(surface.log)))
     if bool(ctx.params["wire"]):
         cut = bool(ctx.params["wire_cut_bodies"])
-        threads = bool(ctx.params["wire_threads"])
-        wire = WireWalker(clients, ctx.rng("wire"), cut_bodies=cut, threads=threads)
+        follows = bool(ctx.params["wire_threads"])
+        wire = WireWalker(clients, ctx.rng("wire"), cut_bodies=cut, threads=follows)
         ctx.state["wire"] = wire
         await wire.run()
         ctx.metric("wire.requests", wire.requests)
         ctx.metric("wire.probes", len(wire.log.probes))
-        if threads:
+        if follows:
             ctx.metric("wire.follows", len(wire.log.follows))
     if bool(ctx.params["message_fields"]):
         fields = FieldsWalker(

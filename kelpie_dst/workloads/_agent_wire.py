@@ -53,6 +53,7 @@ from ._agent_wire_checks import (
     WireSeen,
 )
 from ._agent_world import PORT, SERVER
+from ._wire_threads import dense_reads, send_and_follow
 
 __all__ = ["WIRE_SERVER", "WireWalker"]
 
@@ -230,10 +231,13 @@ def _msg(m: Mapping[str, Any]) -> MsgSeen:
 class WireWalker:
     """Drives the wire probes and the message views (see the module docstring)."""
 
-    def __init__(self, clients: Any, rng: Any, *, cut_bodies: bool = False) -> None:
+    def __init__(
+        self, clients: Any, rng: Any, *, cut_bodies: bool = False, threads: bool = False
+    ) -> None:
         self.clients = clients
         self.rng = rng
         self.cut_bodies = cut_bodies  # wire_cut_bodies: also bodies the client abandons
+        self.threads = threads  # wire_threads: no raw probes; background sends, followed
         self.state = {"node": rng.choice(clients.world.node_names)}
         self.log = WireLog()
         self.requests = 0
@@ -323,7 +327,9 @@ class WireWalker:
 
     async def run(self) -> None:
         await self._phases(
-            (self._setup, self._probes, self._messages),
+            (self._setup, self._messages)
+            if self.threads
+            else (self._setup, self._probes, self._messages),
             lambda: self.agent is not None and self.block is not None,
             self.log.problems,
             "wire",
@@ -930,6 +936,9 @@ class WireWalker:
             run_ids = {m.run_id for m in answer.messages if m.run_id}
             if thread in runs:
                 runs[thread] |= run_ids
+        if self.threads:
+            threads = ["default", *convs]
+            await send_and_follow(self._stream, agent, threads, sent, runs, self.log.follows, MARK)
         sent["refused"] = await self._refused(agent)
         await self._histories(agent, convs, sent)
         await self._runs(agent, convs, runs)
@@ -1013,6 +1022,8 @@ class WireWalker:
                     tuple(m.type for m in full),
                 )
             )
+        if self.threads:
+            await dense_reads(self._list, f"{AGENT}'s history", path, shown, True, self.log.typed)
         everyone = set().union(*sent.values())
         self.log.threads.append(
             ThreadSeen(
@@ -1041,6 +1052,9 @@ class WireWalker:
                     tuple(m.id for m in desc),
                 )
             )
+            if self.threads:
+                what = f"conversation {conv}'s messages"
+                await dense_reads(self._list, what, cpath, asc, True, self.log.typed)
             types = ("user_message",)
             got = await self._list(
                 f"{conv} messages by type",

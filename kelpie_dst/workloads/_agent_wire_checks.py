@@ -37,6 +37,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from ._wire_threads import FollowSeen, check_follows
+
 __all__ = [
     "ABANDONED",
     "ANSWERED",
@@ -178,6 +180,7 @@ class WireLog:
     refusals: list[tuple[str, int, int | None]] = attrs.field(factory=list)
     # (what, the documented status, the status answered; None: no answer came)
     problems: list[str] = attrs.field(factory=list)  # requests that failed for good
+    follows: list[FollowSeen] = attrs.field(factory=list)  # wire_threads (_wire_threads)
     stuck: list[str] = attrs.field(factory=list)  # raw probes no node answered
 
 
@@ -329,4 +332,4 @@ def check_message_views(log: WireLog) -> list[str]:
     for o in log.orders:
         if list(o.desc) != list(reversed(o.asc)):
             out.append(f"{o.what}: newest first {list(o.desc)} is not oldest first reversed")
-    return out
+    return out + check_follows(log.follows)

@@ -307,7 +307,20 @@ class RecordingMcp:
             )
             if key and activation is not None:
                 ended = trio.current_time()
-                self.journal.sent.append(Sent(activation, key, tool, timed_out, started, ended))
+                # the client gave up waiting: by the time it waited, whatever it raised (a
+                # timeout reported as another failure still leaves the call's effect possible)
+                waited = error is not None and ended - started >= self._limit(server, timeout)
+                gave_up = timed_out or waited
+                self.journal.sent.append(Sent(activation, key, tool, gave_up, started, ended))
+
+    def _limit(self, server: str, timeout: float | None) -> float:
+        """The call's time limit: ``timeout``, or the server's configured ``call_timeout``."""
+        if timeout is not None:
+            return timeout
+        try:
+            return float(self.client.config(server).call_timeout)
+        except Exception:  # an unknown server: the call failed at once, it never waited
+            return float("inf")
 
     def status(self, server: str) -> str:
         return self.client.status(server)

@@ -242,6 +242,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     # after the clients raw requests at and over each limit, and a memgpt agent's message
     # views (use_assistant_message, types, conversations, runs, orders), are judged against
     # the documented contract (via http; _agent_wire)
+    "wire_threads": False,  # with wire: no raw probes; the message views add a background
+    # send to each of the wire agent's threads and follow each thread's latest run (its
+    # /stream without run_id); each must show that thread's run (_wire_threads)
     "wire_cut_bodies": False,  # with wire: the raw probes also send a declared and a chunked
     # body and close the connection halfway; the abandoned request must change nothing
     # (_agent_wire._abandoned; scenarios/agent_http_cut_bodies.toml)
@@ -325,6 +328,7 @@ PARAMS: dict[str, int | float | str | bool] = {
 _OPTION_OF = {
     "detaches": "deletes",
     "wire_cut_bodies": "wire",
+    "wire_threads": "wire",
     "input_roles": "message_fields",
     "default_conversation": "message_fields",
     "catalog_defaults": "catalog",
@@ -623,11 +627,14 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("surface.problems", len(check_surface(surface.log)))
     if bool(ctx.params["wire"]):
         cut = bool(ctx.params["wire_cut_bodies"])
-        wire = WireWalker(clients, ctx.rng("wire"), cut_bodies=cut)
+        follows = bool(ctx.params["wire_threads"])
+        wire = WireWalker(clients, ctx.rng("wire"), cut_bodies=cut, threads=follows)
         ctx.state["wire"] = wire
         await wire.run()
         ctx.metric("wire.requests", wire.requests)
         ctx.metric("wire.probes", len(wire.log.probes))
+        if follows:
+            ctx.metric("wire.follows", len(wire.log.follows))
     if bool(ctx.params["message_fields"]):
         fields = FieldsWalker(
             clients,

@@ -105,6 +105,28 @@ class CancelTable:
         for key in self.keys_of(event):
             self.remove(key, event)
 
+    @contextmanager
+    def registered(self, keys: list[str], event: trio.Event | None) -> Iterator[None]:
+        """While a request is served: its ``event`` under ``keys`` (its agent's and
+        conversation's ids; the agent binds it to its run too). On success it goes; on an
+        error after its run was bound it is parked (see the module docstring)."""
+        if event is None:
+            yield
+            return
+        for key in keys:
+            self.add(key, event)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            bound = self.keys_of(event)  # its ids, and the run it was bound to
+            if failed and any(key not in keys for key in bound):
+                self.park(event)  # its run may be unfinished: a cancel must still reach it
+            else:
+                for key in bound:
+                    self.remove(key, event)
+
     def cancel(self, key: str) -> int:
         """Set every event registered under ``key``; how many there were."""
         events = self.events(key)

@@ -9,7 +9,7 @@ lease or a node, and the message is still run exactly once.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any
 
 import attrs
@@ -19,7 +19,6 @@ from kelpie_agent.actors import ActorId
 from kelpie_agent.agent import (
     AgentMessage,
     AgentView,
-    CancelTable,
     CompactionResult,
     CompactMessages,
     InputMessage,
@@ -302,8 +301,8 @@ class Messaging(Steps):
             raise failure[0] if failure else UnavailableError(f"agent {agent_id}: no run started")
         return await self.get_run(started[0])
 
-    def _registered(self, agent_id: str, request: SendMessage) -> _Registration:
-        return _Registration(self.cancels, cancel_keys(agent_id, request.thread), request.cancel)
+    def _registered(self, agent_id: str, request: SendMessage) -> AbstractContextManager[None]:
+        return self.cancels.registered(cancel_keys(agent_id, request.thread), request.cancel)
 
     def cancel_runs(self, agent_id: str) -> int:
         """Ask the runs this node is serving for the agent (or, given a conversation's id,
@@ -373,27 +372,3 @@ class Messaging(Steps):
         request = Recompile(thread=conversation_id, dry_run=dry_run)
         prompt: str = await self._request(agent_id, request)
         return prompt
-
-
-class _Registration:
-    """Makes a send's cancel event reachable by ``cancel_runs`` while it runs (under its
-    agent's id, and its conversation's if it runs in one; the agent binds it to the run's id
-    once the run has started)."""
-
-    def __init__(self, table: CancelTable, keys: list[str], event: trio.Event | None) -> None:
-        self.table, self.keys, self.event = table, keys, event
-
-    def __enter__(self) -> None:
-        if self.event is not None:
-            for key in self.keys:
-                self.table.add(key, self.event)
-
-    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
-        if self.event is None:
-            return
-        keys = self.table.keys_of(self.event)  # its ids, and the run it was bound to
-        if kind is not None and any(key not in self.keys for key in keys):
-            self.table.park(self.event)  # its run may be unfinished: a cancel must still reach it
-            return
-        for key in keys:
-            self.table.remove(key, self.event)

@@ -7,7 +7,9 @@ Two oracles, kept apart from the simulator:
   names, and the first commit that writes a model-output message of a step (reasoning,
   assistant, tool call, approval request: a message with a ``step_id`` that is not a tool
   return) writes that step's record. A step written in a transaction of its own, before or
-  after its messages, is caught at that commit, crash or not.
+  after its messages, is caught at that commit, crash or not. The commit that creates an
+  agent is exempt from the second rule: an imported history's messages name steps that were
+  never run here, and no step record is made for them (Dlead23-2).
 * :func:`check_run_steps`, at read-back, in the database itself: every acknowledged run's
   record lists its steps; each exists, belongs to the run and its agent, is numbered in order
   (0, 1, ...; not by start time: a run resumed on a node whose clock is behind starts its next
@@ -40,6 +42,7 @@ _OUTPUT = frozenset(
     ("reasoning_message", "assistant_message", "tool_call_message", "approval_request_message")
 )
 _LIMIT = 50
+_FIRST = b"/" + b"0" * 15 + b"1"  # the key suffix of a history's first message (seq 1)
 
 
 def _fields(raw: bytes) -> dict[str, Any]:
@@ -66,10 +69,12 @@ class StepCommits:
     def observe(self, writes: Iterable[tuple[bytes, bytes | None]]) -> None:
         written: dict[str, str | None] = {}  # message id -> its step, for new messages
         steps: dict[str, list[str]] = {}  # step id -> the messages its record names
+        created = False  # the commit that creates an agent (its first message, the system's)
         for key, value in writes:
             if value is None:
                 continue
             if key.startswith(b"msg/"):
+                created = created or key.endswith(_FIRST)
                 record = _fields(value)
                 mid = record.get("id")
                 if isinstance(mid, str) and mid not in self._messages:
@@ -85,6 +90,8 @@ class StepCommits:
             if missing:
                 self._problem(f"step {sid} was committed without its messages {missing}")
         for mid, step in written.items():
+            if created:  # an imported history: its steps were never run here (Dlead23-2)
+                break
             if step is not None and step not in steps and step not in self._steps:
                 self._problem(f"message {mid} was committed without its step {step}")
         self.steps += len(steps)

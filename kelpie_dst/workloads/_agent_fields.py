@@ -295,6 +295,7 @@ class FieldsWalker(WireWalker):
                     f"{what} answer {r}", "default", [answer], False, False
                 )
                 self.fields.decisions += decisions
+                self.fields.approvals.append(("default", answer["otid"]))
 
     async def _reads(self) -> None:
         assert self.conv is not None

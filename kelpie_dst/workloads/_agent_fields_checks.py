@@ -166,6 +166,8 @@ class FieldsLog:
     # default_conversation: the agent's history read through conversation "default"
     aliased: tuple[Seen, ...] | None = None
     decisions: list[Decision] = attrs.Factory(list)
+    # (thread, otid): approval answers acknowledged, each sent with an otid of its own
+    approvals: list[tuple[str, str]] = attrs.Factory(list)
     answers: list[Answer] = attrs.Factory(list)
     # thread -> (read with use_assistant_message=false, read with true), oldest first; a
     # conversation's messages are read one way only (true: the route has no such parameter)
@@ -208,6 +210,23 @@ def _inputs(log: FieldsLog) -> list[str]:
                 out.append(f"input {sent.otid}: stored as {m.payload!r}, sent {sent.content!r}")
             if m.name != sent.name:
                 out.append(f"input {sent.otid}: name {m.name!r}, sent {sent.name!r}")
+    return out
+
+
+def _approval_answers(log: FieldsLog) -> list[str]:
+    """An acknowledged approval answer is stored once, in its thread, with the otid it was
+    sent with (a retry after a lost reply finds it by that otid, Letta's exactly once)."""
+    out = []
+    for thread, otid in log.approvals:
+        if thread not in log.histories:
+            continue
+        _, shown = log.histories[thread]
+        found = [m for m in shown if m.type == "approval_response_message" and m.otid == otid]
+        if len(found) != 1:
+            out.append(
+                f"approval answer {otid}: {len(found)} approval_response_messages with its "
+                f"otid in {thread}, not 1"
+            )
     return out
 
 
@@ -387,6 +406,7 @@ def check_fields(log: FieldsLog) -> list[str]:
     out += _echoes(log)
     out += _big(log)
     out += _aliased(log)
+    out += _approval_answers(log)
     inputs = frozenset(sent.otid for sent in log.inputs)
     for thread, (raw, shown) in log.histories.items():
         if raw is not None:

@@ -182,3 +182,17 @@ def test_a_fields_option_without_the_fields_walker_is_one_line(param: str) -> No
     run = run_scenario(attrs.evolve(base, workload=attrs.evolve(base.workload, params=params)), 0)
     assert run.result.failure is not None
     assert f"workload.params.{param}: needs message_fields = true" in run.result.failure.describe()
+
+
+def test_an_approval_answer_must_be_stored_once_with_its_otid() -> None:
+    log = _log()
+    raw, shown = log.histories["default"]
+    answer = Seen("m6", "approval_response_message", D, "run-2", None, "answer-1")
+    log.histories["default"] = ((*raw, answer), (*shown, answer))
+    log.approvals.append(("default", "answer-1"))
+    assert check_fields(log) == []
+    without = attrs.evolve(answer, otid=None)
+    log.histories["default"] = ((*raw, without), (*shown, without))
+    assert check_fields(log) == [
+        "approval answer answer-1: 0 approval_response_messages with its otid in default, not 1"
+    ]

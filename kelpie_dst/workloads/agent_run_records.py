@@ -94,6 +94,7 @@ from ._agent_coherence import memory_matches_storage as memory_matches_storage
 from ._agent_http import RETRY_STATUS, _tls
 from ._agent_schedules import _FAILURES, OPTIONS, SERVICE, Client
 from ._agent_world import PORT, SERVER
+from ._run_limited_reads import PartReads, check_part_reads, read_run_parts
 from ._run_record_checks import (
     Answer,
     Compacted,
@@ -524,6 +525,7 @@ class Reads:
     run_messages: dict[str, list[Shown]] = attrs.Factory(dict)
     steps: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
     last_messages: bool = False  # param last_message_reads
+    parts: PartReads | None = None  # param run_traces: each run's parts, whole and limited
 
 
 class Refused(Exception):
@@ -588,6 +590,26 @@ class DirectReader:
             [_shown(m) for m in messages],
             [(x.prompt_tokens, x.completion_tokens) for x in steps],
         )
+
+    async def filtered(self, conv: str) -> list[str]:
+        """Every agent's messages filtered by the conversation (their ids)."""
+        found = await self.client.until_done(
+            lambda s: s.all_messages(conversation_id=conv, order="asc", limit=1000)
+        )
+        return [m.id for m in found]
+
+    async def part(self, rid: str, route: str, limit: int) -> list[Any] | None:
+        """The run's trace, steps or messages (``route``), at most ``limit`` of them."""
+        reads = {
+            "trace": lambda s: s.run_trace(rid, limit),
+            "steps": lambda s: s.run_steps(rid, limit=limit),
+            "messages": lambda s: s.run_messages(rid, limit=limit),
+        }
+        try:
+            found: list[Any] = await self.client.until_done(reads[route])
+        except NotFoundError:
+            return None
+        return found
 
     async def compact(self, agent: str, request: CompactMessages) -> tuple[int, int, str]:
         """One attempt (``_FAILURES`` when the node failed, :class:`Refused` when refused)."""
@@ -725,6 +747,16 @@ class HttpReader:
             tokens,
         )
 
+    async def filtered(self, conv: str) -> list[str]:
+        """``GET /v1/messages/?conversation_id=...`` (the message ids)."""
+        params = {"conversation_id": conv, "order": "asc", "limit": 1000}
+        return [m["id"] for m in await self._call("GET", "/v1/messages/", params=params) or []]
+
+    async def part(self, rid: str, route: str, limit: int) -> list[Any] | None:
+        """``GET /v1/runs/{rid}/<route>?limit=...`` (trace, steps or messages)."""
+        found = await self._call("GET", f"/v1/runs/{rid}/{route}", params={"limit": limit})
+        return None if found is None else list(found)
+
     async def compact(self, agent: str, request: CompactMessages) -> tuple[int, int, str]:
         settings: dict[str, Any] = {
             "mode": request.mode,
@@ -750,6 +782,12 @@ async def _read_agent(reader: Reader, log: RecordsLog, reads: Reads, agent: str)
     convs = log.conversations.get(agent, [])
     for conv in (None, *convs):
         reads.threads[(agent, conv)] = await reader.thread(agent, conv)
+    parts = reads.parts
+    for conv in convs if parts is not None else ():
+        listed = await reader.filtered(conv)
+        own = [m.id for m in await reader.thread(agent, conv)]
+        if parts is not None and own == [m.id for m in reads.threads[(agent, conv)]]:
+            parts.filtered[conv] = (tuple(own), tuple(listed))  # the thread stood still
     for _ in range(5):  # until the runs list stands still around the filtered reads
         every = await reader.runs(agent)
         filtered: dict[str, list[str]] = {}
@@ -787,6 +825,8 @@ async def _read_agent(reader: Reader, log: RecordsLog, reads: Reads, agent: str)
         reads.records[run.run_id] = record
         reads.run_messages[run.run_id] = messages
         reads.steps[run.run_id] = steps
+        if reads.parts is not None:
+            await read_run_parts(reader.part, run.run_id, reads.parts)
 
 
 def _start_servers(
@@ -855,6 +895,7 @@ async def _make_agent(
         "via": "direct",
         "plain_calls": False,
         "last_message_reads": False,  # also list conversations by last_message_at, both ways
+        "run_traces": False,  # also read each run's trace, steps and messages by limit (svcT)
     },
     bounds={"agents": (1, 10), "conversations": (1, 5), "span": (1, 3600)},
 )
@@ -905,9 +946,14 @@ async def _drive(
         for driver in drivers:
             nursery.start_soon(driver.run, span)
     reads = Reads(last_messages=bool(ctx.params["last_message_reads"]))
+    if ctx.params["run_traces"]:
+        reads.parts = PartReads()
     for agent in log.agents.values():
         await _read_agent(reader, log, reads, agent)
     ctx.state["reads"] = reads
+    if reads.parts is not None:
+        ctx.metric("records.parts_judged", len(reads.parts.whole))
+        ctx.metric("records.parts_unsettled", reads.parts.unsettled)
     ctx.metric("records.sends", log.sends)
     ctx.metric("records.runs", len(log.runs))
     ctx.metric("records.answers", sum(a.acked for a in log.answers))
@@ -935,6 +981,8 @@ def check_records(log: RecordsLog, reads: Reads) -> list[str]:
     problems += check_answers(log.answers, reads.threads)
     problems += check_calls_answered(reads.threads, reads.every, log.answers)
     problems += check_compactions(log.compactions, LOOP.history_window)
+    if reads.parts is not None:
+        problems += check_part_reads(reads.parts)
     return problems + log.problems + log.watch.problems
 
 

@@ -9,7 +9,7 @@ crash in the middle of a multi-transaction delete left behind.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -152,7 +152,9 @@ async def repair(kv: KV, read: Reader) -> RepairReport:
             _count(fixes, await _fix(kv, read, entry.agent_id, key))
     for prefix in _PER_AGENT:
         for owner in await _owners(read, prefix):
-            if owner not in expected and await _sweep(kv, read, owner, prefix):
+            if owner in expected or await _live_conversation(read, owner, expected):
+                continue
+            if await _sweep(kv, read, owner, prefix):
                 swept += 1
     return RepairReport(len(agents), fixes["added"], fixes["removed"], swept)
 
@@ -184,11 +186,19 @@ async def _fix(kv: KV, read: Reader, agent_id: str, entry_key: bytes) -> str | N
     return await read(fix, "an index repair")
 
 
+async def _live_conversation(read: Reader, owner: str, agents: Mapping[str, object]) -> bool:
+    """Whether ``owner`` is a conversation of a live agent: a conversation's history, otid
+    records and session are kept under its own id, as an agent's are (``Keys(conv.id)``)."""
+    data = await read.get(Keys.conversation(owner), "a conversation")
+    return data is not None and str(unpack(data).agent_id) in agents
+
+
 async def _sweep(kv: KV, read: Reader, agent_id: str, prefix: bytes) -> bool:
     """Delete ``prefix<agent>/...`` of an agent that does not exist (each batch in a
-    transaction that checks it still does not)."""
+    transaction that checks it still does not, and that it is no conversation)."""
     own = prefix + f"{agent_id}/".encode()
     agent_key = Keys(agent_id).agent
+    conversation_key = Keys.conversation(agent_id)
     any_deleted = False
     while True:
         rows = await read.scan(own, _end(own), "leftover records", limit=_CHUNK)
@@ -199,6 +209,11 @@ async def _sweep(kv: KV, read: Reader, agent_id: str, prefix: bytes) -> bool:
             async with kv.transaction() as txn:
                 if await txn.get(agent_key) is not None:
                     return False  # created again meanwhile
+                conversation = await txn.get(conversation_key)
+                if conversation is not None:
+                    owner = Keys(str(unpack(conversation).agent_id)).agent
+                    if await txn.get(owner) is not None:
+                        return False  # a conversation of a live agent
                 for key, _ in rows:
                     await txn.delete(key)
                     if prefix == _RUN_INDEX:  # the index names the run record

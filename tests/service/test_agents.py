@@ -319,3 +319,29 @@ async def test_a_delete_whose_storage_fails_half_way_is_finished_by_its_retry(
         with pytest.raises(NotFoundError):
             await svc.get_run(result.run_id)
         assert [m for m in await svc.all_messages() if m.id in view.message_ids] == []
+
+
+@pytest.mark.dst(seeds=2, guards="strict")
+async def test_repair_keeps_the_records_of_live_conversations() -> None:
+    """A conversation keeps its history, message ids and otid records under its own id, as an
+    agent does: ``repair`` (which ``kelpie serve`` runs at every start) must not sweep them as
+    the leftovers of a deleted agent; those of a deleted agent's conversation it does sweep."""
+    async with service_node() as svc:
+        view = await svc.create_agent(otto())
+        agent_id = view.agent.id
+        conv = await svc.create_conversation(agent_id)
+        await svc.send_message(agent_id, user("hello"), conversation_id=conv.id)
+        shown = [m.id for m in await svc.list_messages(agent_id, conversation_id=conv.id)]
+        keys = Keys(conv.id)
+        stored = {p: await svc.kv.scan_prefix(p) for p in (keys.messages, keys.otids)}
+        assert shown and all(stored.values())
+        report = await svc.repair()
+        assert report.orphans_swept == 0
+        for prefix, rows in stored.items():
+            assert await svc.kv.scan_prefix(prefix) == rows, prefix
+        again = await svc.list_messages(agent_id, conversation_id=conv.id)
+        assert [m.id for m in again] == shown
+        await svc.kv.delete(Keys(agent_id).agent)  # the agent deleted half-way
+        report = await svc.repair()
+        assert report.orphans_swept >= 1
+        assert await svc.kv.scan_prefix(keys.messages) == []

@@ -157,6 +157,15 @@ class ImportSeen:
 
 
 @attrs.frozen
+class KeptView:
+    """What an agent that was not deleted shows: its history's message ids, and each of its
+    conversations with its history's message ids (oldest first)."""
+
+    history: tuple[str, ...]
+    conversations: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+@attrs.frozen
 class DeleteSeen:
     """What could still be read of a deleted agent (``when``: ``at once`` after its delete
     was acknowledged, or ``after repair``)."""
@@ -184,6 +193,8 @@ class LifecycleLog:
     swaps: list[BlockSwap] = attrs.Factory(list)
     # (block, limit, outcome of an update to exactly the limit, of one character more)
     limits: list[tuple[str, int, str, str]] = attrs.Factory(list)
+    # (agent, before repair, after it): what a kept agent shows (param ``keep``)
+    kept: list[tuple[str, KeptView, KeptView]] = attrs.Factory(list)
 
 
 def _timeless(prompt: str) -> str:
@@ -377,4 +388,27 @@ def check_lifecycle(log: LifecycleLog) -> list[str]:
         *_cancels(log),
         *_imports(log),
         *_deletes(log),
+        *_kept(log),
     ]
+
+
+def _kept(log: LifecycleLog) -> list[str]:
+    """``repair`` sweeps what deleted agents left; an agent that lives on shows the same
+    history and conversations after it as before (``kelpie serve`` runs it at every start)."""
+    out = []
+    for agent, before, after in log.kept:
+        if after.history != before.history:
+            out.append(
+                f"{agent}: repair changed its history ({len(before.history)} messages, "
+                f"then {len(after.history)})"
+            )
+        was, now = dict(before.conversations), dict(after.conversations)
+        for conv, ids in was.items():
+            if conv not in now:
+                out.append(f"{agent}: repair removed its conversation {conv}")
+            elif now[conv] != ids:
+                out.append(
+                    f"{agent}: repair changed conversation {conv}'s history "
+                    f"({len(ids)} messages, then {len(now[conv])})"
+                )
+    return out

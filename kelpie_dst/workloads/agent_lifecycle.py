@@ -41,6 +41,7 @@ from ._agent_lifecycle_checks import (
     CancelSeen,
     DeleteSeen,
     ImportSeen,
+    KeptView,
     LabelAttempt,
     LifecycleLog,
     ResetSeen,
@@ -381,6 +382,7 @@ async def _delete(client: Client, log: LifecycleLog, agent: _Agent) -> str:
         "repair_at": 60.0,
         "deletes": 0,
         "label_prompts": 0,
+        "keep": 0,  # the last ``keep`` agents are not deleted: repair must not change them
     },
     sizes=("agents",),
     bounds={
@@ -388,6 +390,7 @@ async def _delete(client: Client, log: LifecycleLog, agent: _Agent) -> str:
         "span": (1, 3600),
         "delete_at": (0, 36000),
         "repair_at": (0, 36000),
+        "keep": (0, 20),
     },
 )
 async def agent_lifecycle(ctx: WorkloadContext) -> None:
@@ -422,12 +425,19 @@ async def agent_lifecycle(ctx: WorkloadContext) -> None:
             run = await client.until_done(lambda s, r=run_id: s.get_run(r))  # type: ignore[misc]
             log.sent_runs.append((agent.id, run_id, run.stop_reason))
     await trio.sleep(max(0.0, float(ctx.params["delete_at"]) - trio.current_time()))
+    keep = min(int(ctx.params["keep"]), len(agents))
+    kept, doomed = agents[len(agents) - keep :], [*agents[: len(agents) - keep], *imported]
+    for agent in kept:  # a conversation of its own, with a turn in it, for repair to leave
+        await _converse(client, agent)
     outcomes = {}
-    for agent in [*agents, *imported]:
+    for agent in doomed:
         outcomes[agent.id] = await _delete(client, log, agent)
     await trio.sleep(max(0.0, float(ctx.params["repair_at"]) - trio.current_time()))
+    before = [await _kept_view(client, agent) for agent in kept]
     await client.until_done(lambda s: s.repair())
-    for agent in [*agents, *imported]:
+    for agent, was in zip(kept, before, strict=True):
+        log.kept.append((agent.id, was, await _kept_view(client, agent)))
+    for agent in doomed:
         log.deletes.append(await _visible(client, agent, outcomes[agent.id], "after repair"))
     ctx.metric("lifecycle.resets", len(log.resets))
     ctx.metric("lifecycle.imports", len(log.imports))
@@ -435,6 +445,30 @@ async def agent_lifecycle(ctx: WorkloadContext) -> None:
     ctx.metric("lifecycle.cancels", sum(c.asked > 0 for c in log.cancels))
     ctx.metric("lifecycle.deletes_lost", sum(o != "ok" for o in outcomes.values()))
     ctx.metric("lifecycle.problems", len(check_lifecycle(log)))
+
+
+async def _converse(client: Client, agent: _Agent) -> None:
+    """One conversation of a kept agent and one turn in it (``keep``)."""
+    conv = (await client.until_done(lambda s: s.create_conversation(agent.id))).id
+    message = InputMessage("user", f"a note {agent.number} to keep", otid=f"life-k{agent.number}")
+    await client.until_done(lambda s: s.send_message(agent.id, [message], conversation_id=conv))
+
+
+async def _kept_view(client: Client, agent: _Agent) -> KeptView:
+    """What a kept agent shows (``keep``): its history and its conversations'."""
+
+    async def ids(conversation: str | None) -> tuple[str, ...]:
+        got = await client.until_done(
+            lambda s: s.list_messages(
+                agent.id, limit=1000, order="asc", conversation_id=conversation
+            )
+        )
+        return tuple(m.id for m in got)
+
+    convs = await client.until_done(
+        lambda s: s.list_conversations(agent_id=agent.id, limit=1000, order="asc")
+    )
+    return KeptView(await ids(None), tuple([(c.id, await ids(c.id)) for c in convs]))
 
 
 @invariant

@@ -13,6 +13,7 @@ from kelpie_dst.workloads._agent_lifecycle_checks import (
     CancelSeen,
     DeleteSeen,
     ImportSeen,
+    KeptView,
     LabelAttempt,
     LifecycleLog,
     ResetSeen,
@@ -276,3 +277,18 @@ def test_a_refused_change_the_holders_prompt_shows_is_named() -> None:
     ]
     [problem] = check_lifecycle(log)
     assert "the prompt of the activation holding a1 shows blocks" in problem
+
+
+def test_repair_must_leave_a_kept_agent_as_it_was() -> None:
+    before = KeptView(("m1", "m2"), (("conv-1", ("m3", "m4")), ("conv-2", ("m5",))))
+    log = LifecycleLog()
+    log.kept.append(("agent-1", before, before))
+    assert check_lifecycle(log) == []
+    swept = KeptView(("m1", "m2"), (("conv-1", ()),))
+    log.kept[:] = [("agent-1", before, swept)]
+    assert check_lifecycle(log) == [
+        "agent-1: repair changed conversation conv-1's history (2 messages, then 0)",
+        "agent-1: repair removed its conversation conv-2",
+    ]
+    log.kept[:] = [("agent-1", before, attrs.evolve(before, history=("m1",)))]
+    assert check_lifecycle(log) == ["agent-1: repair changed its history (2 messages, then 1)"]

@@ -32,6 +32,7 @@ from kelpie_agent.agent import (
     ToolReturnMessage,
     ToolStore,
 )
+from kelpie_agent.api import create_app
 from kelpie_agent.errors import KelpieError
 from kelpie_agent.mcp import McpClient, McpServerConfig
 from kelpie_agent.service import AgentService, InvalidError, ServiceOptions, open_agent_node
@@ -50,6 +51,7 @@ from ._agent_approval_checks import (
 )
 from ._agent_coherence import coherence_options
 from ._agent_coherence import memory_matches_storage as memory_matches_storage
+from ._approval_wire import after_answer, before_answer, wire_probes
 
 __all__ = ["agent_approvals", "approvals_exactly_as_answered"]
 
@@ -95,10 +97,20 @@ async def _ask(service: AgentService, log: ApprovalLog, req: Request) -> None:
     req.phase = "answer"
 
 
-async def _answer(service: AgentService, log: ApprovalLog, req: Request, rng: Any) -> None:
+async def _probe_wire(app: Any, log: ApprovalLog, req: Request, probes: list[Any]) -> None:
+    refused, problems = await wire_probes(app, req.agent_id, probes)
+    log.refusals += refused
+    log.problems.extend(f"{req.key}: {p}" for p in problems)
+
+
+async def _answer(
+    service: AgentService, log: ApprovalLog, req: Request, rng: Any, app: Any = None
+) -> None:
     if req.probe and not req.probed:  # an approval for a call that is not waiting
         bogus = ApprovalDecision(f"toolu_bogus_{req.key}", True)
         await _refused(service, log, req, [bogus], f"bogus-{req.key}", "an unknown call")
+        if app is not None:  # the same, as letta-client sends it, in both forms
+            await _probe_wire(app, log, req, before_answer(req.agent_id, req.key))
         req.probed = True
     reason = None if req.approve or rng.random() < 0.5 else f"no, not {req.key}"
     decision = ApprovalDecision(req.call_id, req.approve, reason)
@@ -146,6 +158,8 @@ async def _answer(service: AgentService, log: ApprovalLog, req: Request, rng: An
         req.note_ok = False  # the tool failed (an MCP timeout or crash)
     if req.probe:  # the same answer again, as a new request: nothing awaits it now
         await _refused(service, log, req, [decision], f"stale-{req.key}", "a stale call")
+        if app is not None and req.request_id:
+            await _probe_wire(app, log, req, after_answer(req.key, req.request_id))
 
 
 async def _refused(
@@ -165,7 +179,9 @@ async def _refused(
     log.problems.append(f"{req.key}: an approval for {what} was accepted")
 
 
-async def _client(service: AgentService, node: Node, log: ApprovalLog, rng: Any) -> None:
+async def _client(
+    service: AgentService, node: Node, log: ApprovalLog, rng: Any, app: Any = None
+) -> None:
     while True:
         req = log.take(node.name)
         if req is None:
@@ -175,7 +191,7 @@ async def _client(service: AgentService, node: Node, log: ApprovalLog, rng: Any)
             if req.phase == "ask":
                 await _ask(service, log, req)
             else:
-                await _answer(service, log, req, rng)
+                await _answer(service, log, req, rng, app)
         except KelpieError as error:  # retried later, on any node, with the same otid
             log.failures.append(f"{req.key} {req.phase}: {type(error).__name__}")
         log.release(node.name)
@@ -199,7 +215,13 @@ async def _setup(
 
 
 @workload(
-    params={"agents": 3, "requests": 4, "probe_fraction": 0.3, "legacy_fraction": 0.0},
+    params={
+        "agents": 3,
+        "requests": 4,
+        "probe_fraction": 0.3,
+        "legacy_fraction": 0.0,
+        "wire_probes": False,
+    },
     sizes=("agents", "requests"),
     bounds={
         "agents": (1, 20),
@@ -212,6 +234,7 @@ async def agent_approvals(ctx: WorkloadContext) -> None:
     """Approvals and denials across crashes; see the module docstring."""
     db = ctx.sim.add_node(ctx.topology.database or "db")
     log = ApprovalLog(legacy=float(ctx.params["legacy_fraction"]))
+    wire = bool(ctx.params["wire_probes"])
     ctx.state["approvals"] = log
     server = vault(log)
     main = ctx.sim.current_node()
@@ -244,7 +267,8 @@ async def agent_approvals(ctx: WorkloadContext) -> None:
                     ready.set()
                     return
                 await ready.wait()
-                await _client(service, node, log, ctx.rng(f"client/{node.name}"))
+                app = create_app(service) if wire else None
+                await _client(service, node, log, ctx.rng(f"client/{node.name}"), app)
 
         return node_main
 

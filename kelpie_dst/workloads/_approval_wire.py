@@ -1,15 +1,16 @@
-"""Approvals as letta-client sends them, over the node's REST app (the approvals workload's
-``wire_probes``).
+"""Approvals as letta-client sends them, over the node's REST app (the approvals
+workload's ``wire_probes``).
 
 The approvals workload answers through the service in-process, so the REST request models
 (``kelpie_agent.api._models_messages``) that turn a client's JSON into an answer never ran
-with an answer that must be refused. With ``wire_probes`` on, a probed request also gets, while
-its call waits, the two forms of an approval that names something else, as JSON to
+with an answer that must be refused. With ``wire_probes`` on, a probed request also gets,
+while its call waits, answers that name something else, as JSON to
 ``POST /v1/agents/{id}/messages`` of the node's app (in-process ASGI, no network): Letta's
 legacy form (``approve: true`` with an ``approval_request_id`` that is neither the waiting
-request's message id nor one of its calls' ids, in the shape of each) and the current one (``approvals`` with an unknown ``tool_call_id``); and, after its
-answer, the legacy form naming the request just answered. Each must be refused (400) and run
-nothing: an answer is applied only to the request it names (docs/http-api.md, approvals).
+request's message id nor one of its calls' ids, in the shape of each) and the current one
+(``approvals`` with an unknown ``tool_call_id``); and, after its answer, the legacy form
+naming the request just answered. Each must be refused (400) and run nothing: an answer is
+applied only to the request it names (docs/http-api.md, approvals).
 """
 
 from __future__ import annotations

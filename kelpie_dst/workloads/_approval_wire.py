@@ -18,11 +18,82 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import trio
 
-__all__ = ["after_answer", "asgi_json", "before_answer", "wire_probes"]
+from kelpie_agent.agent import InputMessage, ToolReturnMessage
+from kelpie_agent.errors import KelpieError
+from kelpie_agent.service import InvalidError
+
+__all__ = [
+    "Returned",
+    "after_answer",
+    "asgi_json",
+    "before_answer",
+    "returns_of",
+    "wire_answer",
+    "wire_probes",
+]
 
 Asgi = Any  # an ASGI app: await app(scope, receive, send)
+
+
+@attrs.frozen
+class Returned:
+    """A tool result an answered run showed: the tool's name, its status and its text."""
+
+    name: str | None
+    status: str
+    tool_return: str
+
+
+class WireFailure(KelpieError):
+    """The REST app answered neither the turn nor a refusal (a node or storage failure): the
+    client tries again later, with the same otid."""
+
+
+def returns_of(messages: Any) -> list[Returned]:
+    """The tool results among an in-process turn's messages."""
+    return [
+        Returned(m.name, m.status, m.tool_return)
+        for m in messages
+        if isinstance(m, ToolReturnMessage)
+    ]
+
+
+def answer_json(message: InputMessage) -> dict[str, Any]:
+    """``message`` (an approval answer) as letta-client sends it."""
+    out: dict[str, Any] = {"type": "approval", "otid": message.otid}
+    if message.approvals:
+        out["approvals"] = [
+            {"type": "approval", "tool_call_id": d.tool_call_id, "approve": d.approve}
+            | ({"reason": d.reason} if d.reason is not None else {})
+            for d in message.approvals
+        ]
+        return out
+    out["approve"] = message.approve
+    out["approval_request_id"] = message.approval_request_id
+    if message.content:
+        out["reason"] = message.content
+    return out
+
+
+async def wire_answer(app: Asgi, agent: str, message: InputMessage) -> tuple[str, list[Returned]]:
+    """Send the answer to ``agent`` through ``app``: ``(stop reason, tool results)``.
+    ``InvalidError`` when it is refused (400, 422), ``WireFailure`` for any other failure."""
+    body = {"messages": [answer_json(message)], "streaming": False}
+    status, got = await asgi_json(app, "POST", f"/v1/agents/{agent}/messages", body)
+    detail = got.get("detail") if isinstance(got, dict) else got
+    if status in (400, 422):
+        raise InvalidError(None, f"HTTP {status}: {detail}", status=status)
+    if status != 200 or not isinstance(got, dict):
+        raise WireFailure(f"HTTP {status}: {detail}")
+    returned = [
+        Returned(m.get("name"), str(m.get("status")), str(m.get("tool_return")))
+        for m in got.get("messages", [])
+        if m.get("message_type") == "tool_return_message"
+    ]
+    return str(got.get("stop_reason", {}).get("stop_reason")), returned
 
 
 async def asgi_json(app: Asgi, method: str, path: str, body: Any) -> tuple[int, Any]:

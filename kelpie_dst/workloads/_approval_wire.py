@@ -10,7 +10,9 @@ legacy form (``approve: true`` with an ``approval_request_id`` that is neither t
 request's message id nor one of its calls' ids, in the shape of each) and the current one
 (``approvals`` with an unknown ``tool_call_id``); and, after its answer, the legacy form
 naming the request just answered. Each must be refused (400) and run nothing: an answer is
-applied only to the request it names (docs/http-api.md, approvals).
+applied only to the request it names (docs/http-api.md, approvals). With ``wire_answers`` on,
+the answers themselves go the same way (``wire_answer``), so a retried answer (the same otid,
+after a crash) is judged through the REST models too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from kelpie_agent.service import InvalidError
 
 __all__ = [
     "Returned",
+    "WireFailure",
     "after_answer",
+    "answer_json",
     "asgi_json",
     "before_answer",
     "returns_of",

@@ -29,9 +29,9 @@ from kelpie_agent.agent import (
     ApprovalRequestMessage,
     CreateAgent,
     InputMessage,
-    ToolReturnMessage,
     ToolStore,
 )
+from kelpie_agent.api import create_app
 from kelpie_agent.errors import KelpieError
 from kelpie_agent.mcp import McpClient, McpServerConfig
 from kelpie_agent.service import AgentService, InvalidError, ServiceOptions, open_agent_node
@@ -50,6 +50,13 @@ from ._agent_approval_checks import (
 )
 from ._agent_coherence import coherence_options
 from ._agent_coherence import memory_matches_storage as memory_matches_storage
+from ._approval_wire import (
+    after_answer,
+    before_answer,
+    returns_of,
+    wire_answer,
+    wire_probes,
+)
 
 __all__ = ["agent_approvals", "approvals_exactly_as_answered"]
 
@@ -95,10 +102,25 @@ async def _ask(service: AgentService, log: ApprovalLog, req: Request) -> None:
     req.phase = "answer"
 
 
-async def _answer(service: AgentService, log: ApprovalLog, req: Request, rng: Any) -> None:
+async def _probe_wire(app: Any, log: ApprovalLog, req: Request, probes: list[Any]) -> None:
+    refused, problems = await wire_probes(app, req.agent_id, probes)
+    log.refusals += refused
+    log.problems.extend(f"{req.key}: {p}" for p in problems)
+
+
+async def _answer(
+    service: AgentService,
+    log: ApprovalLog,
+    req: Request,
+    rng: Any,
+    app: Any = None,
+    answers: Any = None,
+) -> None:
     if req.probe and not req.probed:  # an approval for a call that is not waiting
         bogus = ApprovalDecision(f"toolu_bogus_{req.key}", True)
         await _refused(service, log, req, [bogus], f"bogus-{req.key}", "an unknown call")
+        if app is not None:  # the same, as letta-client sends it, in both forms
+            await _probe_wire(app, log, req, before_answer(req.agent_id, req.key))
         req.probed = True
     reason = None if req.approve or rng.random() < 0.5 else f"no, not {req.key}"
     decision = ApprovalDecision(req.call_id, req.approve, reason)
@@ -118,16 +140,20 @@ async def _answer(service: AgentService, log: ApprovalLog, req: Request, rng: An
     if req.sent_at is None:
         req.sent_at = trio.current_time()
     try:
-        turn = await service.send_message(req.agent_id, [message])
+        if answers is not None:  # as letta-client sends it, through the node's REST app
+            stop, returned = await wire_answer(answers, req.agent_id, message)
+        else:
+            turn = await service.send_message(req.agent_id, [message])
+            stop, returned = turn.stop_reason, returns_of(turn.messages)
     except InvalidError as error:  # the answer to the call that waits (or its retry): never
         log.problems.append(f"{req.key}: the answer was refused: {error}")
         req.phase = "done"
         return
     req.acked_at = trio.current_time()
     req.phase = "done"
-    pays = [m for m in turn.messages if isinstance(m, ToolReturnMessage) and m.name == log.tool]
-    if turn.stop_reason != "end_turn":
-        log.problems.append(f"{req.key}: the answered run ended {turn.stop_reason}")
+    pays = [m for m in returned if m.name == log.tool]
+    if stop != "end_turn":
+        log.problems.append(f"{req.key}: the answered run ended {stop}")
     if len(pays) != 1:
         log.problems.append(f"{req.key}: the answered run has {len(pays)} results of the call")
     elif req.approve and pays[0].status != "success":
@@ -139,13 +165,15 @@ async def _answer(service: AgentService, log: ApprovalLog, req: Request, rng: An
         log.problems.append(f"{req.key}: approved, but the call returned {pays[0].tool_return}")
     elif not req.approve and (pays[0].status != "error" or "denied" not in pays[0].tool_return):
         log.problems.append(f"{req.key}: denied, but the call returned {pays[0].tool_return}")
-    notes = [m for m in turn.messages if isinstance(m, ToolReturnMessage) and m.name == log.note]
+    notes = [m for m in returned if m.name == log.note]
     if len(notes) != (1 if paired(req.key) else 0):
         log.problems.append(f"{req.key}: the answered run has {len(notes)} note results")
     if any(n.status != "success" for n in notes):
         req.note_ok = False  # the tool failed (an MCP timeout or crash)
     if req.probe:  # the same answer again, as a new request: nothing awaits it now
         await _refused(service, log, req, [decision], f"stale-{req.key}", "a stale call")
+        if app is not None and req.request_id:
+            await _probe_wire(app, log, req, after_answer(req.key, req.request_id))
 
 
 async def _refused(
@@ -165,7 +193,14 @@ async def _refused(
     log.problems.append(f"{req.key}: an approval for {what} was accepted")
 
 
-async def _client(service: AgentService, node: Node, log: ApprovalLog, rng: Any) -> None:
+async def _client(
+    service: AgentService,
+    node: Node,
+    log: ApprovalLog,
+    rng: Any,
+    app: Any = None,
+    answers: Any = None,
+) -> None:
     while True:
         req = log.take(node.name)
         if req is None:
@@ -175,7 +210,7 @@ async def _client(service: AgentService, node: Node, log: ApprovalLog, rng: Any)
             if req.phase == "ask":
                 await _ask(service, log, req)
             else:
-                await _answer(service, log, req, rng)
+                await _answer(service, log, req, rng, app, answers)
         except KelpieError as error:  # retried later, on any node, with the same otid
             log.failures.append(f"{req.key} {req.phase}: {type(error).__name__}")
         log.release(node.name)
@@ -199,7 +234,14 @@ async def _setup(
 
 
 @workload(
-    params={"agents": 3, "requests": 4, "probe_fraction": 0.3, "legacy_fraction": 0.0},
+    params={
+        "agents": 3,
+        "requests": 4,
+        "probe_fraction": 0.3,
+        "legacy_fraction": 0.0,
+        "wire_probes": False,
+        "wire_answers": False,
+    },
     sizes=("agents", "requests"),
     bounds={
         "agents": (1, 20),
@@ -212,6 +254,8 @@ async def agent_approvals(ctx: WorkloadContext) -> None:
     """Approvals and denials across crashes; see the module docstring."""
     db = ctx.sim.add_node(ctx.topology.database or "db")
     log = ApprovalLog(legacy=float(ctx.params["legacy_fraction"]))
+    wire = bool(ctx.params["wire_probes"])
+    wire_answers = bool(ctx.params["wire_answers"])
     ctx.state["approvals"] = log
     server = vault(log)
     main = ctx.sim.current_node()
@@ -244,7 +288,15 @@ async def agent_approvals(ctx: WorkloadContext) -> None:
                     ready.set()
                     return
                 await ready.wait()
-                await _client(service, node, log, ctx.rng(f"client/{node.name}"))
+                app = create_app(service) if wire or wire_answers else None
+                await _client(
+                    service,
+                    node,
+                    log,
+                    ctx.rng(f"client/{node.name}"),
+                    app if wire else None,
+                    app if wire_answers else None,
+                )
 
         return node_main
 

@@ -17,7 +17,8 @@ it before it creates it again, as the workload's agent creates do (``_agent_http
 
 With ``ambiguous_creates = n``, each agent gets ``n`` creates once it exists, spread over the
 run (so storage storms catch some): conversations (by summary), archival passages (by text),
-standalone blocks (by label) and custom tools (by name), in turn. Each is an ordinary client
+standalone blocks (by label) and custom tools (by name), in turn; with the ``create_kinds``
+param, any of those and shared archives (by name). Each is an ordinary client
 request (``Clients._call``: retried on another node, so ``every_request_completed`` bounds it).
 At the end each name is counted with the API's own filtered listing *and* in the database
 itself (the listings could hide a duplicate). :func:`check_created_once` is the pure checker.
@@ -37,9 +38,17 @@ from kelpie_agent.agent._codec import unpack
 
 from ..shims._storage import SimKVStore
 
-__all__ = ["KINDS", "CreateRecord", "Creates", "blind_attempt", "check_created_once"]
+__all__ = [
+    "CREATE_KINDS",
+    "KINDS",
+    "CreateRecord",
+    "Creates",
+    "blind_attempt",
+    "check_created_once",
+]
 
-KINDS = ("conversation", "passage", "block", "tool")
+KINDS = ("conversation", "passage", "block", "tool")  # the default, in turn
+CREATE_KINDS = (*KINDS, "archive")  # what ``create_kinds`` may name
 
 
 @attrs.frozen
@@ -89,9 +98,10 @@ async def blind_attempt(counts: dict[str, int], key: str, call: Awaitable[Any]) 
 class Creates:
     """The creates of every agent (``per_agent`` each), their records, and the final count."""
 
-    def __init__(self, clients: Any, per_agent: int) -> None:
+    def __init__(self, clients: Any, per_agent: int, kinds: Sequence[str] = KINDS) -> None:
         self.clients = clients
         self.per_agent = per_agent
+        self.kinds = tuple(kinds)
         self.records: list[CreateRecord] = []
         self.blind: dict[str, int] = {}
         self.owner: dict[str, str] = {}  # name -> the server's agent id (passages)
@@ -110,7 +120,7 @@ class Creates:
         state = {"node": rng.choice(clients.world.node_names)}
         for k in range(self.per_agent):
             await trio.sleep(rng.uniform(0.5, 3.0))
-            kind = KINDS[(plan.number + k) % len(KINDS)]
+            kind = self.kinds[(plan.number + k) % len(self.kinds)]
             await self._create(plan, kind, f"amb_a{plan.number}_{k}", rng, state)
 
     async def _create(
@@ -196,6 +206,15 @@ def _ops(kind: str, name: str, agent: str) -> tuple[Callable[[Any], Awaitable[st
         async def lookup(sdk: Any) -> list[str]:
             return [str(b.id) for b in _items(await sdk.blocks.list(label=name, limit=100))]
 
+    elif kind == "archive":
+
+        async def make(sdk: Any) -> str:
+            return str((await sdk.archives.create(name=name, description=f"{name} shelf")).id)
+
+        async def lookup(sdk: Any) -> list[str]:
+            got = await sdk.archives.list(name=name, limit=100)
+            return [str(a.id) for a in _items(got) if a.name == name]
+
     else:
         source = f'def {name}(text: str) -> str:\n    """Echo the text."""\n    return text\n'
 
@@ -216,8 +235,8 @@ def _items(got: Any) -> list[Any]:
 
 def stored_names(store: SimKVStore, owner: Mapping[str, str]) -> dict[tuple[str, str], list[str]]:
     """``(kind, name)`` -> ids, read from the database itself (no fault, no node): every
-    conversation, passage, block and tool whose summary, text (its first word), label or name
-    is one of the workload's (``owner``'s keys)."""
+    conversation, passage, block, tool and archive whose summary, text (its first word), label
+    or name is one of the workload's (``owner``'s keys)."""
     found: dict[tuple[str, str], list[str]] = {}
     for kind, prefix, field in _STORED:
         try:
@@ -242,4 +261,5 @@ _STORED = (
     ("passage", b"passage/", "text"),
     ("block", Keys.BLOCKS, "label"),
     ("tool", Keys.TOOLS, "name"),
+    ("archive", b"archive/", "name"),
 )

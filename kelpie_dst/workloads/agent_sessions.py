@@ -20,6 +20,16 @@ Properties (``sessions_contract``, :func:`check_sessions`, pure):
   the target's names the source (``transferred_from``) and is the session that was exported
   (same run id), finished with the stop reason the export carried; an unfinished session
   goes on at the target and ends as the model ends it (``end_turn``), not ``cancelled``.
+
+With ``run_records`` (off by default; on in ``agent_sessions_records``), once both ends are
+idle the client also reads the runs a user can look up (``list_runs`` of each agent, and the
+exported run by id):
+
+- **A run's record belongs to the agent that ran it**: every run listed under an agent is
+  recorded as that agent's, and the exported run's record names the source, however often
+  the session moved or was imported.
+- **A run's record is settled once its session is**: the exported run's record exists and
+  is not ``running`` after the source handed it over (the source closes what it exports).
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from kelpie_agent.agent import (
 )
 from kelpie_agent.agent._config import LoopConfig
 from kelpie_agent.llm import LlmRequest
-from kelpie_agent.service import AgentService
+from kelpie_agent.service import AgentService, NotFoundError
 
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import LlmTiming, SimLlmClient, open_kv, sim_ports
@@ -80,6 +90,10 @@ class Pair:
     source_to: str | None = None
     target_from: str | None = None
     target_run: str | None = None
+    # with ``run_records``: (agent listed under, run id, the record's agent, its status), and
+    # the exported run's record as (agent id, status), None if it has none
+    runs: list[tuple[str, str, str, str]] | None = None
+    exported_record: tuple[str, str] | None = None
 
 
 @attrs.define
@@ -114,6 +128,21 @@ async def _interrupt(client: Client, nodes: list[Any], source: str, text: str) -
     for node in nodes:
         ctx.sim.restart(node, after=1.0)
     await trio.sleep(2.0)
+
+
+async def _run_records(client: Client, pair: Pair) -> None:
+    """What a user reads of the pair's runs once both ends are idle (``run_records``)."""
+    pair.runs = []
+    for agent in (pair.source, pair.target):
+        runs = await client.until_done(
+            lambda s, a=agent: s.list_runs(agent_ids=[a], limit=100)  # type: ignore[misc]
+        )
+        pair.runs += [(agent, r.id, r.agent_id, r.status) for r in runs]
+    try:
+        record = await client.until_done(lambda s: s.get_run(pair.exported_run))
+    except NotFoundError:
+        return
+    pair.exported_record = (record.agent_id, record.status)
 
 
 async def _pair(
@@ -164,6 +193,24 @@ async def _pair(
     pair.target_run = target_cp.session_id if target_cp is not None else None
 
 
+def _check_runs(p: Pair, where: str) -> list[str]:
+    """The ``run_records`` properties of the module docstring, for one pair."""
+    out = []
+    for listed, run, owner, _ in p.runs or ():
+        if owner != listed:
+            out.append(f"{where}: run {run}, listed under {listed}, is recorded as {owner}'s")
+    if p.exported_record is None:
+        out.append(f"{where}: the exported run {p.exported_run} has no record")
+    elif p.exported_record[0] != p.source:
+        out.append(
+            f"{where}: the exported run {p.exported_run} is recorded as "
+            f"{p.exported_record[0]}'s, not its source's"
+        )
+    elif p.exported_record[1] == "running":
+        out.append(f"{where}: the exported run {p.exported_run} is recorded as still running")
+    return out
+
+
 def check_sessions(log: SessionLog) -> list[str]:
     """The properties of the module docstring, against ``log``."""
     out = list(log.problems)
@@ -192,11 +239,13 @@ def check_sessions(log: SessionLog) -> list[str]:
                 f"{where}: the target's session is {p.target_run} from {p.target_from!r}, "
                 f"want {p.exported_run} from {p.source}"
             )
+        if p.runs is not None:
+            out += _check_runs(p, where)
     return out
 
 
 @workload(
-    params={"pairs": 2, "messages": 2, "interrupted": 0},
+    params={"pairs": 2, "messages": 2, "interrupted": 0, "run_records": False},
     bounds={"pairs": (1, 20), "messages": (1, 20), "interrupted": (0, 20)},
 )
 async def agent_sessions(ctx: WorkloadContext) -> None:
@@ -232,6 +281,9 @@ async def agent_sessions(ctx: WorkloadContext) -> None:
             await _pair(client, log, number, int(ctx.params["messages"]), crash)
         except Exception as error:  # a request refused for good: named, the next pair goes on
             log.problems.append(f"pair {number}: {type(error).__name__}: {error}")
+    if ctx.params["run_records"]:  # read after every pair, so the pairs run as without them
+        for pair in log.pairs:
+            await _run_records(client, pair)
     ctx.metric("sessions.pairs", len(log.pairs))
     ctx.metric("sessions.moved", sum(len(p.exported) for p in log.pairs))
     ctx.metric("sessions.running", sum(p.exported_running for p in log.pairs))

@@ -72,7 +72,7 @@ from ._agent_coherence import CoherenceAudit, memory_matches_storage
 from ._agent_cold import ColdWalker, check_cold, check_views
 from ._agent_compaction import check_summaries
 from ._agent_contract import CONTRACT_KEY, CONTRACT_PING, CONTRACT_SERVER, ContractWalker
-from ._agent_creates import Creates
+from ._agent_creates import CREATE_KINDS, Creates
 from ._agent_deletes import DeleteWalker
 from ._agent_deletes_checks import check_deletes
 from ._agent_direct import DirectLink
@@ -215,6 +215,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # before the agents list is walked (_agent_burst); 0: none
     "ambiguous_creates": 0,  # per agent: conversations, passages, blocks and tools created
     # (looked up by name before a retry) while the run goes on (via http; _agent_creates)
+    "create_kinds": "conversation,passage,block,tool",  # with ambiguous_creates: the kinds
+    # created in turn (also "archive", a shared archive by name)
     "list_filters": False,  # agents get tags, and filtered agent lists are read at the end
     # against the model (via http; _agent_filters)
     "step_shapes": False,  # the model also makes a real model's step shapes: the same tool
@@ -554,7 +556,9 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         int(ctx.params["conversation_messages"]),
         float(ctx.params["stream_fraction"]),
     )
-    creates = Creates(clients, int(ctx.params["ambiguous_creates"]))
+    creates = Creates(
+        clients, int(ctx.params["ambiguous_creates"]), _names(ctx, "create_kinds", CREATE_KINDS)
+    )
     interval = float(ctx.params["poll_interval"])
     handover = HandoverWalker(clients, ctx.rng("handover")) if ctx.params["handover"] else None
     if handover is not None:  # alongside the clients, while the faults go on

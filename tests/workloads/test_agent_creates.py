@@ -82,3 +82,16 @@ def test_the_database_count_finds_every_copy() -> None:
     found = stored_names(store, {"amb_a1_0": "agent-1"})
     assert found == {("conversation", "amb_a1_0"): ["conv-1", "conv-2"]}
     assert len(check_created_once([ACKED], found, "in the database")) == 1
+
+
+def test_the_database_count_finds_every_copy_of_an_archive() -> None:
+    from kelpie_agent.agent._archives import ArchiveRecord, archive_key
+
+    store = SimKVStore()
+    made = [ArchiveRecord(f"archive-{n}", "amb_a1_4") for n in (1, 2)]
+    link = (b"archiveagent/archive-1/agent-1", b"")  # an attachment, not an archive
+    store._apply([*((archive_key(a.id), pack(a)) for a in made), link])
+    found = stored_names(store, {"amb_a1_4": "agent-1"})
+    assert found == {("archive", "amb_a1_4"): ["archive-1", "archive-2"]}
+    acked = CreateRecord("archive", "amb_a1_4", True, ("archive-1",))
+    assert len(check_created_once([acked], found, "in the database")) == 1

@@ -57,3 +57,27 @@ def test_shared_ids_a_second_copy_and_a_cancelled_handover_are_named() -> None:
     assert any("second import" in p for p in check_sessions(SessionLog([twice])))
     cut = _pair(interrupted=True, answers=[("run-1", "cancelled"), ("run-1", "cancelled")])
     assert any("imports answered" in p for p in check_sessions(SessionLog([cut])))
+
+
+def test_run_records_owned_by_another_agent_or_still_running_are_named() -> None:
+    good = _pair(
+        runs=[("agent-a", "run-1", "agent-a", "completed")],
+        exported_record=("agent-a", "completed"),
+    )
+    assert check_sessions(SessionLog([good])) == []
+    moved = _pair(
+        runs=[("agent-a", "run-1", "agent-b", "completed")],
+        exported_record=("agent-b", "completed"),
+    )
+    problems = check_sessions(SessionLog([moved]))
+    assert any("listed under agent-a, is recorded as agent-b's" in p for p in problems)
+    assert any("recorded as agent-b's, not its source's" in p for p in problems)
+    stuck = _pair(runs=[], exported_record=("agent-a", "running"))
+    assert any("still running" in p for p in check_sessions(SessionLog([stuck])))
+    gone = _pair(runs=[], exported_record=None)
+    assert any("has no record" in p for p in check_sessions(SessionLog([gone])))
+
+
+def test_the_run_records_scenario_passes() -> None:
+    result = run_scenario(load_scenario("agent_sessions_records"), 0)
+    assert result.ok, result.result.failure and result.result.failure.describe()

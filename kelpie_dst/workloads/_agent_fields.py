@@ -290,12 +290,13 @@ class FieldsWalker(WireWalker):
                         )
                         decisions.append(Decision("default", ask.call_id, tool, kind, said, status))
                     replied = replied or tool == "send_message"
-                answer = {"type": "approval", "approvals": approvals, "otid": f"{otid}-{r}"}
+                answer_otid = f"{otid}-{r}"
+                answer = {"type": "approval", "approvals": approvals, "otid": answer_otid}
                 got, stop = await self._send(
                     f"{what} answer {r}", "default", [answer], False, False
                 )
                 self.fields.decisions += decisions
-                self.fields.approvals.append(("default", answer["otid"]))
+                self.fields.approvals.append(("default", answer_otid))
 
     async def _reads(self) -> None:
         assert self.conv is not None

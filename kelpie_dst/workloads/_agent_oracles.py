@@ -35,7 +35,7 @@ from ..shims.llm import Failure, Plan, is_summary_request
 from ._agent_checks import Msg
 from ._agent_compaction import ContextAuditor
 from ._agent_moves import CUSTOM_TOOL, CUSTOM_TOOL_SOURCE, Expect
-from ._agent_prompt import agents_named, prompt_blocks
+from ._agent_prompt import agents_marked, prompt_blocks
 from ._agent_rules import check_offered
 from ._agent_threads import ThreadAuditor
 from ._tool_signatures import check_tool_schemas, signature_of_source
@@ -95,19 +95,19 @@ class PromptAuditor:
     def observe(self, request: LlmRequest, outcome: Plan | Failure, node: str | None) -> None:
         self.requests += 1
         where = f"t={trio.current_time():.3f} {node}"
-        agents = agents_named(request.system)
+        agents = agents_marked(request.system)
         booted = False  # the request shows a new agent's boot messages (they name no agent)
         for message in request.messages:
             for block in message.content:
                 if isinstance(block, TextBlock):
-                    agents |= agents_named(block.text)
+                    agents |= agents_marked(block.text)
                     booted = booted or BOOT_THOUGHT in block.text
                     if MEMORY_SECTION in block.text:  # the stored system message as a turn
                         self._problem(f"{where}: a turn repeats the system prompt's memory")
                 elif isinstance(block, ToolCall):
-                    agents |= agents_named(block.arguments)
+                    agents |= agents_marked(block.arguments)
                 else:
-                    agents |= agents_named(block.content)
+                    agents |= agents_marked(block.content)
                     self._check_flag(block, where)
                     self._check_result(block, where, request.system)
         if len(agents) > 1:

@@ -14,7 +14,7 @@ import re
 
 import attrs
 
-__all__ = ["PromptBlock", "agents_named", "prompt_blocks"]
+__all__ = ["PromptBlock", "agents_marked", "agents_named", "prompt_blocks"]
 
 _BLOCK = re.compile(
     r"<(?P<label>[A-Za-z0-9_-]+)>\n<description>\n(?P<description>.*?)\n</description>\n"
@@ -26,6 +26,10 @@ _BLOCK = re.compile(
 _SECTION = re.compile(r"<memory_blocks>\n(.*?)</memory_blocks>", re.DOTALL)
 AGENT_MARK = re.compile(r"\b(?:tag|mark)-a(\d+)\b")
 """Every workload text that belongs to agent N says ``tag-aN-...`` or ``mark-aN-...``."""
+WHOLE_MARK = re.compile(r"\b(?:tag|mark)-a(\d+)(?=[-\s).,:;])")
+"""A marker or tag whose number is followed by what every workload text puts after one (a dash,
+a space, a closing parenthesis or punctuation): never the end of a text, a quote or an escape,
+which is where a cut leaves a marker's first digits (``mark-a903`` cut to ``mark-a9``)."""
 
 
 @attrs.frozen
@@ -53,6 +57,18 @@ def prompt_blocks(system: str) -> dict[str, PromptBlock] | None:
 def agents_named(text: str) -> set[int]:
     """The agent numbers a text mentions (``tag-aN`` / ``mark-aN``)."""
     return {int(n) for n in AGENT_MARK.findall(text)}
+
+
+def agents_marked(text: str) -> set[int]:
+    """The agent numbers a text names by whole markers (:data:`WHOLE_MARK`).
+
+    The LLM auditor reads prompts with this: a tool call cut by ``max_tokens`` keeps the first
+    digits of a marker at the end of its arguments, and the loop's refusal quotes them back
+    (``'...(mark-a9'``), which :func:`agents_named` would read as agent 9's (Dlead24-1). The
+    simulated model keeps :func:`agents_named`, the cautious reading, when it avoids text that
+    could name another agent (its draws are part of every trace).
+    """
+    return {int(n) for n in WHOLE_MARK.findall(text)}
 
 
 def prompt_labels(system: str) -> list[str] | None:

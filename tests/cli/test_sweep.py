@@ -162,6 +162,7 @@ COSTLY = frozenset(  # 7 s a seed or more
         "agent_lost_answers",
         "agent_node_stops",
         "agent_anthropic_gateway",
+        "agent_collections",
     }
 )
 

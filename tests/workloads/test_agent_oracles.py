@@ -39,7 +39,7 @@ from kelpie_dst.workloads._agent_oracles import (
     check_model_said,
     check_resends,
 )
-from kelpie_dst.workloads._agent_prompt import agents_named, prompt_blocks
+from kelpie_dst.workloads._agent_prompt import agents_marked, agents_named, prompt_blocks
 
 MARK = "mark-a1-qwerty"
 
@@ -108,6 +108,36 @@ def test_another_agents_data_in_a_request_is_caught() -> None:
     _observe(auditor, _request(_system(_blocks()), leak), _plan())
     assert auditor.problems["isolation"] == [
         "t=0.000 server-1: one LLM request shows the data of agents a1, a2"
+    ]
+
+
+def test_whole_markers_name_agents_and_cut_ones_do_not() -> None:
+    assert agents_marked("tag-a3-m1, (mark-a903). mark-a1 rules: mark-a12-x") == {3, 903, 1, 12}
+    # where a cut leaves a marker's first digits: the end of a text, a quote, an escape
+    assert agents_marked('{"content":"note (mark-a9') == set()
+    assert agents_marked('not a JSON object: \'{\\"content\\":\\"note (mark-a9\'') == set()
+    assert agents_marked('"mark-a9\\"') == set()
+    assert agents_named('{"content":"note (mark-a9') == {9}  # the model's cautious reading
+
+
+def test_a_marker_cut_by_max_tokens_names_no_other_agent() -> None:
+    """Dlead24-1: agent 903's call cut inside its marker, and the refusal that quotes it back,
+    are agent 903's own data, not agent 9's."""
+    auditor = _auditor()
+    blocks = _blocks(persona="I am the fields walker (mark-a903).")
+    blocks[-1] = attrs.evolve(blocks[-1], value="mark-a903 rules")
+    system = _system(blocks)
+    cut = '{"content":"fields note 5 (mark-a9'
+    ask = Message("user", (TextBlock("remember fields note 5 (mark-a903)"),))
+    call = Message("assistant", (ToolCall("toolu_1", "archival_memory_insert", cut),))
+    refusal = f"invalid_tool_call: the arguments are not a JSON object: {cut!r}"
+    result = Message("user", (ToolResult("toolu_1", refusal, True),))
+    _observe(auditor, _request(system, ask, call, result), _plan())
+    assert "isolation" not in auditor.problems
+    leak = Message("user", (TextBlock("see tag-a9-m1 here"),))
+    _observe(auditor, _request(system, ask, call, result, leak), _plan())
+    assert auditor.problems["isolation"] == [
+        "t=0.000 server-1: one LLM request shows the data of agents a9, a903"
     ]
 
 

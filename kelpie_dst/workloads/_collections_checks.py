@@ -57,6 +57,7 @@ class CollectionsLog:
     big: str = ""  # the imported agent
     big_texts: tuple[str, ...] = ()  # its user messages' texts as one listing shows them
     forked: tuple[str, ...] = ()  # the user messages' texts of a fork of its history
+    fork_lost: str = ""  # the fork a fork request answered with is not found: why
     found: tuple[str, ...] = ()  # what a search for the last note's word found (texts)
     exported: int = -1  # user messages in the big agent's export carrying a note
     # (when, note ids still readable, note texts still in the history)
@@ -148,6 +149,8 @@ def _history_problems(log: CollectionsLog) -> list[str]:
             + (f"; twice e.g. {twice[0]!r}" if twice else "")
             + ("; out of order" if not missing and not twice else "")
         )
+    if log.fork_lost:
+        problems.append(f"the fork just made of the imported history is not found: {log.fork_lost}")
     forked = tuple(t for t in log.forked if t in set(notes))
     if log.forked and forked != notes:
         problems.append(f"a fork of the imported history of {len(notes)} notes shows {len(forked)}")

@@ -271,19 +271,23 @@ async def _fork(client: Client, log: CollectionsLog, agent: str) -> tuple[str, l
             break
         except _FAILURES:
             await trio.sleep(client.rng.uniform(0.5, 2.0))
-    await _list(
-        client,
-        log,
-        "messages of a fork",
-        lambda s, **kw: s.list_messages(
-            agent, conversation_id=fork.id, use_assistant_message=False, **kw
-        ),
-    )
-    got = await client.until_done(
-        lambda s: s.list_messages(
-            agent, conversation_id=fork.id, limit=ALL, order="asc", use_assistant_message=False
+    try:
+        await _list(
+            client,
+            log,
+            "messages of a fork",
+            lambda s, **kw: s.list_messages(
+                agent, conversation_id=fork.id, use_assistant_message=False, **kw
+            ),
         )
-    )
+        got = await client.until_done(
+            lambda s: s.list_messages(
+                agent, conversation_id=fork.id, limit=ALL, order="asc", use_assistant_message=False
+            )
+        )
+    except NotFoundError as error:
+        log.fork_lost = f"{fork.id}: {error}"
+        return fork.id, []
     users: list[Any] = [m for m in got if m.message_type == "user_message"]
     log.forked = tuple(m.content for m in users)
     return fork.id, _note_ids(log, users)

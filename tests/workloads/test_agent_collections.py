@@ -93,6 +93,9 @@ def test_a_long_history_must_read_back_whole_and_deletes_leave_nothing() -> None
     assert "a fork of the imported history of 3 notes shows 2" in check_collections(
         _log(forked=("n0", "n2"))
     )
+    assert check_collections(_log(fork_lost="conv-1: not found")) == [
+        "the fork just made of the imported history is not found: conv-1: not found"
+    ]
     assert "found 1 message(s), not 'n2'" in check_collections(_log(found=("n1",)))[0]
     assert check_collections(_log(exported=2)) == [
         "the export of the imported agent carries 2 of its notes"

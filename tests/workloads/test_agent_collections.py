@@ -110,6 +110,7 @@ def test_probes_sit_either_side_of_every_chunk_boundary() -> None:
     assert _probes(ids) == [
         f"m{i}" for i in (0, 63, 64, 99, 100, 127, 128, 199, 200, 255, 256, 499, 500, 519)
     ]
+    assert _probes(ids, (200, 500)) == [f"m{i}" for i in (0, 199, 200, 499, 500, 519)]
     assert _probes(["only"]) == ["only"]
     assert _either_side(["b", "c", "a"]) == ["a", "c"]  # by id, where their records are
 

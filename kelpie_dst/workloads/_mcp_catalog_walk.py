@@ -16,7 +16,10 @@ by its command, so ``mcp.*`` faults apply) and a plain custom tool. What the wal
   ran on the server exactly once and returns what the server answered for it (a call cut by a
   crash or a timeout is an error, never an empty success);
 - **no tool outlives or mislabels its server**: after a rename the tools name the new name and
-  none the old one; after a delete none names the deleted server.
+  none the old one; after a delete none names the deleted server;
+- **a request changes only its own server**: after each step, every server of the walk still
+  has exactly the tools it lists (a create, refresh, rename or delete of another server, or a
+  refused request, took none of them away and added none).
 """
 
 from __future__ import annotations
@@ -135,6 +138,7 @@ class _Walk:
     rng: Any
     faults: Any
     n: int = 1_000_000
+    unsettled: set[str] = attrs.Factory(set)  # servers no refresh could reach
 
     def problem(self, text: str) -> None:
         self.log.problems.append(text)
@@ -161,8 +165,10 @@ class _Walk:
 
     async def refreshed(self, server_id: str, name: str, tools: tuple[str, ...]) -> None:
         """Refresh until one returns; then its tools must be the ones it lists."""
+        self.unsettled.add(server_id)
         for _ in range(4):
             if await self.listed(server_id) == sorted(tools):
+                self.unsettled.discard(server_id)
                 return
             try:
                 await catalog.refresh_server(self.service, server_id)
@@ -172,6 +178,7 @@ class _Walk:
             got = await self.listed(server_id)
             if got != sorted(tools):
                 self.problem(f"a refresh of {name} returned, yet its tools are {got}")
+            self.unsettled.discard(server_id)
             return
 
     async def reconnect(self, name: str) -> None:
@@ -243,11 +250,26 @@ class _Walk:
             if t.mcp_server == server
         )
 
+    async def listings_kept(self, when: str, servers: dict[str, str]) -> None:
+        """Every server of ``servers`` (name -> id, as named now) has the tools it lists."""
+        for name, server_id in servers.items():
+            if server_id in self.unsettled:
+                continue  # never reached: its tools are whatever the faults left
+            original = name if name in SERVERS else "cat-beta"
+            want = sorted(SERVERS[original][1])
+            got = await self.listed(server_id)
+            if got != want or await self.tools_named(name) != want:
+                self.problem(
+                    f"{when}: {name} has tools {got} ({await self.tools_named(name)} by its "
+                    f"name), not the {want} it lists"
+                )
+
     async def walk(self) -> None:
         service = self.service
         plain = await service.create_tool(PLAIN)
         alpha = await self.create("cat-alpha")
         beta = await self.create("cat-beta")
+        await self.listings_kept("after the creates", {"cat-alpha": alpha.id, "cat-beta": beta.id})
         await self.refused(
             "creating a second server named cat-alpha",
             lambda: catalog.create_server(
@@ -257,6 +279,9 @@ class _Walk:
         await self.refused(
             "renaming cat-beta to cat-alpha",
             lambda: catalog.update_server(service, beta.id, "cat-alpha", {}),
+        )
+        await self.listings_kept(
+            "after the refusals", {"cat-alpha": alpha.id, "cat-beta": beta.id}
         )
         tools = [
             *await catalog.server_tool_list(service, alpha.id),
@@ -276,10 +301,12 @@ class _Walk:
                 f"after renaming cat-beta to {RENAMED}, {RENAMED} has {moved} and cat-beta "
                 f"{await self.tools_named('cat-beta')}"
             )
+        await self.listings_kept("after the rename", {"cat-alpha": alpha.id, RENAMED: beta.id})
         await catalog.delete_server(service, alpha.id)
         left = await self.tools_named("cat-alpha")
         if left:
             self.problem(f"after deleting cat-alpha, tools still name it: {left}")
+        await self.listings_kept("after deleting cat-alpha", {RENAMED: beta.id})
         await self.owned_only([beta], [plain, *[t for t in tools if t.mcp_server == "cat-alpha"]])
         servers = {r.server_name for r in await catalog.list_servers(service)}
         for tool in await service.list_tools(tool_types=["external_mcp"], limit=1000):

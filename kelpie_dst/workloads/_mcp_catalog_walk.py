@@ -280,9 +280,7 @@ class _Walk:
             "renaming cat-beta to cat-alpha",
             lambda: catalog.update_server(service, beta.id, "cat-alpha", {}),
         )
-        await self.listings_kept(
-            "after the refusals", {"cat-alpha": alpha.id, "cat-beta": beta.id}
-        )
+        await self.listings_kept("after the refusals", {"cat-alpha": alpha.id, "cat-beta": beta.id})
         tools = [
             *await catalog.server_tool_list(service, alpha.id),
             *await catalog.server_tool_list(service, beta.id),

@@ -56,8 +56,14 @@ from .._errors import UsageError
 from ..scenario import WorkloadContext, invariant, workload
 from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
 from ..shims._mcp import SimMcpServer, sim_mcp_transport
+from ._mcp_catalog_walk import CatalogLog, Routed, catalog_servers, check_catalog, walk_catalog
 
-__all__ = ["agent_mcp_servers", "mcp_calls_exactly_once", "mcp_calls_time_out_on_time"]
+__all__ = [
+    "agent_mcp_servers",
+    "mcp_calls_exactly_once",
+    "mcp_calls_time_out_on_time",
+    "mcp_catalog_consistent",
+]
 
 SECRET = "s3cret"
 # With ``http`` (rtN, session 18): the ticker as a Streamable HTTP server, its secret the
@@ -374,7 +380,15 @@ async def caller(service: Any, log: Log, i: int, first: int, count: int, rng: An
 
 
 @workload(
-    params={"rounds": 4, "callers": 3, "calls": 12, "rotate": False, "hold": 0.0, "http": False},
+    params={
+        "rounds": 4,
+        "callers": 3,
+        "calls": 12,
+        "rotate": False,
+        "hold": 0.0,
+        "http": False,
+        "catalog": False,
+    },
     sizes=("callers", "calls"),
     bounds={"rounds": (1, 50), "callers": (1, 20), "calls": (1, 200)},
 )
@@ -394,6 +408,12 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
     versions: dict[int, SimMcpServer] | None = {} if rotate else None
     ended: dict[str, bool] = {}
     done = trio.Event()
+    # with ``catalog`` (svcU, session 24): the first node also walks the catalog of managed
+    # servers (``_mcp_catalog_walk``), its own servers reached by their commands
+    walk: CatalogLog | None = CatalogLog() if params["catalog"] else None
+    if walk is not None:
+        ctx.state["catalog"] = walk
+    walked = [False]
 
     async def node_main(node: kelpie_dst.Node) -> None:
         rng = ctx.rng("mcp_servers")
@@ -406,19 +426,27 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
             await serve(node, rng, static)
 
     async def serve(node: kelpie_dst.Node, rng: Any, static: McpClient | None) -> None:
+        transport: Any = Recorder(server, log, versions, ctx.sim.faults)
+        if walk is not None:
+            transport = Routed(transport, catalog_servers(walk))
         async with open_agent_node(
             open_kv(node, host=db),
             sim_ports(node),
             node_id=node.name,
             llm=SimLlmClient(HelpfulPolicy(), timing=LlmTiming()),
             mcp=static,
-            mcp_transport=Recorder(server, log, versions, ctx.sim.faults),
+            mcp_transport=transport,
             observer=kelpie_dst.log,
         ) as service:
             async with trio.open_nursery() as nursery:
                 if node.name == nodes[0]:
                     nursery.start_soon(
                         churn, service, log, params["rounds"], rng, rotate, float(params["hold"])
+                    )
+                if walk is not None and node.name == nodes[0] and not walked[0]:
+                    walked[0] = True
+                    nursery.start_soon(
+                        walk_catalog, service, walk, ctx.rng("mcp_catalog"), ctx.sim.faults
                     )
                 calls = params["calls"]
                 for i in range(params["callers"]):
@@ -436,6 +464,10 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
     ctx.metric("mcp.calls", len(log.outcomes))
     ctx.metric("mcp.executed", len(log.executed))
     ctx.metric("mcp.refresh_failures", log.refresh_failures)
+    if walk is not None:
+        ctx.metric("mcp.catalog.runs", walk.runs)
+        ctx.metric("mcp.catalog.refusals", walk.refusals)
+        ctx.metric("mcp.catalog.problems", len(walk.problems))
     if rotate:
         settled = [n for n, (_, start, end, _) in log.sent_for.items() if start == end]
         ctx.metric("mcp.rotation.settled_calls", len(settled))
@@ -564,4 +596,14 @@ def mcp_calls_time_out_on_time(ctx: WorkloadContext) -> None:
 def mcp_calls_exactly_once(ctx: WorkloadContext) -> None:
     """Managed MCP servers under churn: see :func:`check`."""
     problems = check(ctx.state["log"])
+    assert not problems, "; ".join(problems[:5])
+
+
+@invariant
+def mcp_catalog_consistent(ctx: WorkloadContext) -> None:
+    """With ``catalog``: a server answers only for its own tools, a refused request changes
+    nothing, what a create or refresh returned is in force, a success carries the server's
+    answer, no tool outlives or mislabels its server (``_mcp_catalog_walk``)."""
+    walk = ctx.state.get("catalog")
+    problems = check_catalog(walk) if walk is not None else []
     assert not problems, "; ".join(problems[:5])

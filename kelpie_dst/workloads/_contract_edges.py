@@ -27,7 +27,8 @@ WORD = "kelpedge"
 """The word every probe passage holds and every probe search looks for."""
 
 # (what, path, extra query, documented default limit) of one agent's lists; {agent}, {run},
-# {step} and {block} are filled in (a list whose id is unknown is skipped).
+# {step}, {block} and {other} (an agent of the clients: the contract agent has no tools) are
+# filled in (a list whose id is unknown is skipped).
 SUB_LISTS: tuple[tuple[str, str, dict[str, Any], int], ...] = (
     ("the agent's core-memory blocks", "/v1/agents/{agent}/core-memory/blocks", {}, 50),
     ("the agent's tools", "/v1/agents/{agent}/tools", {}, 50),
@@ -37,6 +38,7 @@ SUB_LISTS: tuple[tuple[str, str, dict[str, Any], int], ...] = (
     ("a run's steps", "/v1/runs/{run}/steps", {}, 100),
     ("a step's messages", "/v1/steps/{step}/messages", {}, 100),
     ("a block's agents", "/v1/blocks/{block}/agents", {}, 50),
+    ("another agent's tools", "/v1/agents/{other}/tools", {}, 50),
 )
 
 
@@ -75,8 +77,12 @@ async def probe_edges(walker: Any) -> None:
     if others:
         await _insert(walker, others[0], f"{WORD} a passage of another agent")
     ids = await _fill_ids(walker, agent)
+    ids["other"] = others[0] if others else ""
     for what, path_format, query, default in SUB_LISTS:
-        if any("{" + k + "}" in path_format and not ids.get(k) for k in ("run", "step", "block")):
+        if any(
+            "{" + k + "}" in path_format and not ids.get(k)
+            for k in ("run", "step", "block", "other")
+        ):
             continue
         path = path_format.format(**ids)
         await _limits(walker, what, path, query, default)

@@ -47,6 +47,7 @@ from ._agent_http import IncompleteStreamError
 from ._agent_walker import SdkWalker
 from ._agent_wire import _BROKEN, _head, _Raw
 from ._agent_world import PORT, SERVER
+from ._contract_edges import probe_edges
 
 __all__ = ["CONTRACT_KEY", "CONTRACT_PING", "CONTRACT_SERVER", "ContractWalker"]
 
@@ -99,9 +100,10 @@ class ContractWalker(SdkWalker):
 
     PREFIX = "contract"
 
-    def __init__(self, clients: Any, rng: Any, creates: bool = False) -> None:
+    def __init__(self, clients: Any, rng: Any, creates: bool = False, edges: bool = False) -> None:
         super().__init__(clients, rng)
         self.creates = creates  # param contract_creates: refused creates too (REFUSED_CREATES)
+        self.edges = edges  # param contract_edges: limits and scopes below an agent
         self.log = ContractLog()
         self.problems = self.log.problems
         self.agent: str | None = None
@@ -112,11 +114,12 @@ class ContractWalker(SdkWalker):
 
     async def run(self) -> None:
         first = (self._setup, self._head_limit)
+        lists = (self._lists, self._edges) if self.edges else (self._lists,)
         await self._phases(
             (
                 self._setup,
                 self._streams,
-                self._lists,
+                *lists,
                 self._refusals,
                 self._auth,
                 self._head_limit,
@@ -309,6 +312,9 @@ class ContractWalker(SdkWalker):
                 self.log.statuses.append(
                     StatusSeen(f"GET {path} limit=1001", 422, over.status_code, _detail(over))
                 )
+
+    async def _edges(self) -> None:
+        await probe_edges(self)
 
     async def _same(
         self,

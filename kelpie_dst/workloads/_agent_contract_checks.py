@@ -19,7 +19,11 @@ list read without ``order`` or ``limit`` is the list read with the documented de
 ``limit=50, order=asc``; runs and steps newest first); read ``desc`` it is the ``asc`` read
 reversed; every ``limit`` from 0 to 1000 is served (``limit=1000`` lists what an unlimited
 read lists, ``limit=0`` nothing) and 1001 is a 422. Two reads are compared only when a third
-read, after them, agrees with the first (the list did not change in between).
+read, after them, agrees with the first (the list did not change in between). With
+``contract_edges`` the same limits hold for the lists below an agent and for both searches
+(``top_k=0``/``limit=0``: nothing; 1001: a 422), and a list filtered to one agent
+(``agent_id`` on steps, runs and the passage search; an agent's own archival search) holds
+only that agent's items (``_contract_edges``).
 
 **A stream carries its run, pings or not** (``quiet_streams_complete``). Every stream the
 server finished (the connection ended cleanly) ends with ``stop_reason`` then
@@ -48,6 +52,7 @@ __all__ = [
     "AuthSeen",
     "ContractLog",
     "ListSeen",
+    "ScopeSeen",
     "StatusSeen",
     "StreamSeen",
     "check_auth",
@@ -77,6 +82,16 @@ class ListSeen:
     what: str
     want: tuple[str, ...]
     got: tuple[str, ...]
+
+
+@attrs.frozen
+class ScopeSeen:
+    """A list filtered to one agent (``agent_id``, or an agent's own route): the agent each
+    item it answered belongs to (``contract_edges``)."""
+
+    what: str
+    agent: str
+    owners: tuple[str, ...]
 
 
 @attrs.frozen
@@ -113,6 +128,7 @@ class ContractLog:
     limits: list[StatusSeen] = attrs.field(factory=list)
     refusals: list[StatusSeen] = attrs.field(factory=list)
     streams: list[StreamSeen] = attrs.field(factory=list)
+    scoped: list[ScopeSeen] = attrs.field(factory=list)
     problems: list[str] = attrs.field(factory=list)  # requests that failed for good
 
 
@@ -140,6 +156,10 @@ def check_lists(log: ContractLog) -> list[str]:
     for seen in log.lists:
         if seen.got != seen.want:
             problems.append(f"{seen.what}: got {_ids(seen.got)}, want {_ids(seen.want)}")
+    for scope in log.scoped:
+        strays = sorted({o for o in scope.owners if o != scope.agent})
+        if strays:
+            problems.append(f"{scope.what}: answered items of {strays}, not only {scope.agent}'s")
     problems += _statuses(log.statuses)
     return problems
 

@@ -278,6 +278,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     # limit) is driven and judged (via http; _agent_contract)
     "contract_creates": False,  # with contract: creates whose content must be refused (two
     # blocks of one label, a block one character over its limit), and nothing they asked made
+    "contract_edges": False,  # with contract: the lists below an agent and both searches read
+    # at limit 0, 1000 and 1001, and lists filtered to one agent judged to hold only its items,
+    # after passages stored in it and in another agent (_contract_edges)
     "settings": False,  # after the clients, agents made with random settings in each of
     # Letta's shapes, PATCHed with random subsets of their fields, exported and imported
     # twice, judged against the model (via http; _agent_settings)
@@ -335,6 +338,7 @@ _OPTION_OF = {
     "default_conversation": "message_fields",
     "catalog_defaults": "catalog",
     "contract_creates": "contract",
+    "contract_edges": "contract",
 }
 VIAS = ("direct", "http")
 STOP_WINDOW = 30.0
@@ -663,7 +667,10 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("catalog.problems", len(check_catalog(catalog.log)))
     if bool(ctx.params["contract"]):
         contract = ContractWalker(
-            clients, ctx.rng("contract"), bool(ctx.params["contract_creates"])
+            clients,
+            ctx.rng("contract"),
+            bool(ctx.params["contract_creates"]),
+            bool(ctx.params["contract_edges"]),
         )
         ctx.state["contract"] = contract
         await contract.run()

@@ -11,6 +11,7 @@ from kelpie_dst.workloads._agent_contract_checks import (
     AuthSeen,
     ContractLog,
     ListSeen,
+    ScopeSeen,
     StatusSeen,
     StreamSeen,
     check_auth,
@@ -79,3 +80,15 @@ def test_stream_problems_are_named() -> None:
     assert len(problems) == 2
     assert "not stop_reason then usage_statistics" in problems[0]
     assert "run run-5 stored" in problems[1]
+
+
+def test_a_list_scoped_to_one_agent_holds_only_its_items() -> None:
+    log = ContractLog()
+    log.scoped.append(ScopeSeen("GET /v1/steps/?agent_id=agent-a", "agent-a", ("agent-a",)))
+    assert check_lists(log) == []
+    log.scoped.append(
+        ScopeSeen("GET /v1/runs/?agent_id=agent-a", "agent-a", ("agent-a", "agent-b"))
+    )
+    assert check_lists(log) == [
+        "GET /v1/runs/?agent_id=agent-a: answered items of ['agent-b'], not only agent-a's"
+    ]

@@ -9,7 +9,9 @@ server's code (docs/api.md, "Messages"; letta-compat.md):
 * **The two renderings of one message agree.** Read with ``use_assistant_message`` true and
   false, a history holds the same ids less the successful ``send_message`` returns; a message
   shown both ways has the same ``date``, ``run_id``, ``step_id`` and ``otid``; a
-  ``send_message`` call is shown as an ``assistant_message`` carrying its ``message`` argument.
+  ``send_message`` call is shown as an ``assistant_message`` carrying its ``message`` argument;
+  one whose arguments are not a JSON object with a string ``message`` (cut off at
+  ``max_tokens``) said nothing and is shown as the ``tool_call_message`` it is (rtU).
 * **A model step's messages name their step.** Every reasoning, assistant, tool call,
   approval request and tool return message of a run has a ``step_id``, and it is a step that
   ``GET /v1/runs/{id}/steps`` lists for one of the thread's runs.
@@ -259,6 +261,16 @@ def _views(thread: str, raw: Sequence[Seen], shown: Sequence[Seen]) -> list[str]
                 )
         text = _send_text(r.payload) if r.tool == "send_message" and r.call_id else None
         shown_as = (s.type, s.payload)
+        if (
+            r.type == "tool_call_message"
+            and r.tool == "send_message"
+            and text is None
+            and s.type != "tool_call_message"
+        ):  # a call cut off (or malformed) said nothing: it is shown as the call it is
+            out.append(
+                f"{thread}: send_message call {r.id} has no complete message argument "
+                f"({r.payload!r}) but is shown as {s.type} {s.payload!r}"
+            )
         if (
             r.type == "tool_call_message"
             and text is not None

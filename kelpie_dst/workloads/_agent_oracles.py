@@ -83,6 +83,17 @@ class PromptAuditor:
         self.deposed: Callable[[int, str | None], bool] | None = None
         self.deposed_steps = 0  # steps of deposed activations, not judged
 
+    def _uncut(self, agents: set[int]) -> set[int]:
+        """``agents`` less the numbers a cut shortened: an answer stopped at ``max_tokens``
+        inside ``mark-a903`` leaves ``mark-a90``, which names no agent of the run but is the
+        start of one the request names (rtU). A number of a known agent always counts."""
+        known = set(self.markers) | set(self.types)
+        return {
+            n
+            for n in agents
+            if n in known or not any(m != n and str(m).startswith(str(n)) for m in agents)
+        }
+
     def _problem(self, text: str, kind: str = "memory") -> None:
         found = self.problems.setdefault(kind, [])
         if len(found) < _MAX_PROBLEMS:
@@ -110,6 +121,7 @@ class PromptAuditor:
                     agents |= agents_marked(block.content)
                     self._check_flag(block, where)
                     self._check_result(block, where, request.system)
+        agents = self._uncut(agents)
         if len(agents) > 1:
             names = ", ".join(f"a{n}" for n in sorted(agents))
             self._problem(f"{where}: one LLM request shows the data of agents {names}", "isolation")

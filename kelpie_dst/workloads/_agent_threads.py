@@ -172,8 +172,17 @@ def check_listing(
 class Threads:
     """The conversation clients of one workload run (see the module docstring)."""
 
-    def __init__(self, clients: Any, count: int, messages: int, stream_fraction: float) -> None:
+    def __init__(
+        self,
+        clients: Any,
+        count: int,
+        messages: int,
+        stream_fraction: float,
+        *,
+        orphans: bool = False,
+    ) -> None:
         self.clients = clients
+        self.orphans = orphans  # (fork_orphans) read every listed fork the client never used
         self.count = count
         self.messages = messages
         self.stream_fraction = stream_fraction
@@ -312,8 +321,32 @@ class Threads:
                 continue
             sent = self._sent(plan.number)
             created = self.created[plan.agent_id]
+            if self.orphans:
+                await self._orphans(plan, paged, rng, state)
             for problem in check_listing(created, paged, reverse, sent, self.summaries):
                 self.problems.append(f"a{plan.number} conversations: {problem}")
+
+    async def _orphans(
+        self, plan: Any, paged: Sequence[str], rng: Any, state: dict[str, str]
+    ) -> None:
+        """A fork the client never used (a retried fork's first copy, listed) is still a
+        whole copy: its inputs are its source's, as stored (rtU). Only forks of ``c0`` are
+        made, after all of its inputs."""
+        source = self.histories.get((plan.agent_id, "c0"))
+        used = set(self.ids.values())
+        for conv in dict.fromkeys(paged):
+            if conv in used or self.summaries.get(conv) is not None or source is None:
+                continue
+            try:
+                tags = await self._inputs(plan, conv, rng, state)
+            except Exception as error:  # a 404 or 500: the oracle says so, not a crash
+                self.problems.append(f"a{plan.number} fork {conv}: reading it: {error!r}")
+                continue
+            if tags != source:
+                self.problems.append(
+                    f"a{plan.number} fork {conv} (listed, never used) holds inputs {tags}, "
+                    f"not its source c0's {source}: a fork listed without its whole history"
+                )
 
     async def _runs(
         self, plan: Any, thread: str, conv: str, rng: Any, state: dict[str, str]

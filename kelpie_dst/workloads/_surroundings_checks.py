@@ -14,7 +14,9 @@ workload's own model (never against a server helper):
 * **An identifier key names one identity.** A create with a key no identity has is created
   (not refused), one with a key an acknowledged identity holds is refused; after a key change
   the old key is free; the listing holds each key once, and looking a key up answers the
-  identity that holds it.
+  identity that holds it. An update that restates an identity's own key (a client sending the
+  record back whole with a new name, ``identity_renames``) is no key change: it is never
+  refused as taken, and the identity is listed with the new name (rtU).
 * **An identity's agents are the attached ones.** ``agents.list(identity_id=...)`` answers
   exactly the agents the model attached it to (a detach from one agent leaves the others).
 * **A folder's names are unique.** Uploads of one name with ``suffix`` get distinct names, each
@@ -130,6 +132,9 @@ class SurroundingsLog:
     identity_list: list[tuple[str, str]] = attrs.Factory(list)  # (id, key) as listed at the end
     identity_lookups: list[tuple[str, str | None, str | None]] = attrs.Factory(list)
     identity_deleted: list[str] = attrs.Factory(list)  # ids whose delete was acknowledged
+    # (id, new name, "ok" or "refused: ...") of each rename that restated the identity's key
+    identity_renames: list[tuple[str, str, str]] = attrs.Factory(list)
+    identity_names: dict[str, str] = attrs.Factory(dict)  # id -> its name as listed at the end
     identity_agents: list[tuple[str, frozenset[str], frozenset[str]]] = attrs.Factory(list)
     uploads: list[tuple[str, str | None]] = attrs.Factory(list)  # (original, name answered)
     folder_names: list[str] = attrs.Factory(list)  # as listed at the end
@@ -251,6 +256,17 @@ def check_identities(log: SurroundingsLog) -> list[str]:
         if listed.get(identity) != key:
             problems.append(
                 f"identity {identity} is listed with key {listed.get(identity)!r}, not {key!r}"
+            )
+    for identity, name, outcome in log.identity_renames:
+        if outcome != "ok":
+            problems.append(
+                f"a rename of identity {identity} that restated its own identifier key was "
+                f"{outcome}"
+            )
+        elif identity not in log.identity_deleted and log.identity_names.get(identity) != name:
+            problems.append(
+                f"identity {identity} is listed as {log.identity_names.get(identity)!r} after "
+                f"its rename to {name!r} was acknowledged"
             )
     for identity in log.identity_deleted:
         if identity in listed:

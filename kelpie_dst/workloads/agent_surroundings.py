@@ -516,6 +516,20 @@ class Surroundings:
         except ResourceNotFoundError:
             pass
 
+    async def _renames(self, store: IdentityStore) -> None:
+        """Rename every acknowledged identity as a client that sends the record back whole does:
+        the new name with the identifier key it already has (rtU)."""
+        for identity, key in sorted(self.log.identity_keys.items()):
+            name = f"{key} renamed"
+            try:
+                await self._until(
+                    lambda i=identity, k=key, n=name: store.update(i, identifier_key=k, name=n)  # type: ignore[misc]
+                )
+            except InvalidRequestError as error:
+                self.log.identity_renames.append((identity, name, f"refused: {error}"))
+                continue
+            self.log.identity_renames.append((identity, name, "ok"))
+
     async def identities(self) -> None:
         main = self.ctx.sim.current_node()
         assert main is not None
@@ -558,8 +572,11 @@ class Surroundings:
                 log.identity_deleted.append(gone)
                 await create("user-9", "User 9 anew")
                 looked.append("user-9")
+        if self.ctx.params["identity_renames"]:  # each renamed, its record sent back whole
+            await self._renames(store)
         listed = await self._until(store.all)
         log.identity_list = [(r.id, r.identifier_key) for r in listed]
+        log.identity_names = {r.id: r.name for r in listed}
         for key in looked:
             try:
                 found = await self._until(lambda k=key: store.by_key(k))  # type: ignore[misc]
@@ -919,6 +936,7 @@ class Surroundings:
         "message_windows": False,
         "numbered": 0,
         "identity_deletes": False,
+        "identity_renames": False,
     },
     sizes=("passages", "searches"),
     bounds={

@@ -204,6 +204,7 @@ PARAMS: dict[str, int | float | str | bool] = {
     # windows make the agents compact their context often (scenarios/agent_compaction.toml)
     "conversations": 0,  # per agent, each driven by its own client (via http; _agent_threads)
     "conversation_messages": 3,
+    "fork_orphans": False,
     "poll_interval": 0.0,  # seconds between clients' agents.retrieve polls mid-run (via http;
     # _agent_polls); 0: none (scenarios/agent_storage_outage.toml)
     "stream_escapes": False,  # replies carry every kind of JSON escape and non-ASCII text, the
@@ -559,6 +560,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         int(ctx.params["conversations"]),
         int(ctx.params["conversation_messages"]),
         float(ctx.params["stream_fraction"]),
+        orphans=bool(ctx.params["fork_orphans"]),
     )
     creates = Creates(
         clients, int(ctx.params["ambiguous_creates"]), _names(ctx, "create_kinds", CREATE_KINDS)

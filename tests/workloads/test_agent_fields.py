@@ -196,3 +196,18 @@ def test_an_approval_answer_must_be_stored_once_with_its_otid() -> None:
     assert check_fields(log) == [
         "approval answer answer-1: 0 approval_response_messages with its otid in default, not 1"
     ]
+
+
+def test_a_cut_send_message_shown_as_a_reply_is_named() -> None:
+    log = _log()
+    raw, shown = log.histories["default"]
+    cut = attrs.evolve(raw[1], payload=json.dumps(["send_message", '{"message": "hel']))
+    error = attrs.evolve(raw[2], status="error", payload='{"status": "Failed"}')
+    raw = (raw[0], cut, error, *raw[3:])
+    as_call = (shown[0], cut, error, *shown[2:])
+    log.histories["default"] = (raw, as_call)
+    log.answers.clear()
+    assert check_fields(log) == []
+    said = attrs.evolve(shown[1], payload="hel")
+    log.histories["default"] = (raw, (shown[0], said, error, *shown[2:]))
+    assert any("has no complete message argument" in p for p in check_fields(log))

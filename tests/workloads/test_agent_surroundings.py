@@ -283,3 +283,18 @@ def test_a_deleted_archive_or_folder_left_behind_is_named() -> None:
     assert any("archive-1's rename" in p for p in problems)
     assert any("attached to ['agent-1']" in p for p in problems)
     assert any("lists 2 of its files" in p for p in problems)
+
+
+def test_a_rename_that_restates_its_key_must_be_taken_and_listed() -> None:
+    good = SurroundingsLog(
+        identity_keys={"identity-a": "user-0"},
+        identity_list=[("identity-a", "user-0")],
+        identity_renames=[("identity-a", "user-0 renamed", "ok")],
+        identity_names={"identity-a": "user-0 renamed"},
+    )
+    assert check_identities(good) == []
+    refused = attrs.evolve(good, identity_renames=[("identity-a", "user-0 renamed", "refused: x")])
+    problems = check_identities(refused)
+    assert any("restated its own identifier key was refused" in p for p in problems)
+    stale = attrs.evolve(good, identity_names={"identity-a": "User 0"})
+    assert any("listed as 'User 0' after its rename" in p for p in check_identities(stale))

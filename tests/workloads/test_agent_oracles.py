@@ -134,10 +134,10 @@ def test_a_marker_cut_by_max_tokens_names_no_other_agent() -> None:
     result = Message("user", (ToolResult("toolu_1", refusal, True),))
     _observe(auditor, _request(system, ask, call, result), _plan())
     assert "isolation" not in auditor.problems
-    leak = Message("user", (TextBlock("see tag-a9-m1 here"),))
+    leak = Message("user", (TextBlock("see tag-a2-m1 here"),))
     _observe(auditor, _request(system, ask, call, result, leak), _plan())
     assert auditor.problems["isolation"] == [
-        "t=0.000 server-1: one LLM request shows the data of agents a9, a903"
+        "t=0.000 server-1: one LLM request shows the data of agents a2, a903"
     ]
 
 

@@ -61,7 +61,10 @@ class McpResultLike(Protocol):
 
 
 class McpToolSource(Protocol):
-    """The part of ``kelpie_agent.mcp.McpClient`` the agent uses to call MCP tools."""
+    """The part of ``kelpie_agent.mcp.McpClient`` the agent uses to call MCP tools.
+
+    ``call_tool`` raises a ``KelpieError``; one whose ``outcome_unknown`` attribute is true
+    was sent and may have run, so the agent never sends it again."""
 
     async def call_tool(
         self,

@@ -227,8 +227,12 @@ async def _mcp(rt: AgentRuntime, spec: ToolSpec, args: dict[str, Any]) -> ToolOu
                 await client.reconnect(server)
             result = await client.call_tool(server, tool, args, timeout=timeout)
         except KelpieError as error:
-            if attempt == 0 and _broken(client, server):
-                continue  # the server died: start it again once, then call again
+            # A server found dead before the call was sent is started again once and called
+            # again. A call it may have run (it died holding it, or the call timed out) is
+            # never resent: its effect could happen twice (Dlead25-1).
+            sent = bool(getattr(error, "outcome_unknown", False))
+            if attempt == 0 and not sent and _broken(client, server):
+                continue
             return failure(spec.name, type(error).__name__, str(error))
         return ToolOutcome(not result.is_error, result.text)
     raise AssertionError("unreachable")

@@ -13,6 +13,7 @@ from ._config import McpServerConfig as McpServerConfig
 from ._config import load_mcp_config as load_mcp_config
 from ._config import parse_mcp_config as parse_mcp_config
 from ._errors import McpArgumentError as McpArgumentError
+from ._errors import McpCallLostError as McpCallLostError
 from ._errors import McpConfigError as McpConfigError
 from ._errors import McpConnectionError as McpConnectionError
 from ._errors import McpError as McpError
@@ -24,6 +25,7 @@ from ._tools import McpToolResult as McpToolResult
 
 __all__ = [
     "McpArgumentError",
+    "McpCallLostError",
     "McpClient",
     "McpConfigError",
     "McpConnectionError",

@@ -8,7 +8,9 @@ so servers can be reconnected independently.
 
 A connection that fails (at start-up, or later because the process died) stays broken: every
 call raises :class:`McpConnectionError` naming the cause, until :meth:`reconnect`. A call that
-times out leaves the connection usable (the SDK tells the server to cancel the request).
+times out leaves the connection usable (the SDK tells the server to cancel the request). A tool
+call the server died holding raises :class:`McpCallLostError`, and one that timed out
+:class:`McpTimeoutError`: both may have run (``outcome_unknown``), so neither is resent.
 
 The transport is the only thing the simulator replaces: ``kelpie_dst.shims.SimMcpServer``
 hands out in-memory streams, so this same code runs in a simulation. See docs/mcp.md.
@@ -29,6 +31,7 @@ import trio
 
 from ._config import McpServerConfig
 from ._errors import (
+    McpCallLostError,
     McpConnectionError,
     McpError,
     McpStartupTimeoutError,
@@ -325,7 +328,13 @@ class McpClient:
         if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {limit!r}")
         with trio.move_on_after(limit):
-            result = await self._guard(conn, f"tool {tool!r}", session.call_tool(tool, args))
+            try:
+                result = await self._guard(conn, f"tool {tool!r}", session.call_tool(tool, args))
+            except McpConnectionError as error:  # it died holding the call, which may have run
+                raise McpCallLostError(
+                    f"{error} after tool {tool!r} was sent: whether it ran is unknown",
+                    server=server,
+                ) from None
             assert isinstance(result, types.CallToolResult)
             return result_from_sdk(server, tool, result)
         raise McpTimeoutError(

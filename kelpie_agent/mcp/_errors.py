@@ -6,6 +6,7 @@ from kelpie_agent.errors import KelpieError
 
 __all__ = [
     "McpArgumentError",
+    "McpCallLostError",
     "McpConfigError",
     "McpConnectionError",
     "McpError",
@@ -16,7 +17,13 @@ __all__ = [
 
 
 class McpError(KelpieError):
-    """Root of the MCP client's errors. ``server`` names the server, when there is one."""
+    """Root of the MCP client's errors. ``server`` names the server, when there is one.
+
+    ``outcome_unknown`` is true for a tool call that was sent and may have run (it timed out,
+    or the server died while it held it): such a call must not be sent again, or its effect
+    may happen twice."""
+
+    outcome_unknown = False
 
     def __init__(self, message: str, *, server: str | None = None) -> None:
         super().__init__(message)
@@ -35,13 +42,27 @@ class McpConnectionError(McpError):
 
 class McpTimeoutError(McpError):
     """The server did not answer in time: at start-up (``startup_timeout``) or to a tool call
-    (``call_timeout``). After a call timeout the connection is still usable."""
+    (``call_timeout``). After a call timeout the connection is still usable, and the call may
+    have run."""
+
+    outcome_unknown = True
+
+
+class McpCallLostError(McpConnectionError):
+    """The connection broke after a tool call was sent: the server may have run it before it
+    died. The connection is broken until :meth:`McpClient.reconnect`, as for any
+    :class:`McpConnectionError`."""
+
+    outcome_unknown = True
 
 
 class McpStartupTimeoutError(McpConnectionError, McpTimeoutError):
     """The server did not start and answer ``initialize`` within ``startup_timeout``.
 
-    Both a timeout and a failed connection: the connection is broken until ``reconnect``."""
+    Both a timeout and a failed connection: the connection is broken until ``reconnect``.
+    Nothing was called yet."""
+
+    outcome_unknown = False
 
 
 class McpToolError(McpError):

@@ -283,6 +283,9 @@ class _Process:
             texts, is_error = [_as_text(item) for item in items], tool.fails
         except Exception as error:  # the tool failed: an isError result, like a real server
             texts, is_error = [f"Error executing tool {tool.name}: {error}"], True
+        if self.faults.dies_after(tool.name):  # the effect happened; the process dies
+            self.crash()
+            return None
         if self.faults.loses_reply(tool.name):  # the effect happened; the answer never comes
             self.trace("mcp.reply_lost", tool=tool.name)
             await trio.sleep_forever()

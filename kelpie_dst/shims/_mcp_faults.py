@@ -14,7 +14,13 @@ The specs are registered when this module is imported (it imports nothing heavy,
                                                   cancels it), so the client's timeout fires
 ``mcp.reply_lost``   each tools/call that ran     the tool ran (its effect happened), but the
                                                   answer is lost: the client's timeout fires
+``mcp.effect_crash`` each tools/call that ran     the tool ran (its effect happened), then the
+                                                  process dies before answering: the call fails
+                                                  like a ``mcp.server_crash``, its effect stays
 =================== =========================== ==============================================
+
+``mcp.effect_crash`` is outside swarm (its range is 0 to 0) and outside the ``mcp`` storm, so
+adding it moved no shipped seed; scenarios turn it on by name (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from .._storms import StormSpec, register_storm
 if TYPE_CHECKING:
     from .._sim import Simulation
 
-__all__ = ["REPLY_LOST", "SERVER_CRASH", "SLOW_START", "TOOL_TIMEOUT", "McpFaults"]
+__all__ = ["EFFECT_CRASH", "REPLY_LOST", "SERVER_CRASH", "SLOW_START", "TOOL_TIMEOUT", "McpFaults"]
 
 SERVER_CRASH = register_fault(
     FaultSpec(
@@ -71,6 +77,17 @@ REPLY_LOST = register_fault(
         observed=(
             "the tool's effect happened, but McpClient.call_tool raises McpTimeoutError after "
             "the call timeout; the connection stays usable"
+        ),
+    )
+)
+EFFECT_CRASH = register_fault(
+    FaultSpec(
+        "mcp.effect_crash",
+        "the MCP server process dies after a tool call ran, before it answers",
+        swarm_range=(0.0, 0.0),
+        observed=(
+            "the tool's effect happened, but McpClient.call_tool raises McpConnectionError at "
+            "once, as for mcp.server_crash, until McpClient.reconnect starts a fresh process"
         ),
     )
 )
@@ -124,6 +141,16 @@ class McpFaults:
             return False
         fault = self.sim.faults.fires(
             TOOL_TIMEOUT.name, node=self._node(), server=self.server, tool=tool
+        )
+        return fault is not None
+
+    def dies_after(self, tool: str) -> bool:
+        """Does the process die after running this tool call, before answering
+        (``mcp.effect_crash``)?"""
+        if self.sim is None:
+            return False
+        fault = self.sim.faults.fires(
+            EFFECT_CRASH.name, node=self._node(), server=self.server, tool=tool
         )
         return fault is not None
 

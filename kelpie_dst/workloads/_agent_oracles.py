@@ -321,8 +321,9 @@ class Applied:
 @attrs.frozen
 class Sent:
     """An MCP call with a ``request_id`` that ``activation`` sent, as the send ended: answered
-    (or failed), or ``timed_out`` (the client gave up waiting); ``started``/``ended`` are the
-    virtual times of the send (the effects applied in between are its own)."""
+    (or failed), or ``timed_out``: its outcome is unknown (the client gave up waiting, or the
+    server died holding it); ``started``/``ended`` are the virtual times of the send (the
+    effects applied in between are its own)."""
 
     activation: str
     key: str
@@ -333,14 +334,15 @@ class Sent:
 
 
 def check_resends(sent: Iterable[Sent], applied: Iterable[Applied]) -> list[str]:
-    """An MCP call that timed out may have taken effect (only its answer was lost), so the
-    activation that sent it must not send it again: the error is the call's result. A resend
-    by the same activation that made the effect happen twice is a bug. (Sends of one call by
-    different activations are recovery, judged by check_effects against the commits.) Only a
-    timed-out send that itself took effect, followed by a resend of the same activation that
-    took effect again, is a double: a resend after a timeout whose tool never ran (the server
-    hung, or died, before running it) is the executor's retry, and the effects of other
-    activations' sends are not this activation's."""
+    """An MCP call that timed out, or whose server died holding it, may have taken effect
+    (only its answer was lost), so the activation that sent it must not send it again: the
+    error is the call's result. A resend by the same activation that made the effect happen
+    twice is a bug. (Sends of one call by different activations are recovery, judged by
+    check_effects against the commits.) Only such a send that itself took effect, followed by
+    a resend of the same activation that took effect again, is a double: a resend after a send
+    whose tool never ran (the server hung, or died, before running it) repeats nothing, and
+    the effects of other activations' sends are not this activation's. And one send takes
+    effect at most once: a client that resends inside a call (after a break) is seen there."""
     effects = [a for a in applied if a.via.startswith("mcp:")]
     times = Counter(a.key for a in effects)
 
@@ -348,11 +350,25 @@ def check_resends(sent: Iterable[Sent], applied: Iterable[Applied]) -> list[str]
         return any(a.key == s.key and s.started <= a.time <= s.ended for a in effects)
 
     problems: list[str] = []
+    sends = list(sent)
     timed_out: set[tuple[str, str]] = set()
-    for s in sent:
+    for s in sends:
+        # One send runs its call once: two effects inside it, while no other send of that call
+        # was in flight, are a resend hidden inside the client (after a break, say).
+        own = [a for a in effects if a.key == s.key and s.started <= a.time <= s.ended]
+        alone = not any(
+            o is not s and o.key == s.key and o.started <= s.ended and s.started <= o.ended
+            for o in sends
+        )
+        if len(own) > 1 and alone:
+            problems.append(
+                f"mcp:{s.tool}: one send of call {s.key} by {s.activation} took effect "
+                f"{len(own)} times"
+            )
         if (s.activation, s.key) in timed_out and took_effect(s):
             problems.append(
-                f"mcp:{s.tool}: call {s.key} timed out and {s.activation} sent it again: "
+                f"mcp:{s.tool}: call {s.key} may have run (it timed out or its server died) "
+                f"and {s.activation} sent it again: "
                 f"its effect happened {times[s.key]} times"
             )
         if s.timed_out and took_effect(s):

@@ -29,7 +29,7 @@ from kelpie_agent.actors import Dispatcher, DispatcherOptions
 from kelpie_agent.agent import AgentActor, AgentEnv, LoopConfig, ToolStore
 from kelpie_agent.api import create_app
 from kelpie_agent.http import AccessRecord, HttpServer, ServerOptions
-from kelpie_agent.mcp import McpClient, McpServerConfig, McpTimeoutError
+from kelpie_agent.mcp import McpClient, McpServerConfig
 from kelpie_agent.service import AgentService, ServiceOptions, open_agent_node
 from kelpie_agent.storage._txn import Write
 
@@ -290,14 +290,10 @@ class RecordingMcp:
         args = arguments or {}
         key, activation = str(args.get("request_id", "")), self.journal.activation()
         self.journal.executed(tool, str(args.get("text", "")))
-        timed_out, started = False, trio.current_time()
+        started = trio.current_time()
         error: str | None = None
         try:
             return await self.client.call_tool(server, tool, arguments, timeout=timeout)
-        except McpTimeoutError:
-            timed_out = True
-            error = "McpTimeoutError"
-            raise
         except BaseException as failure:
             error = type(failure).__name__
             raise
@@ -307,20 +303,11 @@ class RecordingMcp:
             )
             if key and activation is not None:
                 ended = trio.current_time()
-                # the client gave up waiting: by the time it waited, whatever it raised (a
-                # timeout reported as another failure still leaves the call's effect possible)
-                waited = error is not None and ended - started >= self._limit(server, timeout)
-                gave_up = timed_out or waited
-                self.journal.sent.append(Sent(activation, key, tool, gave_up, started, ended))
-
-    def _limit(self, server: str, timeout: float | None) -> float:
-        """The call's time limit: ``timeout``, or the server's configured ``call_timeout``."""
-        if timeout is not None:
-            return timeout
-        try:
-            return float(self.client.config(server).call_timeout)
-        except Exception:  # an unknown server: the call failed at once, it never waited
-            return float("inf")
+                # Any send that failed: check_resends judges it only if its effect happened
+                # meanwhile (a lost reply, or a server that died after running it), whatever
+                # the client called the failure, so no client's classification is trusted.
+                failed = error is not None
+                self.journal.sent.append(Sent(activation, key, tool, failed, started, ended))
 
     def status(self, server: str) -> str:
         return self.client.status(server)

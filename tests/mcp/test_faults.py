@@ -42,6 +42,28 @@ async def test_reply_lost(dst: kelpie_dst.Simulation) -> None:
     assert counts["starts"] == 1 and counts["in_flight"] == 0
 
 
+@pytest.mark.dst(seeds=50, faults=["mcp.effect_crash=0.2"], guards="strict")
+async def test_a_call_the_server_died_holding_may_have_run(dst: kelpie_dst.Simulation) -> None:
+    counts = await workloads.effect_crashes(dst)
+    fired = dst.faults.fired["mcp.effect_crash"]
+    assert counts["lost"] == counts["lost_ran"] == fired  # each ran, then the server died
+    assert counts["effects"] == 20  # every call ran once: none was resent
+    assert counts["starts"] == 1 + fired
+
+
+def test_the_effect_crash_fires_and_is_outside_swarm() -> None:
+    spec = kelpie_dst.fault_types()["mcp.effect_crash"]
+    assert spec.swarm_range == (0.0, 0.0)  # added without moving any swarm profile
+    fired = 0
+    for seed in range(5):
+        result = kelpie_dst.run(
+            workloads.effect_crashes, seed=seed, faults=["mcp.effect_crash=0.2"]
+        )
+        assert result.failure is None, result.failure
+        fired += result.faults_fired.get("mcp.effect_crash", 0)
+    assert fired > 0
+
+
 @pytest.mark.dst(seeds=100, faults=workloads.ALL_FAULTS, guards="strict")
 async def test_every_fault_at_once_a_retrying_caller_finishes(dst: kelpie_dst.Simulation) -> None:
     counts = await workloads.chaos(dst)
@@ -85,4 +107,10 @@ def test_faults_outside_their_window_never_fire() -> None:
 def test_same_seed_same_trace() -> None:
     kelpie_dst.assert_deterministic(
         workloads.chaos, seeds=range(5), faults=workloads.ALL_FAULTS, vary_hashseed=True
+    )
+
+
+def test_effect_crashes_same_seed_same_trace() -> None:
+    kelpie_dst.assert_deterministic(
+        workloads.effect_crashes, seeds=range(3), faults=["mcp.effect_crash=0.2"], runs=2
     )

@@ -13,6 +13,7 @@ import trio
 
 import kelpie_dst
 from kelpie_agent.mcp import (
+    McpCallLostError,
     McpClient,
     McpConnectionError,
     McpServerConfig,
@@ -165,6 +166,42 @@ async def lost_replies(sim: kelpie_dst.Simulation) -> dict[str, int]:
         "starts": server.starts,
         "in_flight": in_flight,
     }
+
+
+async def effect_crashes(sim: kelpie_dst.Simulation) -> dict[str, int]:
+    """Twenty calls of a tool with an effect, reconnecting before a call when the server is
+    down; a call whose server died after running it (mcp.effect_crash) raises
+    McpCallLostError at once, marked as possibly run."""
+    effects: list[str] = []
+
+    def record(args: dict[str, Any]) -> str:
+        effects.append(str(args.get("text")))
+        return "recorded"
+
+    server = SimMcpServer(NAME, [{"name": "record", "response": record}])
+    config = McpServerConfig(NAME, "sim-server", call_timeout=CALL_TIMEOUT)
+    client = McpClient([config], transport=sim_mcp_transport(server))
+    lost = ran = 0
+    async with client:
+        for i in range(20):
+            if client.status(NAME) == "broken":
+                await client.reconnect(NAME)
+            before, start = len(effects), trio.current_time()
+            try:
+                result = await client.call_tool(NAME, "record", {"text": str(i)})
+                assert result.text == "recorded", result
+            except McpCallLostError as error:
+                assert error.outcome_unknown and isinstance(error, McpConnectionError)
+                assert "whether it ran is unknown" in str(error), error
+                assert trio.current_time() - start < CALL_TIMEOUT  # at once, not a timeout
+                assert client.status(NAME) == "broken"
+                lost += 1
+                ran += len(effects) - before
+            else:
+                assert effects[-1] == str(i) and len(effects) == before + 1
+        if client.status(NAME) == "broken":
+            await client.reconnect(NAME)
+    return {"lost": lost, "lost_ran": ran, "effects": len(effects), "starts": server.starts}
 
 
 async def chaos(sim: kelpie_dst.Simulation) -> dict[str, int]:

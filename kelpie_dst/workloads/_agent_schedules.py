@@ -84,8 +84,8 @@ CALENDAR_CRONS = ("* * 1 * 5", "* * 2 * 4", "*/2 * * * thu", "1-59/2 0 1 jan *")
 # With ``edges`` (off by default, rtV): expressions whose ranges *end* (or start and end) at a
 # value the epoch's first minutes take, stepped or not, by number or name: a range that loses
 # an end, or a one-value range refused, shows within the span (a refused create is judged).
-EDGE_CRONS = ("0-1 * * * *", "1-3 * * * *", "0-2/2 * * * *", "* * * * mon-thu", "* * * * 1-4")
-EDGE_CRONS += ("* 0-0 * * *", "2-2 * * * *")
+EDGE_CRONS: tuple[str, ...] = ("0-1 * * * *", "1-3 * * * *", "0-2/2 * * * *", "2-2 * * * *")
+EDGE_CRONS += ("* * * * mon-thu", "* * * * 1-4", "* 0-0 * * *")
 # what a node that is down, cut off or failing answers (retried; other errors are answers)
 _FAILURES = (UnavailableError, StorageError, NodeDownError, ConnectionError, trio.TooSlowError)
 

@@ -81,6 +81,11 @@ CRONS = ("* * * * *", "*/2 * * * *")
 # weekday (a day matching either fires), name weekdays and months, and step through ranges,
 # chosen to fire in the first minutes of the simulation's epoch (Thursday 1 January 2026).
 CALENDAR_CRONS = ("* * 1 * 5", "* * 2 * 4", "*/2 * * * thu", "1-59/2 0 1 jan *")
+# With ``edges`` (off by default, rtV): expressions whose ranges *end* (or start and end) at a
+# value the epoch's first minutes take, stepped or not, by number or name: a range that loses
+# an end, or a one-value range refused, shows within the span (a refused create is judged).
+EDGE_CRONS: tuple[str, ...] = ("0-1 * * * *", "1-3 * * * *", "0-2/2 * * * *", "2-2 * * * *")
+EDGE_CRONS += ("* * * * mon-thu", "* * * * 1-4", "* 0-0 * * *")
 # what a node that is down, cut off or failing answers (retried; other errors are answers)
 _FAILURES = (UnavailableError, StorageError, NodeDownError, ConnectionError, trio.TooSlowError)
 
@@ -126,6 +131,7 @@ class Log:
     # recurring schedules read before the final deletes (a pure record: no request added)
     listed: list[tuple[str, str, float, float]] = attrs.Factory(list)
     unknown: int = 0  # creates whose outcome was unknown
+    refused: list[str] = attrs.Factory(list)  # (edges) valid creates the server refused
 
 
 def parse_otid(otid: str) -> tuple[str, float] | None:
@@ -186,6 +192,7 @@ def _check_first(created: Created, tolerance: float) -> list[str]:
 def check(log: Log, grace: float, tolerance: float) -> list[str]:
     """The oracle's findings (empty: all is well); see the module docstring."""
     problems = [f"occurrence {otid} stored twice" for otid in log.duplicates]
+    problems += [f"a valid schedule was refused: {why}" for why in log.refused]
     by_text = {c.text: c for c in log.created}
     by_id = {c.id: c for c in log.created if c.id is not None}
     seen: dict[str, list[Fired]] = {}
@@ -312,7 +319,8 @@ async def _create(client: Client, log: Log, agent_id: str, number: int) -> None:
         at = now + rng.uniform(3, 60)
         created, spec = Created(agent_id, text, None, at), {"scheduled_at": at * 1000}
     else:
-        cron = rng.choice(CRONS + CALENDAR_CRONS if client.ctx.params.get("calendar") else CRONS)
+        pool = CRONS + CALENDAR_CRONS if client.ctx.params.get("calendar") else CRONS
+        cron = rng.choice(EDGE_CRONS if client.ctx.params.get("edges") else pool)
         created = Created(agent_id, text, cron, None, sent=now)
         spec = {"type": "recurring", "cron_expression": cron}
     log.created.append(created)
@@ -324,6 +332,11 @@ async def _create(client: Client, log: Log, agent_id: str, number: int) -> None:
     except _FAILURES as error:
         if getattr(error, "outcome_unknown", True):
             log.unknown += 1
+        return
+    except ServiceError as error:  # every expression here is valid: a refusal is a bug
+        if not client.ctx.params.get("edges"):
+            raise
+        log.refused.append(f"{created.cron or spec}: {error}")
         return
     created.id, created.first = record.id, record.next_at
     created.acked = client.clock.now()
@@ -351,7 +364,10 @@ async def _agent_client(client: Client, log: Log, agent_id: str, span: float) ->
             if rng.random() < 0.5:  # cancel it just as it fires (the cron's next minute)
                 assert chosen.cron is not None
                 fires = cron_model(chosen.cron).next_after(client.clock.now())
-                await trio.sleep(max(0.0, fires - client.clock.now() + rng.uniform(-0.5, 1.5)))
+                wait = fires - client.clock.now() + rng.uniform(-0.5, 1.5)
+                if client.ctx.params.get("edges"):  # an edge cron's next time may be hours away
+                    wait = min(wait, 30.0)
+                await trio.sleep(max(0.0, wait))
             await _delete(client, chosen)
         else:
             await _create(client, log, agent_id, number)
@@ -433,6 +449,7 @@ def start_servers(ctx: WorkloadContext) -> tuple[dict[str, AgentService], list[k
         "tolerance": 5.0,
         "outage": True,
         "calendar": False,
+        "edges": False,
         "punctual": 0.0,
     },
     sizes=("agents",),

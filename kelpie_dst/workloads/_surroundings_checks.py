@@ -23,6 +23,10 @@ workload's own model (never against a server helper):
   the original or ``stem_(n).ext``; the folder lists no name twice.
 * **One agent's detach leaves another's files.** Detaching a folder from one agent leaves the
   files another agent has open exactly as they were, and the detached agent lists none of them.
+* **A list scoped to an agent holds what is attached to it** (svcV, ``scoped_lists``): its
+  archives and its folders, read after every attach, detach and delete, are exactly those the
+  client attached to that agent and did not detach or delete; an agent's files walked in pages
+  put together are its whole list, and a page says more follow exactly when a later one has some.
 """
 
 from __future__ import annotations
@@ -35,15 +39,19 @@ import attrs
 
 __all__ = [
     "MISSING",
+    "FilePages",
     "PassageSeen",
     "ScheduleSeen",
     "SearchSeen",
     "SurroundingsLog",
+    "check_content_reads",
+    "check_file_pages",
     "check_folders",
     "check_identities",
     "check_numbered",
     "check_respelled",
     "check_schedules",
+    "check_scoped",
     "check_searches",
     "check_surroundings",
     "check_ties",
@@ -51,6 +59,8 @@ __all__ = [
 ]
 
 _EPS = 1e-9
+FilePages = tuple[str, int, list[bool], list[list[str]], list[str]]
+"""A list walked in pages: (what, page size, each page's "more" flag, the pages, the list)."""
 _MAX = 8  # problems reported per check
 MISSING = "(missing)"
 """An identity lookup whose key names an identity that is not there."""
@@ -153,6 +163,7 @@ class SurroundingsLog:
     ] = attrs.Factory(list)
     schedules: list[ScheduleSeen] = attrs.Factory(list)
     message_windows: int = 0  # agents whose message search was judged by date windows
+    step_windows: int = 0  # agents whose step list was judged by time windows (svcV)
     # the archive renamed: (archives listed by the new name, by the old name); then deleted:
     # (its id, still listed, agents whose archive_ids still hold it)
     archive_names: tuple[str, list[str], list[str]] | None = None
@@ -168,6 +179,14 @@ class SurroundingsLog:
     # session 17 (llmL, ``numbered``): searches for a number only one passage holds: (the
     # number, that passage's text, the hits as (text, score))
     numbered: list[tuple[str, str, tuple[tuple[str, float], ...]]] = attrs.Factory(list)
+    # session 25 (svcV, ``scoped_lists``): (what, the ids the client attached, the ids listed)
+    # of each list scoped to one agent: its archives, its folders
+    scoped: list[tuple[str, frozenset[str], frozenset[str]]] = attrs.Factory(list)
+    # ... and the agent's files walked in pages: (what, page size, each page's "more" flag, the
+    # pages, the whole list read first)
+    file_pages: list[FilePages] = attrs.Factory(list)
+    # ``content_polls``: (file id, [(status, content or None)] read while it was processed)
+    content_reads: list[tuple[str, list[tuple[str, str | None]]]] = attrs.Factory(list)
 
 
 def _filters_pass(s: SearchSeen, tags: frozenset[str], created_at: float | None) -> bool:
@@ -488,6 +507,55 @@ def check_numbered(log: SurroundingsLog) -> list[str]:
     return problems[:_MAX]
 
 
+def check_scoped(scoped: Iterable[tuple[str, frozenset[str], frozenset[str]]]) -> list[str]:
+    """Each list scoped to an agent holds exactly what the client attached to it."""
+    problems: list[str] = []
+    for what, want, got in scoped:
+        if got != want:
+            extra, missing = sorted(got - want), sorted(want - got)
+            problems.append(
+                f"{what} answered {sorted(got)}: the client attached {sorted(want)} "
+                f"(not attached: {extra}; missing: {missing})"
+            )
+    return problems[:8]
+
+
+def check_file_pages(walks: Iterable[FilePages]) -> list[str]:
+    """Pages put together are the whole list; a page says more follow iff a later one has some."""
+    problems: list[str] = []
+    for what, size, more, pages, listed in walks:
+        ids = [i for page in pages for i in page]
+        if ids != listed:
+            problems.append(f"{what} paged {size} at a time give {ids}, not {listed}")
+        want_more = [any(pages[k + 1 :]) for k in range(len(pages))]
+        if more != want_more:
+            problems.append(
+                f"{what} in pages of {size} ({[len(p) for p in pages]} items): "
+                f"more follow {more}, not {want_more}"
+            )
+    return problems[:_MAX]
+
+
+def check_content_reads(reads: Iterable[tuple[str, list[tuple[str, str | None]]]]) -> list[str]:
+    """A file's content is None until it is parsed, then the whole text it ends with."""
+    problems: list[str] = []
+    for file_id, seen in reads:
+        if not seen or seen[-1][0] != "completed":
+            continue  # never finished while polled: nothing to compare with
+        final = seen[-1][1]
+        if final is None:
+            problems.append(f"file {file_id} is completed, yet shows no content")
+            continue
+        for status, content in seen:
+            if content is not None and content != final:
+                problems.append(
+                    f"file {file_id} ({status}) showed content {content[:40]!r} "
+                    f"({len(content)} characters), not its text ({len(final)} characters)"
+                )
+                break
+    return problems[:_MAX]
+
+
 def check_surroundings(log: SurroundingsLog, tolerance: float = 5.0) -> list[str]:
     return [
         *log.problems[:_MAX],
@@ -498,4 +566,7 @@ def check_surroundings(log: SurroundingsLog, tolerance: float = 5.0) -> list[str
         *check_identities(log),
         *check_folders(log),
         *check_schedules(log, tolerance),
+        *check_scoped(log.scoped),
+        *check_file_pages(log.file_pages),
+        *check_content_reads(log.content_reads),
     ]

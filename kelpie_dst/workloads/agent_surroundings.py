@@ -72,6 +72,8 @@ from ._surroundings_checks import (
     check_surroundings,
     cosine,
 )
+from ._surroundings_cuts import content_polls, cut_attempts, file_pages, scoped_entry
+from ._surroundings_steps import step_windows
 
 __all__ = ["agent_surroundings", "surroundings_consistent"]
 
@@ -143,6 +145,7 @@ class Surroundings:
         self.log = SurroundingsLog()
         self.passages: dict[str, PassageSeen] = {}
         self.scope: dict[str, list[str]] = {}  # agent -> archives attached, in attach order
+        self.folders_of: dict[str, set[str]] = {}  # agent -> folders attached (scoped_lists)
         self.number = 0
 
     # -- archival memory ------------------------------------------------------------------
@@ -348,19 +351,42 @@ class Surroundings:
         tags = tuple(sorted(rng.sample(TAGS, 1))) if rng.random() < 0.3 else ()
         mode = rng.choice(("any", "all"))
         limit = rng.randint(1, 12)
-        try:
-            found = await self.client.once(
-                lambda s: s.search_all_passages(
-                    query, agent_id=agent, tags=tags, tag_match_mode=mode, limit=limit
-                )
+
+        def call(s: AgentService) -> Awaitable[Any]:
+            return s.search_all_passages(
+                query, agent_id=agent, tags=tags, tag_match_mode=mode, limit=limit
             )
+
+        # with cut_calls, first sent to nodes that crash under it: each answer is judged
+        answers = await cut_attempts(self, call) if self.ctx.params["cut_calls"] else []
+        try:
+            answers.append(await self.client.once(call))
         except (*_FAILURES, ServiceError):
-            return
+            if not answers:
+                return
         embedder = HashingEmbedder()
         [q] = await embedder.embed([query])
         texts = sorted({p.text for p in pairs.values()})
         vectors = dict(zip(texts, await embedder.embed(texts), strict=True))
         certain = {k: p for k, p in pairs.items() if p.sure}
+        for found in answers:
+            self._everywhere_seen(
+                agent, query, tags, mode, limit, pairs, certain, q, vectors, found
+            )
+
+    def _everywhere_seen(
+        self,
+        agent: str | None,
+        query: str,
+        tags: tuple[str, ...],
+        mode: str,
+        limit: int,
+        pairs: dict[str, PassageSeen],
+        certain: dict[str, PassageSeen],
+        q: Any,
+        vectors: dict[str, Any],
+        found: Any,
+    ) -> None:
         self.log.searches.append(
             SearchSeen(
                 agent=f"{agent or 'every agent'} (passages.search)",
@@ -473,6 +499,8 @@ class Surroundings:
             with contextlib.suppress(NotFoundError):  # a retry of a delete that landed
                 await archives.delete_archive(s, archive)
 
+        if self.ctx.params["cut_calls"]:
+            await cut_attempts(self, delete)
         await self.client.until_done(delete)
         for p in self.passages.values():
             if p.owner == archive:
@@ -490,6 +518,7 @@ class Surroundings:
             archive in {a.id for a in listed},
             sorted(v.agent.id for v in views if archive in v.agent.archive_ids),
         )
+        await self.scoped_lists()
 
     async def attach_archive(self, agent: str, archive: str, attach: bool) -> None:
         call = archives.attach_archive if attach else archives.detach_archive
@@ -498,6 +527,28 @@ class Surroundings:
             self.scope[agent].append(archive)
         elif not attach and archive in self.scope[agent]:
             self.scope[agent].remove(archive)
+        await self.scoped_lists()
+
+    async def scoped_lists(self) -> None:
+        """With ``scoped_lists``: each agent's archives (``archives.list(agent_id=...)``) and
+        folders (``agents.folders``) are what the client attached to it (svcV)."""
+        if not self.ctx.params["scoped_lists"]:
+            return
+        for agent in self.agents:
+            found = await self.client.until_done(
+                lambda s, g=agent: archives.list_archives(s, agent_id=g, limit=1000)  # type: ignore[misc]
+            )
+            self.log.scoped.append(
+                scoped_entry(f"{agent}'s archives", self.scope[agent], (a.id for a in found))
+            )
+            held = await self.client.until_done(
+                lambda s, g=agent: folders.agent_folders(s, g, limit=50)  # type: ignore[misc]
+            )
+            self.log.scoped.append(
+                scoped_entry(
+                    f"{agent}'s folders", self.folders_of.get(agent, ()), (f.id for f in held)
+                )
+            )
 
     # -- identities -----------------------------------------------------------------------
     async def _until(self, call: Callable[[], Awaitable[T]]) -> T:
@@ -604,11 +655,17 @@ class Surroundings:
             await self.client.until_done(lambda s: archives.unlink(s, a, "identity", first))
             plan[first].discard(a)
         for identity, want in plan.items():
-            views = await self.client.until_done(
-                lambda s, i=identity: s.list_agents(identity_id=i, limit=50)  # type: ignore[misc]
-            )
-            got = frozenset(v.agent.id for v in views) & set(self.agents)
-            log.identity_agents.append((identity, frozenset(want), got))
+
+            def agents_of(s: AgentService, i: str = identity) -> Awaitable[Any]:
+                return s.list_agents(identity_id=i, limit=50)
+
+            lists: list[Any] = []
+            if self.ctx.params["cut_calls"]:  # first sent to nodes that crash under it
+                lists = await cut_attempts(self, agents_of)
+            lists.append(await self.client.until_done(agents_of))
+            for views in lists:
+                got = frozenset(v.agent.id for v in views) & set(self.agents)
+                log.identity_agents.append((identity, frozenset(want), got))
 
     # -- folders --------------------------------------------------------------------------
     async def folder(self) -> None:
@@ -619,6 +676,8 @@ class Surroundings:
             return found[0] if found else await folders.create_folder(s, "docs")
 
         folder = await self.client.until_done(make)
+        if self.ctx.params["scoped_lists"]:  # a folder no agent has: no agent lists it
+            await self.client.until_done(self._spare_folder)
         for n in range(4):
             data = f"notes, take {n}\nkelp and tide\n".encode()
             try:
@@ -636,6 +695,8 @@ class Surroundings:
                 log.uploads.append(("notes.txt", None))
                 continue
             log.uploads.append(("notes.txt", record.file_name if record else None))
+            if record is not None and self.ctx.params["content_polls"]:  # read as processed
+                await content_polls(self, folder.id, record.id)
         for name in ("a.txt", "b.txt"):
             await self.client.until_done(
                 lambda s, n=name: folders.upload_file(  # type: ignore[misc]
@@ -652,6 +713,8 @@ class Surroundings:
         a, b = self.agents
         for agent in (a, b):
             await self.client.until_done(lambda s, g=agent: folders.attach_folder(s, g, folder.id))  # type: ignore[misc]
+            self.folders_of.setdefault(agent, set()).add(folder.id)
+        await self.scoped_lists()
         by_name = {f.file_name: f.id for f in files}
         for agent, name in ((a, "b.txt"), (b, "a.txt")):
             file_id = by_name.get(name)
@@ -667,12 +730,16 @@ class Surroundings:
             return frozenset(f.record.id for f in found)
 
         log.open_before = await open_of(b)
+        if self.ctx.params["scoped_lists"]:  # b's files in pages (svcV)
+            await file_pages(self, b)
 
         async def detach(s: AgentService) -> None:
             with contextlib.suppress(NotFoundError):  # a retry of a detach that landed
                 await folders.detach_folder(s, a, folder.id)
 
         await self.client.until_done(detach)
+        self.folders_of[a].discard(folder.id)
+        await self.scoped_lists()
         log.open_after = await open_of(b)
         listed, _ = await self.client.until_done(lambda s: folders.agent_files(s, a, limit=50))
         log.detached_listed = len(listed)
@@ -682,7 +749,12 @@ class Surroundings:
             with contextlib.suppress(NotFoundError):  # a retry of a delete that landed
                 await folders.delete_folder(s, folder.id)
 
+        if self.ctx.params["cut_calls"]:
+            await cut_attempts(self, delete)
         await self.client.until_done(delete)
+        for attached in self.folders_of.values():
+            attached.discard(folder.id)
+        await self.scoped_lists()
         left, _ = await self.client.until_done(lambda s: folders.agent_files(s, b, limit=50))
         named = await self.client.until_done(lambda s: folders.list_folders(s, name="docs"))
         view = await self.client.until_done(lambda s: s.get_agent(b))
@@ -700,6 +772,11 @@ class Surroundings:
             )
         except ServiceError as error:
             log.name_reused = f"{type(error).__name__}: {error}"
+
+    @staticmethod
+    async def _spare_folder(s: AgentService) -> Any:
+        found = await folders.list_folders(s, name="spare")
+        return found[0] if found else await folders.create_folder(s, "spare")
 
     async def duplicates(self, folder_id: str) -> None:
         """Uploads of the taken name notes.txt: ``error`` is refused, ``skip`` answers the file
@@ -907,6 +984,9 @@ class Surroundings:
         if self.ctx.params["message_windows"]:
             for agent in (a, b):
                 await self.message_windows(agent)
+        if self.ctx.params["step_windows"]:  # svcV: steps listed by time window
+            for agent in (a, b):
+                await step_windows(self, agent)
         for _ in range(int(self.ctx.params["searches"])):
             await self.search(a if self.rng.random() < 0.7 else b)
         await self.attach_archive(b, shelf, True)
@@ -937,6 +1017,10 @@ class Surroundings:
         "numbered": 0,
         "identity_deletes": False,
         "identity_renames": False,
+        "cut_calls": False,
+        "scoped_lists": False,
+        "step_windows": False,
+        "content_polls": False,
     },
     sizes=("passages", "searches"),
     bounds={
@@ -965,6 +1049,7 @@ async def agent_surroundings(ctx: WorkloadContext) -> None:
     ctx.metric("surroundings.uploads", sum(n is not None for _, n in log.uploads))
     ctx.metric("surroundings.schedules", sum(s.id is not None for s in log.schedules))
     ctx.metric("surroundings.message_windows", log.message_windows)
+    ctx.metric("surroundings.step_windows", log.step_windows)
     ctx.metric(
         "surroundings.problems", len(check_surroundings(log, float(ctx.params["tolerance"])))
     )

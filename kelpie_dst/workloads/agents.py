@@ -282,6 +282,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     "contract_edges": False,  # with contract: the lists below an agent and both searches read
     # at limit 0, 1000 and 1001, and lists filtered to one agent judged to hold only its items,
     # after passages stored in it and in another agent (_contract_edges)
+    "contract_uploads": False,  # with contract: three files of about 8, 64 and 128 KiB
+    # uploaded to a folder and read back: stored whole (_contract_uploads)
     "settings": False,  # after the clients, agents made with random settings in each of
     # Letta's shapes, PATCHed with random subsets of their fields, exported and imported
     # twice, judged against the model (via http; _agent_settings)
@@ -340,6 +342,7 @@ _OPTION_OF = {
     "catalog_defaults": "catalog",
     "contract_creates": "contract",
     "contract_edges": "contract",
+    "contract_uploads": "contract",
 }
 VIAS = ("direct", "http")
 STOP_WINDOW = 30.0
@@ -673,6 +676,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
             ctx.rng("contract"),
             bool(ctx.params["contract_creates"]),
             bool(ctx.params["contract_edges"]),
+            bool(ctx.params["contract_uploads"]),
         )
         ctx.state["contract"] = contract
         await contract.run()
@@ -683,6 +687,8 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric(
             "contract.streams_judged", sum(s.stored is not None for s in contract.log.streams)
         )
+        if contract.uploads:
+            ctx.metric("contract.uploads_judged", len(contract.log.uploads))
         ctx.metric("contract.refusals", len(contract.log.refusals))
         ctx.metric("contract.head_probes", len(contract.log.limits))
     if bool(ctx.params["settings"]):
@@ -1342,6 +1348,18 @@ def list_parameters_documented(ctx: WorkloadContext) -> None:
         _holds(
             contract_checks.check_lists(contract.log),
             "a list parameter broke its documented meaning",
+        )
+
+
+@invariant
+def uploads_read_back_whole(ctx: WorkloadContext) -> None:
+    """(With ``contract_uploads``.) A file uploaded to a folder reads back with the size the
+    client sent and, once processed, with the text it sent (_contract_uploads)."""
+    contract = _contract(ctx)
+    if contract is not None:
+        _holds(
+            contract_checks.check_uploads(contract.log),
+            "an uploaded file was not stored whole",
         )
 
 

@@ -27,7 +27,14 @@ from .._storms import StormSpec, register_storm
 if TYPE_CHECKING:
     from .._sim import Simulation
 
-__all__ = ["REPLY_LOST", "SERVER_CRASH", "SLOW_START", "TOOL_TIMEOUT", "McpFaults"]
+__all__ = [
+    "LIST_TIMEOUT",
+    "REPLY_LOST",
+    "SERVER_CRASH",
+    "SLOW_START",
+    "TOOL_TIMEOUT",
+    "McpFaults",
+]
 
 SERVER_CRASH = register_fault(
     FaultSpec(
@@ -71,6 +78,19 @@ REPLY_LOST = register_fault(
         observed=(
             "the tool's effect happened, but McpClient.call_tool raises McpTimeoutError after "
             "the call timeout; the connection stays usable"
+        ),
+    )
+)
+LIST_TIMEOUT = register_fault(
+    FaultSpec(
+        "mcp.list_timeout",
+        "a tools/list is never answered",
+        # never switched on by swarm mode: a seed's profile (and every swarm scenario's
+        # trace) stays as it was before this type existed; a scenario names it
+        swarm_range=(0.0, 0.0),
+        observed=(
+            "McpClient.list_tools (or a start-up's listing) raises McpTimeoutError "
+            "(McpStartupTimeoutError) after the timeout; the connection stays usable"
         ),
     )
 )
@@ -125,6 +145,13 @@ class McpFaults:
         fault = self.sim.faults.fires(
             TOOL_TIMEOUT.name, node=self._node(), server=self.server, tool=tool
         )
+        return fault is not None
+
+    def list_hangs(self) -> bool:
+        """Is this tools/list never answered (``mcp.list_timeout``)?"""
+        if self.sim is None:
+            return False
+        fault = self.sim.faults.fires(LIST_TIMEOUT.name, node=self._node(), server=self.server)
         return fault is not None
 
     def loses_reply(self, tool: str) -> bool:

@@ -28,7 +28,7 @@ only that agent's items (``_contract_edges``).
 **A file is stored whole** (``uploads_read_back_whole``; with ``contract_uploads``). A file
 uploaded to a folder is read back with the size the client sent (``file_size``), and, once
 processed, with the text it sent (``include_content=true``), whatever its size
-(``_contract_uploads``: around 8, 64 and 128 KiB).
+(``_contract_uploads``: around 8, 64, 128 and 270 KiB).
 
 **A stream carries its run, pings or not** (``quiet_streams_complete``). Every stream the
 server finished (the connection ended cleanly) ends with ``stop_reason`` then

@@ -5,13 +5,13 @@ Every other scenario's upload through ``/v1/folders/{id}/upload`` is a few lines
 nothing compared what a folder stored with what its client sent, so an upload cut short (the
 first chunk of the body read, a body cut at a buffer's size, the last partial chunk of the
 stored blobs dropped) was taken as the whole file. Here the contract client makes a folder
-and uploads three plain-text files whose sizes are drawn across 8 KiB, 64 KiB and 128 KiB
-(sizes a reader, a parser or a store is likely to cut at), each line naming its file and
-line. Once processed, each file is read back (``include_content=true``) and logged as an
-:class:`UploadSeen`: its ``file_size`` must be the bytes sent, and a processed file's
-content the text sent (``uploads_read_back_whole``). A retry of an upload whose answer was
-lost is ``duplicate_handling=skip`` under the same name, so it answers the file the first
-attempt stored (never a second file).
+and uploads four plain-text files whose sizes are drawn across 8, 64, 128 and 256 KiB (sizes
+a reader, a parser or a store is likely to cut at; 256 KiB is one stored chunk), each line
+naming its file and line. Once processed, each file is read back
+(``include_content=true``) and logged as an :class:`UploadSeen`: its ``file_size`` must be
+the bytes sent, and a processed file's content the text sent (``uploads_read_back_whole``).
+A retry of an upload whose answer was lost is ``duplicate_handling=skip`` under the same
+name, so it answers the file the first attempt stored (never a second file).
 """
 
 from __future__ import annotations
@@ -25,8 +25,14 @@ from ._agent_contract_checks import UploadSeen
 __all__ = ["FOLDER", "SIZES", "probe_uploads", "upload_text"]
 
 FOLDER = "contract-uploads"
-SIZES: tuple[tuple[int, int], ...] = ((8_000, 9_000), (60_000, 70_000), (126_000, 136_000))
-"""Each upload's size in bytes, drawn in one of these ranges (around 8, 64 and 128 KiB)."""
+SIZES: tuple[tuple[int, int], ...] = (
+    (8_000, 9_000),
+    (60_000, 70_000),
+    (126_000, 136_000),
+    (262_500, 280_000),
+)
+"""Each upload's size in bytes, drawn in one of these ranges (around 8, 64 and 128 KiB, and
+past 256 KiB, the size of one stored chunk)."""
 POLLS = 60
 DONE = frozenset({"completed", "error"})
 

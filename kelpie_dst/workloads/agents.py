@@ -282,7 +282,7 @@ PARAMS: dict[str, int | float | str | bool] = {
     "contract_edges": False,  # with contract: the lists below an agent and both searches read
     # at limit 0, 1000 and 1001, and lists filtered to one agent judged to hold only its items,
     # after passages stored in it and in another agent (_contract_edges)
-    "contract_uploads": False,  # with contract: three files of about 8, 64 and 128 KiB
+    "contract_uploads": False,  # with contract: four files of about 8, 64, 128 and 270 KiB
     # uploaded to a folder and read back: stored whole (_contract_uploads)
     "settings": False,  # after the clients, agents made with random settings in each of
     # Letta's shapes, PATCHed with random subsets of their fields, exported and imported

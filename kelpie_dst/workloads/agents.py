@@ -308,6 +308,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # prompt oracles; it may run, but must never commit or answer (_agent_oracles, Dlead19-2)
     "detaches": False,  # with deletes: the delete walker also detaches a block and a tool
     # from its agent, gone from the agent's views only (_agent_deletes)
+    "deletes_at_once": False,  # with deletes: each thing is also retrieved right after its
+    # delete is acknowledged: gone at once (_agent_deletes)
     "resources": False,  # after the clients, one more client sets tool rules of every type,
     # approvals, conversations (hidden, archived, PATCHed with null and ""), a searched send,
     # MCP servers with secrets and nesting at the documented limit, and reads each back
@@ -335,6 +337,7 @@ PARAMS: dict[str, int | float | str | bool] = {
 # Options of a walker: each needs its walker's param on (a one-line UsageError otherwise).
 _OPTION_OF = {
     "detaches": "deletes",
+    "deletes_at_once": "deletes",
     "wire_cut_bodies": "wire",
     "wire_threads": "wire",
     "input_roles": "message_fields",
@@ -709,7 +712,12 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("readback.unsettled", len(readback.log.unsettled))
         ctx.metric("readback.problems", len(check_readback(readback.log)))
     if bool(ctx.params["deletes"]):
-        deletes = DeleteWalker(clients, ctx.rng("deletes"), detaches=bool(ctx.params["detaches"]))
+        deletes = DeleteWalker(
+            clients,
+            ctx.rng("deletes"),
+            detaches=bool(ctx.params["detaches"]),
+            at_once=bool(ctx.params["deletes_at_once"]),
+        )
         ctx.state["deletes"] = deletes
         await deletes.run()
         ctx.metric("deletes.requests", deletes.requests)

@@ -240,6 +240,9 @@ class _Process:
             if self.faults.crashes(method, None):
                 self.crash()
                 return None
+            if self.faults.list_hangs():
+                self.trace("mcp.list_hang")
+                await trio.sleep_forever()
             return {"result": self.list_tools(params.get("cursor"))}
         if method == "tools/call":
             return await self.call(params)

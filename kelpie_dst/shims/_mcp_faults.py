@@ -17,10 +17,13 @@ The specs are registered when this module is imported (it imports nothing heavy,
 ``mcp.effect_crash`` each tools/call that ran     the tool ran (its effect happened), then the
                                                   process dies before answering: the call fails
                                                   like a ``mcp.server_crash``, its effect stays
+``mcp.list_timeout`` each tools/list              the listing is never answered, so the client's
+                                                  timeout fires
 =================== =========================== ==============================================
 
-``mcp.effect_crash`` is outside swarm (its range is 0 to 0) and outside the ``mcp`` storm, so
-adding it moved no shipped seed; scenarios turn it on by name (docs/faults.md).
+``mcp.effect_crash`` and ``mcp.list_timeout`` are outside swarm (their range is 0 to 0) and
+outside the ``mcp`` storm, so adding them moved no shipped seed; scenarios turn them on by name
+(docs/faults.md).
 """
 
 from __future__ import annotations
@@ -33,7 +36,15 @@ from .._storms import StormSpec, register_storm
 if TYPE_CHECKING:
     from .._sim import Simulation
 
-__all__ = ["EFFECT_CRASH", "REPLY_LOST", "SERVER_CRASH", "SLOW_START", "TOOL_TIMEOUT", "McpFaults"]
+__all__ = [
+    "EFFECT_CRASH",
+    "LIST_TIMEOUT",
+    "REPLY_LOST",
+    "SERVER_CRASH",
+    "SLOW_START",
+    "TOOL_TIMEOUT",
+    "McpFaults",
+]
 
 SERVER_CRASH = register_fault(
     FaultSpec(
@@ -86,8 +97,21 @@ EFFECT_CRASH = register_fault(
         "the MCP server process dies after a tool call ran, before it answers",
         swarm_range=(0.0, 0.0),
         observed=(
-            "the tool's effect happened, but McpClient.call_tool raises McpConnectionError at "
-            "once, as for mcp.server_crash, until McpClient.reconnect starts a fresh process"
+            "the tool's effect happened, but McpClient.call_tool raises McpCallLostError (an "
+            "McpConnectionError) at once, until McpClient.reconnect starts a fresh process"
+        ),
+    )
+)
+LIST_TIMEOUT = register_fault(
+    FaultSpec(
+        "mcp.list_timeout",
+        "a tools/list is never answered",
+        # never switched on by swarm mode: a seed's profile (and every swarm scenario's
+        # trace) stays as it was before this type existed; a scenario names it
+        swarm_range=(0.0, 0.0),
+        observed=(
+            "McpClient.list_tools (or a start-up's listing) raises McpTimeoutError "
+            "(McpStartupTimeoutError) after the timeout; the connection stays usable"
         ),
     )
 )
@@ -152,6 +176,13 @@ class McpFaults:
         fault = self.sim.faults.fires(
             EFFECT_CRASH.name, node=self._node(), server=self.server, tool=tool
         )
+        return fault is not None
+
+    def list_hangs(self) -> bool:
+        """Is this tools/list never answered (``mcp.list_timeout``)?"""
+        if self.sim is None:
+            return False
+        fault = self.sim.faults.fires(LIST_TIMEOUT.name, node=self._node(), server=self.server)
         return fault is not None
 
     def loses_reply(self, tool: str) -> bool:

@@ -48,6 +48,7 @@ from ._agent_walker import SdkWalker
 from ._agent_wire import _BROKEN, _head, _Raw
 from ._agent_world import PORT, SERVER
 from ._contract_edges import probe_edges
+from ._contract_uploads import probe_uploads
 
 __all__ = ["CONTRACT_KEY", "CONTRACT_PING", "CONTRACT_SERVER", "ContractWalker"]
 
@@ -100,10 +101,18 @@ class ContractWalker(SdkWalker):
 
     PREFIX = "contract"
 
-    def __init__(self, clients: Any, rng: Any, creates: bool = False, edges: bool = False) -> None:
+    def __init__(
+        self,
+        clients: Any,
+        rng: Any,
+        creates: bool = False,
+        edges: bool = False,
+        uploads: bool = False,
+    ) -> None:
         super().__init__(clients, rng)
         self.creates = creates  # param contract_creates: refused creates too (REFUSED_CREATES)
         self.edges = edges  # param contract_edges: limits and scopes below an agent
+        self.uploads = uploads  # param contract_uploads: files stored whole
         self.log = ContractLog()
         self.problems = self.log.problems
         self.agent: str | None = None
@@ -115,6 +124,8 @@ class ContractWalker(SdkWalker):
     async def run(self) -> None:
         first = (self._setup, self._head_limit)
         lists = (self._lists, self._edges) if self.edges else (self._lists,)
+        if self.uploads:
+            lists = (*lists, self._uploads)
         await self._phases(
             (
                 self._setup,
@@ -136,6 +147,7 @@ class ContractWalker(SdkWalker):
         body: Any = None,
         params: Mapping[str, Any] | None = None,
         auth: str | None = None,
+        files: Any = None,
     ) -> httpx.Response | None:
         """The first answer below 500 (``auth``: the ``Authorization`` to send instead of
         the key, :data:`NONE` for none); a 5xx or a cut connection is tried again on another
@@ -145,7 +157,7 @@ class ContractWalker(SdkWalker):
         self.requests += 1
         for _ in range(TRIES):
             url = f"http://{self.state['node']}:{PORT}{path}"
-            request = http.build_request(method, url, json=body, params=params)
+            request = http.build_request(method, url, json=body, params=params, files=files)
             if auth == NONE:
                 del request.headers["authorization"]
             elif auth is not None:
@@ -315,6 +327,9 @@ class ContractWalker(SdkWalker):
 
     async def _edges(self) -> None:
         await probe_edges(self)
+
+    async def _uploads(self) -> None:
+        await probe_uploads(self)
 
     async def _same(
         self,

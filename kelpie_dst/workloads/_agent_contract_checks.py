@@ -25,6 +25,11 @@ read, after them, agrees with the first (the list did not change in between). Wi
 (``agent_id`` on steps, runs and the passage search; an agent's own archival search) holds
 only that agent's items (``_contract_edges``).
 
+**A file is stored whole** (``uploads_read_back_whole``; with ``contract_uploads``). A file
+uploaded to a folder is read back with the size the client sent (``file_size``), and, once
+processed, with the text it sent (``include_content=true``), whatever its size
+(``_contract_uploads``: around 8, 64, 128 and 270 KiB).
+
 **A stream carries its run, pings or not** (``quiet_streams_complete``). Every stream the
 server finished (the connection ended cleanly) ends with ``stop_reason`` then
 ``usage_statistics``, with or without ``include_pings``, also when the run was slower than
@@ -55,11 +60,13 @@ __all__ = [
     "ScopeSeen",
     "StatusSeen",
     "StreamSeen",
+    "UploadSeen",
     "check_auth",
     "check_limits",
     "check_lists",
     "check_refusals",
     "check_streams",
+    "check_uploads",
 ]
 
 
@@ -120,6 +127,18 @@ class StreamSeen:
 
 
 @attrs.frozen
+class UploadSeen:
+    """A file uploaded to a folder, read back (``contract_uploads``)."""
+
+    what: str
+    sent: int  # the bytes the client sent
+    size: int  # the file_size read back
+    status: str  # its processing_status when read back
+    same: bool | None  # its content is the text sent (None: no content was answered)
+    length: int | None  # the length of the content read back
+
+
+@attrs.frozen
 class ContractLog:
     auth: list[AuthSeen] = attrs.field(factory=list)
     not_applied: list[str] = attrs.field(factory=list)  # refused writes found applied
@@ -129,6 +148,7 @@ class ContractLog:
     refusals: list[StatusSeen] = attrs.field(factory=list)
     streams: list[StreamSeen] = attrs.field(factory=list)
     scoped: list[ScopeSeen] = attrs.field(factory=list)
+    uploads: list[UploadSeen] = attrs.field(factory=list)
     problems: list[str] = attrs.field(factory=list)  # requests that failed for good
 
 
@@ -185,6 +205,22 @@ def _statuses(seen: Sequence[StatusSeen]) -> list[str]:
             problems.append(f"{s.what}: a {s.got} that left the connection open")
         elif s.want >= 400 and s.retry != "false":
             problems.append(f"{s.what}: a {s.got} with x-should-retry {s.retry!r}")
+    return problems
+
+
+def check_uploads(log: ContractLog) -> list[str]:
+    problems: list[str] = []
+    for seen in log.uploads:
+        if seen.size != seen.sent:
+            problems.append(
+                f"uploaded {seen.what}: {seen.sent} bytes sent, file_size {seen.size} read back"
+            )
+        if seen.status == "completed" and seen.same is not True:
+            got = "no content" if seen.length is None else f"{seen.length} other characters"
+            problems.append(
+                f"uploaded {seen.what}: processed, but its content is {got}, not the "
+                f"{seen.sent} sent"
+            )
     return problems
 
 

@@ -19,6 +19,10 @@ it (an archive's passages go with it), and a thing never deleted is still everyw
 A delete retried after an attempt whose outcome was lost may find the thing gone (404); a
 delete's *first* attempt finding its thing gone is a problem (nobody else deletes them). Last,
 each delete is sent once more: what is gone must be a 404, not a 2xx.
+
+With ``deletes_at_once`` too (apiV, session 25), each thing is also retrieved right after its
+delete was acknowledged, before anything else is sent: an acknowledged delete is gone at once
+(a 404), not once work the server left for later has run (round ``right after its delete``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,15 @@ AGENTS = ("deletes-agent-0", "deletes-agent-1")
 FAR_FUTURE_MS = 4_102_444_800_000  # 2100-01-01: never due during a run
 MADE = 3  # of each kind (archives: 2)
 LATER = 5.0  # virtual seconds between the two read-backs
+RETRIEVE = {  # kind -> the route that retrieves one (deletes_at_once)
+    "tool": "tools.retrieve",
+    "block": "blocks.retrieve",
+    "archive": "archives.retrieve",
+    "conversation": "conversations.retrieve",
+    "schedule": "agents.schedule.retrieve",
+    "folder": "folders.retrieve",
+    "agent": "agents.retrieve",
+}
 
 
 def _tool(n: int) -> str:
@@ -61,9 +74,12 @@ class DeleteWalker(SdkWalker):
 
     PREFIX = "deletes"
 
-    def __init__(self, clients: Any, rng: Any, *, detaches: bool = False) -> None:
+    def __init__(
+        self, clients: Any, rng: Any, *, detaches: bool = False, at_once: bool = False
+    ) -> None:
         super().__init__(clients, rng)
         self.detaches = detaches
+        self.at_once = at_once  # param deletes_at_once: each retrieved right after its delete
         self.log = DeletesLog()
         self.problems = self.log.problems
         self.agent = ""  # the agent everything attaches to
@@ -127,6 +143,11 @@ class DeleteWalker(SdkWalker):
 
         await self._call(f"{route} {thing}", attempt)
         self.log.deleted.setdefault(kind, []).append(thing)
+        if self.at_once and kind in RETRIEVE:
+            extra = {"agent_id": self.agent} if kind == "schedule" else {}
+            was, self.log.round = self.log.round, "right after its delete"
+            await self._exists(RETRIEVE[kind], kind, thing, thing, **extra)
+            self.log.round = was
 
     # -- making -------------------------------------------------------------------------------
     async def _agents(self) -> None:

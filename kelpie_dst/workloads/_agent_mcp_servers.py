@@ -388,6 +388,7 @@ async def caller(service: Any, log: Log, i: int, first: int, count: int, rng: An
         "hold": 0.0,
         "http": False,
         "catalog": False,
+        "catalog_changes": False,
     },
     sizes=("callers", "calls"),
     bounds={"rounds": (1, 50), "callers": (1, 20), "calls": (1, 200)},
@@ -414,6 +415,12 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
     if walk is not None:
         ctx.state["catalog"] = walk
     walked = [False]
+    # with ``catalog_changes`` (apiV, session 25): the walk servers' listings change while
+    # they run (``_mcp_catalog_walk.CHANGES``); the walk reaches the node's current ones
+    changes = bool(params["catalog_changes"])
+    if changes and walk is None:
+        raise UsageError("workload.params.catalog_changes: needs catalog")
+    walk_servers: list[dict[str, SimMcpServer]] = []
 
     async def node_main(node: kelpie_dst.Node) -> None:
         rng = ctx.rng("mcp_servers")
@@ -428,7 +435,8 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
     async def serve(node: kelpie_dst.Node, rng: Any, static: McpClient | None) -> None:
         transport: Any = Recorder(server, log, versions, ctx.sim.faults)
         if walk is not None:
-            transport = Routed(transport, catalog_servers(walk))
+            walk_servers.append(catalog_servers(walk))
+            transport = Routed(transport, walk_servers[-1])
         async with open_agent_node(
             open_kv(node, host=db),
             sim_ports(node),
@@ -446,7 +454,12 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
                 if walk is not None and node.name == nodes[0] and not walked[0]:
                     walked[0] = True
                     nursery.start_soon(
-                        walk_catalog, service, walk, ctx.rng("mcp_catalog"), ctx.sim.faults
+                        walk_catalog,
+                        service,
+                        walk,
+                        ctx.rng("mcp_catalog"),
+                        ctx.sim.faults,
+                        (lambda: walk_servers[-1]) if changes else None,
                     )
                 calls = params["calls"]
                 for i in range(params["callers"]):

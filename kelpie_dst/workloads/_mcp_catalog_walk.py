@@ -20,6 +20,13 @@ by its command, so ``mcp.*`` faults apply) and a plain custom tool. What the wal
 - **a request changes only its own server**: after each step, every server of the walk still
   has exactly the tools it lists (a create, refresh, rename or delete of another server, or a
   refused request, took none of them away and added none).
+
+With ``catalog_changes`` (apiV, session 25) the servers' listings change while they run: after
+the runs, cat-alpha drops ``a_two`` and offers ``a_three``, cat-beta adds ``b_two``, and each
+is refreshed until a refresh returns; then both change back, and are refreshed again. From
+then on what a server lists now is what the checks above hold its tools to: a refresh that
+returned while the listing it asked for was cut (the server crashed, or never answered:
+``mcp.list_timeout``) must not have taken the tools it knew before as the server's answer.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from kelpie_agent.mcp import McpServerConfig
 from kelpie_agent.service import InvalidError, NotFoundError
 from kelpie_agent.service import _mcp_catalog as catalog
 
-from ..shims._mcp import SimMcpServer
+from ..shims._mcp import SimMcpServer, parse_tools
 
 __all__ = ["CatalogLog", "Routed", "catalog_servers", "walk_catalog"]
 
@@ -55,7 +62,12 @@ PLAIN = '''def cat_plain(n: int) -> str:
     return str(n)
 '''
 RUNS = 8  # runs of the servers' tools through the catalog
-MCP_FAULTS = ("mcp.server_crash", "mcp.tool_timeout", "mcp.slow_start")
+MCP_FAULTS = ("mcp.server_crash", "mcp.tool_timeout", "mcp.slow_start", "mcp.list_timeout")
+CHANGES: tuple[dict[str, tuple[tuple[str, ...], tuple[str, ...]]], ...] = (
+    # per round, server name -> (tools it stops listing, tools it starts listing)
+    {"cat-alpha": (("a_two",), ("a_three",)), "cat-beta": ((), ("b_two",))},
+    {"cat-alpha": (("a_three",), ("a_two",)), "cat-beta": (("b_two",), ())},
+)
 
 
 @attrs.define
@@ -69,23 +81,22 @@ class CatalogLog:
     done: bool = False
 
 
+def tool_spec(log: CatalogLog, tool: str) -> dict[str, Any]:
+    """A walk server's tool: it answers ``"<tool> <n>"`` and logs the run."""
+
+    def run(args: dict[str, Any]) -> str:
+        log.executed.append((tool, int(args["n"])))
+        return f"{tool} {args['n']}"
+
+    return {"name": tool, "description": f"{tool}.", "input_schema": SCHEMA, "response": run}
+
+
 def catalog_servers(log: CatalogLog) -> dict[str, SimMcpServer]:
-    """The walk's servers by command; each tool answers ``"<tool> <n>"`` and logs the run."""
-
-    def answer(tool: str) -> Callable[[dict[str, Any]], str]:
-        def run(args: dict[str, Any]) -> str:
-            log.executed.append((tool, int(args["n"])))
-            return f"{tool} {args['n']}"
-
-        return run
-
+    """The walk's servers by command (see :func:`tool_spec`)."""
     return {
         command: SimMcpServer(
             name,
-            [
-                {"name": t, "description": f"{t}.", "input_schema": SCHEMA, "response": answer(t)}
-                for t in tools
-            ],
+            [tool_spec(log, t) for t in tools],
             latency=(0.01, 0.1),
             start_latency=(0.01, 0.1),
         )
@@ -139,6 +150,10 @@ class _Walk:
     faults: Any
     n: int = 1_000_000
     unsettled: set[str] = attrs.Factory(set)  # servers no refresh could reach
+    servers: Callable[[], dict[str, SimMcpServer]] | None = None  # by command (changes)
+    lists: dict[str, tuple[str, ...]] = attrs.Factory(
+        lambda: {name: tools for name, (_, tools) in SERVERS.items()}
+    )  # what each server (by its first name) lists now
 
     def problem(self, text: str) -> None:
         self.log.problems.append(text)
@@ -150,7 +165,7 @@ class _Walk:
         return sorted(t.name for t in await catalog.server_tool_list(self.service, server_id))
 
     async def create(self, name: str) -> Any:
-        command, tools = SERVERS[name]
+        command, tools = SERVERS[name][0], self.lists[name]
         before = self.fired()
         record = await catalog.create_server(
             self.service, name, "stdio", {"command": command, "args": [], "env": {}}
@@ -180,6 +195,24 @@ class _Walk:
                 self.problem(f"a refresh of {name} returned, yet its tools are {got}")
             self.unsettled.discard(server_id)
             return
+
+    async def change(self, ids: dict[str, str]) -> None:
+        """The servers' listings change (:data:`CHANGES`); each is refreshed until a refresh
+        returns, which must then have registered what it lists now."""
+        assert self.servers is not None
+        for number, changes in enumerate(CHANGES, 1):
+            running = self.servers()
+            for name, (gone, new) in changes.items():
+                server = running[SERVERS[name][0]]
+                for tool in gone:
+                    del server.tools[tool]
+                specs = [tool_spec(self.log, t) for t in new]
+                where = f"sim mcp server {name!r}"
+                server.tools.update(parse_tools(specs, where, server.latency))
+                self.lists[name] = tuple(sorted(server.tools))
+            for name, server_id in ids.items():
+                await self.refreshed(server_id, name, self.lists[name])
+            await self.listings_kept(f"after the servers' listings changed ({number})", ids)
 
     async def reconnect(self, name: str) -> None:
         with contextlib.suppress(KelpieError):
@@ -256,7 +289,7 @@ class _Walk:
             if server_id in self.unsettled:
                 continue  # never reached: its tools are whatever the faults left
             original = name if name in SERVERS else "cat-beta"
-            want = sorted(SERVERS[original][1])
+            want = sorted(self.lists[original])
             got = await self.listed(server_id)
             if got != want or await self.tools_named(name) != want:
                 self.problem(
@@ -292,9 +325,15 @@ class _Walk:
             mine = await catalog.server_tool_list(service, record.id)
             if mine:
                 await self.run(record, self.rng.choice(mine))
+        had = sorted(self.lists["cat-beta"])  # what the rename moves
+        if self.servers is not None:
+            await self.change({"cat-alpha": alpha.id, "cat-beta": beta.id})
+            had = sorted(self.lists["cat-beta"])
+            if beta.id in self.unsettled:  # no refresh returned: its tools are what it had
+                had = await self.tools_named("cat-beta")
         beta = await catalog.update_server(service, beta.id, RENAMED, {})
         moved = await self.tools_named(RENAMED)
-        if moved != sorted(SERVERS["cat-beta"][1]) or await self.tools_named("cat-beta"):
+        if moved != had or await self.tools_named("cat-beta"):
             self.problem(
                 f"after renaming cat-beta to {RENAMED}, {RENAMED} has {moved} and cat-beta "
                 f"{await self.tools_named('cat-beta')}"
@@ -312,9 +351,16 @@ class _Walk:
                 self.problem(f"tool {tool.name} names {tool.mcp_server!r}, which is no server")
 
 
-async def walk_catalog(service: Any, log: CatalogLog, rng: Any, faults: Any) -> None:
-    """Walk the catalog once (see the module docstring); problems go to ``log``."""
-    await _Walk(service, log, rng, faults).walk()
+async def walk_catalog(
+    service: Any,
+    log: CatalogLog,
+    rng: Any,
+    faults: Any,
+    servers: Callable[[], dict[str, SimMcpServer]] | None = None,
+) -> None:
+    """Walk the catalog once (see the module docstring); problems go to ``log``. ``servers``
+    (``catalog_changes``): the node's walk servers by command, whose listings then change."""
+    await _Walk(service, log, rng, faults, servers=servers).walk()
     log.done = True
 
 

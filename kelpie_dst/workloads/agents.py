@@ -282,6 +282,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     "contract_edges": False,  # with contract: the lists below an agent and both searches read
     # at limit 0, 1000 and 1001, and lists filtered to one agent judged to hold only its items,
     # after passages stored in it and in another agent (_contract_edges)
+    "contract_uploads": False,  # with contract: four files of about 8, 64, 128 and 270 KiB
+    # uploaded to a folder and read back: stored whole (_contract_uploads)
     "settings": False,  # after the clients, agents made with random settings in each of
     # Letta's shapes, PATCHed with random subsets of their fields, exported and imported
     # twice, judged against the model (via http; _agent_settings)
@@ -306,6 +308,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     # prompt oracles; it may run, but must never commit or answer (_agent_oracles, Dlead19-2)
     "detaches": False,  # with deletes: the delete walker also detaches a block and a tool
     # from its agent, gone from the agent's views only (_agent_deletes)
+    "deletes_at_once": False,  # with deletes: each thing is also retrieved right after its
+    # delete is acknowledged: gone at once (_agent_deletes)
     "resources": False,  # after the clients, one more client sets tool rules of every type,
     # approvals, conversations (hidden, archived, PATCHed with null and ""), a searched send,
     # MCP servers with secrets and nesting at the documented limit, and reads each back
@@ -333,6 +337,7 @@ PARAMS: dict[str, int | float | str | bool] = {
 # Options of a walker: each needs its walker's param on (a one-line UsageError otherwise).
 _OPTION_OF = {
     "detaches": "deletes",
+    "deletes_at_once": "deletes",
     "wire_cut_bodies": "wire",
     "wire_threads": "wire",
     "input_roles": "message_fields",
@@ -340,6 +345,7 @@ _OPTION_OF = {
     "catalog_defaults": "catalog",
     "contract_creates": "contract",
     "contract_edges": "contract",
+    "contract_uploads": "contract",
 }
 VIAS = ("direct", "http")
 STOP_WINDOW = 30.0
@@ -673,6 +679,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
             ctx.rng("contract"),
             bool(ctx.params["contract_creates"]),
             bool(ctx.params["contract_edges"]),
+            bool(ctx.params["contract_uploads"]),
         )
         ctx.state["contract"] = contract
         await contract.run()
@@ -683,6 +690,8 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric(
             "contract.streams_judged", sum(s.stored is not None for s in contract.log.streams)
         )
+        if contract.uploads:
+            ctx.metric("contract.uploads_judged", len(contract.log.uploads))
         ctx.metric("contract.refusals", len(contract.log.refusals))
         ctx.metric("contract.head_probes", len(contract.log.limits))
     if bool(ctx.params["settings"]):
@@ -703,7 +712,12 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         ctx.metric("readback.unsettled", len(readback.log.unsettled))
         ctx.metric("readback.problems", len(check_readback(readback.log)))
     if bool(ctx.params["deletes"]):
-        deletes = DeleteWalker(clients, ctx.rng("deletes"), detaches=bool(ctx.params["detaches"]))
+        deletes = DeleteWalker(
+            clients,
+            ctx.rng("deletes"),
+            detaches=bool(ctx.params["detaches"]),
+            at_once=bool(ctx.params["deletes_at_once"]),
+        )
         ctx.state["deletes"] = deletes
         await deletes.run()
         ctx.metric("deletes.requests", deletes.requests)
@@ -1342,6 +1356,18 @@ def list_parameters_documented(ctx: WorkloadContext) -> None:
         _holds(
             contract_checks.check_lists(contract.log),
             "a list parameter broke its documented meaning",
+        )
+
+
+@invariant
+def uploads_read_back_whole(ctx: WorkloadContext) -> None:
+    """(With ``contract_uploads``.) A file uploaded to a folder reads back with the size the
+    client sent and, once processed, with the text it sent (_contract_uploads)."""
+    contract = _contract(ctx)
+    if contract is not None:
+        _holds(
+            contract_checks.check_uploads(contract.log),
+            "an uploaded file was not stored whole",
         )
 
 

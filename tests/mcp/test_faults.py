@@ -64,6 +64,13 @@ def test_the_effect_crash_fires_and_is_outside_swarm() -> None:
     assert fired > 0
 
 
+@pytest.mark.dst(seeds=30, faults=["mcp.list_timeout=0.3"], guards="strict")
+async def test_list_timeout(dst: kelpie_dst.Simulation) -> None:
+    counts = await workloads.list_timeouts(dst)
+    assert counts["timeouts"] == counts["hangs"]  # each hung listing is a timeout, no stale list
+    assert counts["in_flight"] == 0  # the server dropped every hung listing when told
+
+
 @pytest.mark.dst(seeds=100, faults=workloads.ALL_FAULTS, guards="strict")
 async def test_every_fault_at_once_a_retrying_caller_finishes(dst: kelpie_dst.Simulation) -> None:
     counts = await workloads.chaos(dst)

@@ -224,3 +224,32 @@ async def chaos(sim: kelpie_dst.Simulation) -> dict[str, int]:
                     failed_starts += await reconnect_until_up(client)
     sim.log("mcp chaos done", retries=retries, starts=server.starts)
     return {"retries": retries, "starts": server.starts, "failed_starts": failed_starts}
+
+
+async def list_timeouts(sim: kelpie_dst.Simulation) -> dict[str, int]:
+    """Twenty listings; each is the server's tools, or times out after exactly the call timeout
+    (mcp.list_timeout: never the tools known from before), and the connection stays usable. A
+    start whose own listing hung is a start-up timeout; the client reconnects until one lists."""
+    server, client = make()
+    timeouts = 0
+    async with client:
+        fired = sim.faults.fired["mcp.list_timeout"]
+        try:
+            await client.connect(NAME)
+        except McpConnectionError:
+            await reconnect_until_up(client)
+        start_hangs = sim.faults.fired["mcp.list_timeout"] - fired
+        for _ in range(20):
+            start = trio.current_time()
+            try:
+                tools = await client.list_tools(NAME)
+                assert sorted(t.name for t in tools) == sorted(server.tools), tools
+            except McpTimeoutError as error:
+                assert abs(trio.current_time() - start - CALL_TIMEOUT) < 1e-9
+                assert "tools/list did not answer within 2s" in str(error)
+                timeouts += 1
+            assert client.status(NAME) == "connected"
+        await trio.sleep(0.1)  # let the last cancellation notice arrive
+        in_flight = server.in_flight
+    listed = sim.faults.fired["mcp.list_timeout"] - fired - start_hangs
+    return {"timeouts": timeouts, "hangs": listed, "in_flight": in_flight}

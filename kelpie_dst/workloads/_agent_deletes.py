@@ -32,6 +32,7 @@ from typing import Any
 import letta_client
 import trio
 
+from .._public import current_simulation
 from ._agent_deletes_checks import DeletesLog
 from ._agent_readback import _items
 from ._agent_walker import SdkWalker, sdk_method
@@ -359,8 +360,10 @@ class DeleteWalker(SdkWalker):
                     return True
                 return False
 
+            before = _faults_fired()
             answered_404 = await self._call(f"{route} {thing} again", attempt)
-            self.log.again.append((f"{route}({thing}) again", kind, thing, answered_404))
+            faulted = _faults_fired() != before
+            self.log.again.append((f"{route}({thing}) again", kind, thing, answered_404, faulted))
 
     # -- reading back -------------------------------------------------------------------------
     async def _later(self) -> None:
@@ -429,3 +432,12 @@ class DeleteWalker(SdkWalker):
         self._listed(f"{where}.memory.blocks", self._on_agent("block"), blocks, made["block"])
         sources = [str(s.id) for s in state.sources]
         self._listed(f"{where}.sources", "folder", sources, made["folder"])
+
+
+def _faults_fired() -> int:
+    """Faults fired so far in this run, latency aside: one of them during a request may leave
+    its outcome unknown to the server, which then settles a retry by what it finds."""
+    sim = current_simulation()
+    if sim is None:
+        return 0
+    return sum(n for name, n in sim.faults.fired.items() if not name.endswith(".latency"))

@@ -305,7 +305,8 @@ def test_a_timed_out_mcp_call_resent_by_its_activation_is_caught() -> None:
     answered = Sent("act#1", "k1", "lookup", False, 11.0, 13.0)  # the resend, effect at 12.0
     problems = check_resends([timed_out, answered], twice)
     assert problems == [
-        "mcp:lookup: call k1 timed out and act#1 sent it again: its effect happened 2 times"
+        "mcp:lookup: call k1 may have run (it timed out or its server died) and act#1 sent it "
+        "again: its effect happened 2 times"
     ]
     # the resend never took effect (the server died before running it): harmless
     assert check_resends([timed_out, answered], twice[:1]) == []
@@ -315,8 +316,15 @@ def test_a_timed_out_mcp_call_resent_by_its_activation_is_caught() -> None:
     assert check_resends([hung, answered], twice) == []
     # recovery: another activation sends the call again (check_effects judges that one)
     assert check_resends([timed_out, Sent("act#2", "k1", "lookup", False, 11.0, 13.0)], twice) == []
-    # a resend after a server crash (not a timeout) is the executor's one retry
+    # a resend after a send that failed without its effect (the server died before running
+    # it) repeats nothing
     assert check_resends([answered, answered], twice) == []
+    # one send whose window holds two effects, with no other send of the call in flight, is a
+    # resend hidden inside the client (Dlead25-1)
+    inside = Sent("act#1", "k1", "lookup", False, 0.5, 13.0)
+    [problem] = check_resends([inside], twice)
+    assert "one send of call k1 by act#1 took effect 2 times" in problem
+    assert check_resends([inside, Sent("act#2", "k1", "lookup", False, 11.0, 13.0)], twice) == []
 
 
 def test_the_ledger_dedups_by_key() -> None:

@@ -75,8 +75,10 @@ def test_a_failure_after_the_whole_timeout_is_a_send_the_client_gave_up_on() -> 
     assert _sent(10.0) is True
 
 
-def test_a_failure_before_the_timeout_is_not() -> None:
-    assert _sent(1.0) is False
+def test_a_failure_before_the_timeout_is_a_failed_send_too() -> None:
+    # the server may have died after running it (mcp.effect_crash): check_resends judges it
+    # by whether its effect happened meanwhile, whatever the client raised (Dlead25-1)
+    assert _sent(1.0) is True
 
 
 def test_a_resend_after_a_gave_up_send_that_took_effect_is_a_double() -> None:

@@ -43,15 +43,15 @@ from kelpie_agent.agent import (
     LoopConfig,
 )
 from kelpie_agent.errors import KelpieError
-from kelpie_agent.service import AgentService, ServiceError, ServiceOptions, open_agent_node
+from kelpie_agent.service import AgentService, ServiceError, ServiceOptions
 from kelpie_agent.service import _archives as archives
 from kelpie_agent.service import _folders as folders
 
 from ..scenario import WorkloadContext, invariant, workload
-from ..shims import HelpfulPolicy, LlmTiming, SimLlmClient, open_kv, sim_ports
-from ._agent_coherence import coherence_options
+from ..shims import open_kv, sim_ports
 from ._agent_coherence import memory_matches_storage as memory_matches_storage
-from ._agent_schedules import _FAILURES, OPTIONS, Client
+from ._agent_schedules import _FAILURES, Client
+from .agent_surroundings import _start as surroundings_start
 
 __all__ = ["LinksLog", "agent_links", "link_problems", "links_agree"]
 
@@ -103,32 +103,12 @@ def link_problems(log: LinksLog) -> list[str]:
 
 
 def _start(ctx: WorkloadContext) -> tuple[dict[str, AgentService], kelpie_dst.Node]:
-    """The database host and the server nodes (booted on every restart)."""
-    topology = ctx.topology
-    db = ctx.sim.add_node(topology.database or "db")
-    services: dict[str, AgentService] = {}
+    """The database host and the server nodes, as agent_surroundings starts them, but with a
+    server that retries a failed request only briefly (the client sees the failure) and a
+    runtime that tries each write ``storage_attempts`` times."""
     config = LoopConfig(storage_attempts=int(ctx.params["storage_attempts"]))
-    # a server that retries a failed request only briefly: the client sees the failure
     options = ServiceOptions(request_timeout=float(ctx.params["request_timeout"]), scheduler=False)
-
-    async def server(node: kelpie_dst.Node) -> None:
-        async with open_agent_node(
-            open_kv(node, host=db),
-            sim_ports(node),
-            node_id=node.name,
-            llm=SimLlmClient(HelpfulPolicy(), timing=LlmTiming()),
-            dispatcher_options=OPTIONS,
-            options=options,
-            loop_config=config,
-            observer=kelpie_dst.log,
-            **coherence_options(ctx, db),
-        ) as service:
-            services[node.name] = service
-            await trio.sleep_forever()
-
-    for name in topology.nodes or ("server-1", "server-2", "server-3"):
-        ctx.sim.add_node(name, server)
-    return services, db
+    return surroundings_start(ctx, options, config)
 
 
 class Links:

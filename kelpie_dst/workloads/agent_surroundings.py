@@ -44,6 +44,7 @@ from kelpie_agent.agent import (
     IdentityStore,
     InputMessage,
     InvalidRequestError,
+    LoopConfig,
     ResourceNotFoundError,
 )
 from kelpie_agent.embeddings import HashingEmbedder
@@ -110,7 +111,9 @@ CRONS = (
 DAY = 86_400.0
 
 
-def _start(ctx: WorkloadContext) -> tuple[dict[str, AgentService], kelpie_dst.Node]:
+def _start(
+    ctx: WorkloadContext, options: ServiceOptions = SERVICE, loop_config: LoopConfig | None = None
+) -> tuple[dict[str, AgentService], kelpie_dst.Node]:
     """The database host and the server nodes (booted on every restart); the live services by
     node name, and the database host."""
     topology = ctx.topology
@@ -124,7 +127,8 @@ def _start(ctx: WorkloadContext) -> tuple[dict[str, AgentService], kelpie_dst.No
             node_id=node.name,
             llm=SimLlmClient(HelpfulPolicy(), timing=LlmTiming()),
             dispatcher_options=OPTIONS,
-            options=SERVICE,
+            options=options,
+            loop_config=loop_config,
             observer=kelpie_dst.log,
             **coherence_options(ctx, db),
         ) as service:

@@ -133,9 +133,8 @@ async def tool_timeouts(sim: kelpie_dst.Simulation) -> dict[str, int]:
     return {"timeouts": timeouts, "starts": server.starts, "in_flight": in_flight}
 
 
-async def lost_replies(sim: kelpie_dst.Simulation) -> dict[str, int]:
-    """Twenty calls of a tool with an effect; each answers, or times out after exactly the call
-    timeout although its effect happened (mcp.reply_lost)."""
+def _recording() -> tuple[list[str], SimMcpServer, McpClient]:
+    """A server whose ``record`` tool appends its ``text`` to the returned list (its effect)."""
     effects: list[str] = []
 
     def record(args: dict[str, Any]) -> str:
@@ -144,7 +143,13 @@ async def lost_replies(sim: kelpie_dst.Simulation) -> dict[str, int]:
 
     server = SimMcpServer(NAME, [{"name": "record", "response": record}])
     config = McpServerConfig(NAME, "sim-server", call_timeout=CALL_TIMEOUT)
-    client = McpClient([config], transport=sim_mcp_transport(server))
+    return effects, server, McpClient([config], transport=sim_mcp_transport(server))
+
+
+async def lost_replies(sim: kelpie_dst.Simulation) -> dict[str, int]:
+    """Twenty calls of a tool with an effect; each answers, or times out after exactly the call
+    timeout although its effect happened (mcp.reply_lost)."""
+    effects, server, client = _recording()
     timeouts = 0
     async with client:
         await client.connect(NAME)
@@ -172,15 +177,7 @@ async def effect_crashes(sim: kelpie_dst.Simulation) -> dict[str, int]:
     """Twenty calls of a tool with an effect, reconnecting before a call when the server is
     down; a call whose server died after running it (mcp.effect_crash) raises
     McpCallLostError at once, marked as possibly run."""
-    effects: list[str] = []
-
-    def record(args: dict[str, Any]) -> str:
-        effects.append(str(args.get("text")))
-        return "recorded"
-
-    server = SimMcpServer(NAME, [{"name": "record", "response": record}])
-    config = McpServerConfig(NAME, "sim-server", call_timeout=CALL_TIMEOUT)
-    client = McpClient([config], transport=sim_mcp_transport(server))
+    effects, server, client = _recording()
     lost = ran = 0
     async with client:
         for i in range(20):

@@ -25,7 +25,7 @@ from kelpie_agent.llm import (
 from kelpie_dst import Fault
 from kelpie_dst.shims.llm import FAULTS, SimLlmClient, start_anthropic_host
 
-from .workloads import POLICY, sdk_llm, weather_request
+from .workloads import MODEL, POLICY, sdk_llm, weather_request
 
 SEEDS = 100
 
@@ -64,6 +64,7 @@ def test_every_llm_fault_is_registered_with_zero_default_probability() -> None:
         "llm.stream_cut",
         "llm.max_tokens",
         "llm.stream_stall",
+        "llm.answer_cut",
     }
     assert names <= set(kelpie_dst.fault_types())
     result = kelpie_dst.run(_clean)
@@ -160,6 +161,47 @@ async def test_stream_cut(dst: kelpie_dst.Simulation) -> None:
         assert not any(isinstance(c, StreamEnd) for c in seen)
         whole = await answer(llm, False)  # whole answers are not streams: unaffected
         assert whole.stop_reason == "tool_use"
+
+
+@pytest.mark.dst(seeds=SEEDS, faults=[fault("llm.answer_cut")])
+async def test_answer_cut(dst: kelpie_dst.Simulation) -> None:
+    """A whole answer cut short (as a buffering gateway returns a broken stream): the wire
+    carries the blocks up to the first tool call, its input cut, with stop_reason null; both
+    ports raise a retryable LlmServerError, and streams are not affected."""
+    host = await start_anthropic_host(dst, POLICY)
+    raw = await sdk_llm(host.base_url).client.messages.create(
+        model=MODEL, max_tokens=200, messages=[{"role": "user", "content": "weather in Paris"}]
+    )
+    assert raw.stop_reason is None
+    text, call = raw.content  # the text, and the tool call as a partial-JSON parser reads it
+    assert text.type == "text" and text.text == "Let me check Paris."
+    assert call.type == "tool_use" and call.name == "get_weather" and call.input == {"city": "Pa"}
+    llms: list[LlmClient] = [SimLlmClient(POLICY), sdk_llm(host.base_url, max_retries=0)]
+    for llm in llms:
+        error, _ = await failure(llm, stream=False)
+        assert isinstance(error, LlmServerError) and error.retryable, error
+        assert "no stop reason" in str(error)
+        streamed = await answer(llm, True)  # streams are not affected
+        assert streamed.stop_reason == "tool_use"
+
+
+def test_answer_cut_is_outside_swarm_and_deterministic() -> None:
+    spec = next(s for s in FAULTS if s.name == "llm.answer_cut")
+    assert spec.swarm_range == (0.0, 0.0) and dict(spec.params) == {}
+    runs = [
+        kelpie_dst.run(_cut_answers, seed=7, faults=[Fault("llm.answer_cut", 0.5)]) for _ in "ab"
+    ]
+    assert runs[0].ok and runs[0].faults_fired.get("llm.answer_cut", 0) >= 2
+    assert runs[0].trace_hash == runs[1].trace_hash
+
+
+async def _cut_answers() -> None:
+    llm = SimLlmClient(POLICY)
+    for _ in range(12):
+        try:
+            await answer(llm, False)
+        except LlmServerError:
+            pass
 
 
 @pytest.mark.dst(seeds=SEEDS, faults=[fault("llm.max_tokens")])

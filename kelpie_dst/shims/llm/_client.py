@@ -11,7 +11,14 @@ from collections.abc import AsyncGenerator
 
 import trio
 
-from kelpie_agent.llm import ChunkStream, LlmRequest, LlmResponse, LlmStreamCutError, StreamChunk
+from kelpie_agent.llm import (
+    ChunkStream,
+    LlmRequest,
+    LlmResponse,
+    LlmServerError,
+    LlmStreamCutError,
+    StreamChunk,
+)
 
 from ..._nodes import Node
 from ..._public import current_simulation
@@ -66,6 +73,8 @@ class SimLlmClient:
         await _sleep(plan.duration)
         if node is not None:
             node.check_alive()
+        if plan.partial is not None:  # llm.answer_cut: what AnthropicLlm makes of such a body
+            raise LlmServerError(f"answer {plan.response.id} has no stop reason")
         return plan.response
 
     def stream(self, request: LlmRequest) -> ChunkStream:

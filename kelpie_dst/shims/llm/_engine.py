@@ -36,6 +36,7 @@ from kelpie_agent.llm import (
 from ..._rng import RngStream
 from ..._sim import Simulation
 from ._faults import (
+    ANSWER_CUT,
     MALFORMED,
     MAX_TOKENS,
     STREAM_CUT,
@@ -139,7 +140,8 @@ class Plan:
     message_stop) rather than breaking the connection. ``reset_after_end``: the API host breaks
     the connection after the last event, before the body's end (the answer is whole).
     ``stall_at``: the stream stops for ``stall`` seconds before that step (``llm.stream_stall``),
-    then goes on."""
+    then goes on. ``partial``: a non-streamed answer comes back cut short (``llm.answer_cut``):
+    these blocks, no stop reason; ``cut_after`` is then 0."""
 
     response: LlmResponse
     steps: tuple[tuple[float, StreamChunk], ...]
@@ -148,6 +150,7 @@ class Plan:
     reset_after_end: bool = False
     stall_at: int | None = None  # before this step the stream stops for ``stall`` seconds
     stall: float = 0.0
+    partial: tuple[AssistantBlock, ...] | None = None
 
     @property
     def duration(self) -> float:
@@ -288,8 +291,11 @@ class SimLlmEngine:
         steps = self._steps(sim, response)
         cut, clean = None, 0.0
         fired = None
+        partial = None
         if streaming and faults:
             fired = faults.fires(STREAM_CUT.name, node=node, model=request.model)
+        elif faults and faults.fires(ANSWER_CUT.name, node=node, model=request.model):
+            cut, partial = 0, tuple(_gateway_cut(blocks))
         reset = False
         if fired is not None:
             after_end = fired.param("after_end")
@@ -318,7 +324,7 @@ class SimLlmEngine:
                 cut_after=cut,
                 **extra,
             )
-        return Plan(response, steps, cut, clean, reset, stall_at, stall)
+        return Plan(response, steps, cut, clean, reset, stall_at, stall, partial)
 
     def _blocks(self, sim: Simulation | None, reply: Reply) -> list[AssistantBlock]:
         blocks: list[AssistantBlock] = []
@@ -402,6 +408,27 @@ def _cut_midway(blocks: list[AssistantBlock]) -> list[AssistantBlock]:
     assert isinstance(last, TextBlock)
     pieces = _pieces(last.text)
     return [*blocks[:-1], TextBlock("".join(pieces[: max(1, len(pieces) // 2)]))]
+
+
+def _gateway_cut(blocks: list[AssistantBlock]) -> list[AssistantBlock]:
+    """What a gateway that buffered a broken stream returns as a whole answer: the blocks up
+    to the first tool call, whose input is what a partial-JSON parser makes of the arguments
+    streamed so far (the keys before the cut, the first string value cut in half, the rest
+    dropped); without a tool call, the last text cut in the middle."""
+    for i, block in enumerate(blocks):
+        if isinstance(block, ToolCall):
+            return [*blocks[:i], ToolCall.of(block.id, block.name, _partial_input(block))]
+    return _cut_midway(blocks)
+
+
+def _partial_input(call: ToolCall) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in (call.input or {}).items():
+        if isinstance(value, str) and len(value) > 1:
+            out[key] = value[: len(value) // 2]
+            break
+        out[key] = value
+    return out
 
 
 def _fit(blocks: list[AssistantBlock], budget: int) -> tuple[list[AssistantBlock], bool]:

@@ -12,6 +12,7 @@ Faults (all probabilities default to zero; see docs/llm.md and docs/faults.md):
 ``llm.stream_cut``           a stream ends in the middle of the message (streams only)
 ``llm.max_tokens``           the answer stops with ``max_tokens`` in the middle of a tool call
 ``llm.stream_stall``         a stream stops mid-message for ``after`` seconds, then goes on
+``llm.answer_cut``           a whole (non-streamed) answer comes back cut short, no stop reason
 ============================ ================================================================
 
 The direct client decides faults for the calling node; the API host for itself (its node
@@ -131,6 +132,20 @@ STREAM_STALL = _R(
         "model was still writing",
     )
 )
+ANSWER_CUT = _R(
+    FaultSpec(
+        "llm.answer_cut",
+        "a non-streamed answer comes back cut short, with no stop reason",
+        swarm_range=(0.0, 0.0),  # never drawn by swarm mode: scenarios ask for it by name
+        observed="as a gateway that buffers the model's stream answers when that stream broke: "
+        "HTTP 200 and a message holding the blocks up to the first tool call, whose input is "
+        "what a partial-JSON parser makes of the arguments so far (its first string value cut "
+        "in half, later keys dropped), or the text cut midway when there is no tool call; and "
+        "stop_reason null (the real API never sends null in a whole answer). "
+        "AnthropicLlm raises LlmServerError (retryable); the in-process port raises the same. "
+        "Non-streamed calls only (session 26)",
+    )
+)
 STORM = register_storm(
     StormSpec(
         "llm",
@@ -158,6 +173,7 @@ ALL: tuple[FaultSpec, ...] = (
     STREAM_CUT,
     MAX_TOKENS,
     STREAM_STALL,
+    ANSWER_CUT,
 )
 
 

@@ -5,7 +5,8 @@ With ``conversations = C`` (workload param, HTTP only), each agent gets C conver
 driven by its own client task: it creates the conversation (a retry looks it up by its unique
 summary first), sends ``conversation_messages`` inputs ``tag-a<N>-c<K>-m<J> ...`` with otids
 (some streamed), retried on another node until acknowledged. After its messages, conversation
-0 is forked and the fork (thread ``c0f``) gets one more input.
+0 is forked and the fork (thread ``c0f``) gets one more input. With ``conversation_recompiles``
+each conversation's client then recompiles its system prompt (a dry run, then for real).
 
 The oracles (:func:`check_threads`, pure):
 
@@ -20,6 +21,8 @@ The oracles (:func:`check_threads`, pure):
   request of this agent's client carried was not made for it;
 * the run of each acknowledged input is listed among its conversation's runs, and every run
   listed there is that conversation's;
+* (``conversation_recompiles``) a dry-run recompile of a conversation leaves its stored system
+  message as it was, and a real one stores in that conversation the prompt it returned;
 * (:class:`ThreadAuditor`, fed every LLM request) no prompt shows the inputs of two threads
   (a fork's shows its source's and its own), and the model was shown every acknowledged
   input of a conversation.
@@ -27,6 +30,7 @@ The oracles (:func:`check_threads`, pure):
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -35,6 +39,8 @@ import attrs
 import trio
 
 from kelpie_agent.llm import LlmRequest, TextBlock
+
+from ._agent_lifecycle_checks import _from
 
 __all__ = ["ThreadAck", "ThreadAuditor", "Threads", "check_listing", "check_threads"]
 
@@ -49,6 +55,15 @@ def thread_of(text: str) -> tuple[int, str, str] | None:
     if m is None:
         return None
     return int(m[1]), m[2] or "", m[0].strip()
+
+
+async def _system_of(sdk: Any, conv: str) -> str:
+    """The stored system message of conversation ``conv`` ("" if its history has none)."""
+    got = await sdk.conversations.messages.list(conv, limit=1, order="asc")
+    first = next(iter(got.items), None)
+    if first is None or first.message_type != "system_message":
+        return ""
+    return str(first.content)
 
 
 def _allowed(labels: set[str]) -> bool:
@@ -180,9 +195,12 @@ class Threads:
         stream_fraction: float,
         *,
         orphans: bool = False,
+        recompiles: bool = False,
     ) -> None:
         self.clients = clients
         self.orphans = orphans  # (fork_orphans) read every listed fork the client never used
+        self.recompiles = recompiles  # (conversation_recompiles) see _recompile
+        self.recompiled = 0  # recompiles checked
         self.count = count
         self.messages = messages
         self.stream_fraction = stream_fraction
@@ -219,6 +237,8 @@ class Threads:
             if fork is not None:
                 self.forks[(plan.agent_id, f"{thread}f")] = thread
                 await self._send(plan, f"{thread}f", 1, rng, state)
+        if self.recompiles:
+            await self._recompile(plan, thread, conv, rng, state)
 
     async def _create(self, plan: Any, thread: str, rng: Any, state: dict[str, str]) -> str | None:
         server_id = self.clients.link.server_id(plan)
@@ -292,6 +312,40 @@ class Threads:
             return False
         self.acks.append(ThreadAck(plan.agent_id, thread, j, tag, str(run_id)))
         return True
+
+    async def _recompile(
+        self, plan: Any, thread: str, conv: str, rng: Any, state: dict[str, str]
+    ) -> None:
+        """Recompile the thread's system prompt, a dry run and then for real, reading the
+        thread's stored system message around each: a dry run stores nothing, and the real one
+        stores, in this thread, the prompt it returned (no turn of the thread runs meanwhile:
+        its client is this task)."""
+
+        async def attempt(node: str, _: int) -> tuple[str, str, Any, str]:
+            sdk = self.clients.link.sdk(node)
+            before = await _system_of(sdk, conv)
+            await sdk.conversations.recompile(conv, dry_run=True)
+            after_dry = await _system_of(sdk, conv)
+            # the SDK hands back the body as it came: the prompt as a JSON string
+            prompt = json.loads(await sdk.conversations.recompile(conv))
+            return before, after_dry, prompt, await _system_of(sdk, conv)
+
+        try:
+            before, after_dry, prompt, stored = await self.clients._call(
+                f"a{plan.number} {thread} recompile", plan.agent_id, attempt, rng, state
+            )
+        except Exception:
+            return
+        self.recompiled += 1
+        where = f"a{plan.number} {thread} ({conv})"
+        if after_dry != before:
+            self.problems.append(f"{where}: a dry-run recompile changed its stored system message")
+        if stored != prompt:
+            self.problems.append(
+                f"{where}: after a recompile its stored system message reads "
+                f"{_from(stored, prompt)} where the prompt the recompile returned reads "
+                f"{_from(prompt, stored)}"
+            )
 
     # -- the final read -----------------------------------------------------------------------
     async def read_back(self, plans: Iterable[Any], rng: Any) -> None:

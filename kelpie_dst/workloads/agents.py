@@ -205,6 +205,8 @@ PARAMS: dict[str, int | float | str | bool] = {
     "conversations": 0,  # per agent, each driven by its own client (via http; _agent_threads)
     "conversation_messages": 3,
     "fork_orphans": False,
+    "conversation_recompiles": False,  # each conversation's client recompiles its system
+    # prompt at the end, a dry run then for real (via http; _agent_threads._recompile)
     "poll_interval": 0.0,  # seconds between clients' agents.retrieve polls mid-run (via http;
     # _agent_polls); 0: none (scenarios/agent_storage_outage.toml)
     "stream_escapes": False,  # replies carry every kind of JSON escape and non-ASCII text, the
@@ -567,6 +569,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         int(ctx.params["conversation_messages"]),
         float(ctx.params["stream_fraction"]),
         orphans=bool(ctx.params["fork_orphans"]),
+        recompiles=bool(ctx.params["conversation_recompiles"]),
     )
     creates = Creates(
         clients, int(ctx.params["ambiguous_creates"]), _names(ctx, "create_kinds", CREATE_KINDS)
@@ -606,6 +609,8 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
         await threads.read_back(plans, ctx.rng("threads/read"))
         ctx.state["threads"] = threads
         ctx.metric("conversations.acked", len(threads.acks))
+        if threads.recompiles:
+            ctx.metric("conversations.recompiled", threads.recompiled)
     walks = float(ctx.params["list_walks"])
     if walks:
         burst = int(ctx.params["create_burst"])

@@ -11,6 +11,7 @@ Nothing here reads kelpie_agent's code: the inputs are what the client was ackno
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -332,13 +333,26 @@ def check_answers(
                     f"{result.text[:120]!r}"
                 )
         elif answer.kind == "client" and (
-            answer.text not in result.text or result.status != answer.status
+            not _returned(answer.text, result.text) or result.status != answer.status
         ):
             problems.append(
                 f"{where}: the client returned {answer.text!r} ({answer.status}), the "
                 f"thread holds {result.text[:120]!r} ({result.status})"
             )
     return problems
+
+
+def _returned(said: str, stored: str) -> bool:
+    """Whether a stored tool result carries exactly the client's text: the ``message`` of
+    Letta's packaged result (``{"status", "message", "time"}``), else the text contains it.
+    Exact, so an empty result ("") is judged too: ``"" in`` anything is always true."""
+    try:
+        packaged = json.loads(stored)
+    except ValueError:
+        return said in stored
+    if isinstance(packaged, dict) and isinstance(packaged.get("message"), str):
+        return bool(packaged["message"] == said)
+    return said in stored
 
 
 def check_calls_answered(

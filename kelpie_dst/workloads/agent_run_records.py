@@ -353,8 +353,10 @@ class ThreadDriver:
         label: str,
         plain: bool = False,
         store: Callable[[], SimKVStore] | None = None,
+        empty_results: bool = False,
     ) -> None:
         self.client = client
+        self.empty_results = empty_results  # a client's own result is sometimes "" (rtW)
         self.store = store  # the database's store, peeked at by the compaction check
         self.reader = reader
         self.log = log
@@ -458,6 +460,8 @@ class ThreadDriver:
                 answers.append(Answer(self.agent, self.conv, call_id, kind, reason))
             else:
                 said = f"client ran {tag} {i}"
+                if self.empty_results and rng.random() < 0.5:
+                    said = ""  # a client-side tool that printed nothing
                 status = rng.choice(("success", "error"))
                 decisions.append(ApprovalDecision(call_id, True, None, said, status))  # type: ignore[arg-type]
                 answers.append(Answer(self.agent, self.conv, call_id, kind, said, status))
@@ -896,6 +900,7 @@ async def _make_agent(
         "plain_calls": False,
         "last_message_reads": False,  # also list conversations by last_message_at, both ways
         "run_traces": False,  # also read each run's trace, steps and messages by limit (svcT)
+        "empty_client_results": False,  # half the client's own results are "" (rtW)
     },
     bounds={"agents": (1, 10), "conversations": (1, 5), "span": (1, 3600)},
 )
@@ -940,7 +945,10 @@ async def _drive(
         threads += [(c, f"c{i}") for i, c in enumerate(log.conversations[agent])]
         for conv, label in threads:
             client = Client(ctx, services, f"records/{n}/{label}")
-            drivers.append(ThreadDriver(client, reader, log, n, agent, conv, label, plain, store))
+            empty = bool(ctx.params["empty_client_results"])
+            drivers.append(
+                ThreadDriver(client, reader, log, n, agent, conv, label, plain, store, empty)
+            )
     span = float(ctx.params["span"])
     async with trio.open_nursery() as nursery:
         for driver in drivers:

@@ -31,6 +31,7 @@ __all__ = [
     "check_completion_order",
     "check_filters",
     "check_last_message_order",
+    "check_message_runs",
     "check_runs",
     "expected_status",
     "tags_in",
@@ -353,6 +354,34 @@ def _returned(said: str, stored: str) -> bool:
     if isinstance(packaged, dict) and isinstance(packaged.get("message"), str):
         return bool(packaged["message"] == said)
     return said in stored
+
+
+def check_message_runs(
+    threads: Mapping[tuple[str, str | None], Sequence[Shown]],
+    every: Mapping[str, Sequence[Listed]],
+) -> list[str]:
+    """Every message of a thread that names a run names one the runs list has, of that
+    agent and that thread: a message is never stored without the run it belongs to (an input
+    or an approval answer committed apart from its run leaves one that names a run no one
+    can read)."""
+    problems: list[str] = []
+    for (agent, conv), shown in threads.items():
+        runs = {r.run_id: r for r in every.get(agent, ())}
+        for m in shown:
+            if m.run_id is None:
+                continue
+            run = runs.get(m.run_id)
+            if run is None:
+                problems.append(
+                    f"thread {conv or agent}: {m.kind} {m.id} names run {m.run_id}, which the "
+                    "runs list does not have"
+                )
+            elif run.thread_id != conv:
+                problems.append(
+                    f"thread {conv or agent}: {m.kind} {m.id} names run {m.run_id}, a run of "
+                    f"thread {run.thread_id or agent}"
+                )
+    return problems
 
 
 def check_calls_answered(

@@ -108,6 +108,7 @@ from ._run_record_checks import (
     check_completion_order,
     check_filters,
     check_last_message_order,
+    check_message_runs,
     check_runs,
     thread_of_tag,
 )
@@ -530,6 +531,7 @@ class Reads:
     steps: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
     last_messages: bool = False  # param last_message_reads
     parts: PartReads | None = None  # param run_traces: each run's parts, whole and limited
+    message_runs: bool = False  # param message_runs: judge every message's run
 
 
 class Refused(Exception):
@@ -901,6 +903,7 @@ async def _make_agent(
         "last_message_reads": False,  # also list conversations by last_message_at, both ways
         "run_traces": False,  # also read each run's trace, steps and messages by limit (svcT)
         "empty_client_results": False,  # half the client's own results are "" (rtW)
+        "message_runs": False,  # judge that every message names a run of its thread (rtW)
     },
     bounds={"agents": (1, 10), "conversations": (1, 5), "span": (1, 3600)},
 )
@@ -954,6 +957,7 @@ async def _drive(
         for driver in drivers:
             nursery.start_soon(driver.run, span)
     reads = Reads(last_messages=bool(ctx.params["last_message_reads"]))
+    reads.message_runs = bool(ctx.params["message_runs"])
     if ctx.params["run_traces"]:
         reads.parts = PartReads()
     for agent in log.agents.values():
@@ -988,6 +992,8 @@ def check_records(log: RecordsLog, reads: Reads) -> list[str]:
             )
     problems += check_answers(log.answers, reads.threads)
     problems += check_calls_answered(reads.threads, reads.every, log.answers)
+    if reads.message_runs:
+        problems += check_message_runs(reads.threads, reads.every)
     problems += check_compactions(log.compactions, LOOP.history_window)
     if reads.parts is not None:
         problems += check_part_reads(reads.parts)

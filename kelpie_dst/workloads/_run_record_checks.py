@@ -11,6 +11,7 @@ Nothing here reads kelpie_agent's code: the inputs are what the client was ackno
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -30,6 +31,7 @@ __all__ = [
     "check_completion_order",
     "check_filters",
     "check_last_message_order",
+    "check_message_runs",
     "check_runs",
     "expected_status",
     "tags_in",
@@ -332,12 +334,53 @@ def check_answers(
                     f"{result.text[:120]!r}"
                 )
         elif answer.kind == "client" and (
-            answer.text not in result.text or result.status != answer.status
+            not _returned(answer.text, result.text) or result.status != answer.status
         ):
             problems.append(
                 f"{where}: the client returned {answer.text!r} ({answer.status}), the "
                 f"thread holds {result.text[:120]!r} ({result.status})"
             )
+    return problems
+
+
+def _returned(said: str, stored: str) -> bool:
+    """Whether a stored tool result carries exactly the client's text: the ``message`` of
+    Letta's packaged result (``{"status", "message", "time"}``), else the text contains it.
+    Exact, so an empty result ("") is judged too: ``"" in`` anything is always true."""
+    try:
+        packaged = json.loads(stored)
+    except ValueError:
+        return said in stored
+    if isinstance(packaged, dict) and isinstance(packaged.get("message"), str):
+        return bool(packaged["message"] == said)
+    return said in stored
+
+
+def check_message_runs(
+    threads: Mapping[tuple[str, str | None], Sequence[Shown]],
+    every: Mapping[str, Sequence[Listed]],
+) -> list[str]:
+    """Every message of a thread that names a run names one the runs list has, of that
+    agent and that thread: a message is never stored without the run it belongs to (an input
+    or an approval answer committed apart from its run leaves one that names a run no one
+    can read)."""
+    problems: list[str] = []
+    for (agent, conv), shown in threads.items():
+        runs = {r.run_id: r for r in every.get(agent, ())}
+        for m in shown:
+            if m.run_id is None:
+                continue
+            run = runs.get(m.run_id)
+            if run is None:
+                problems.append(
+                    f"thread {conv or agent}: {m.kind} {m.id} names run {m.run_id}, which the "
+                    "runs list does not have"
+                )
+            elif run.thread_id != conv:
+                problems.append(
+                    f"thread {conv or agent}: {m.kind} {m.id} names run {m.run_id}, a run of "
+                    f"thread {run.thread_id or agent}"
+                )
     return problems
 
 

@@ -108,6 +108,7 @@ from ._run_record_checks import (
     check_completion_order,
     check_filters,
     check_last_message_order,
+    check_message_runs,
     check_runs,
     thread_of_tag,
 )
@@ -353,8 +354,10 @@ class ThreadDriver:
         label: str,
         plain: bool = False,
         store: Callable[[], SimKVStore] | None = None,
+        empty_results: bool = False,
     ) -> None:
         self.client = client
+        self.empty_results = empty_results  # a client's own result is sometimes "" (rtW)
         self.store = store  # the database's store, peeked at by the compaction check
         self.reader = reader
         self.log = log
@@ -458,6 +461,8 @@ class ThreadDriver:
                 answers.append(Answer(self.agent, self.conv, call_id, kind, reason))
             else:
                 said = f"client ran {tag} {i}"
+                if self.empty_results and rng.random() < 0.5:
+                    said = ""  # a client-side tool that printed nothing
                 status = rng.choice(("success", "error"))
                 decisions.append(ApprovalDecision(call_id, True, None, said, status))  # type: ignore[arg-type]
                 answers.append(Answer(self.agent, self.conv, call_id, kind, said, status))
@@ -526,6 +531,7 @@ class Reads:
     steps: dict[str, list[tuple[int, int]]] = attrs.Factory(dict)
     last_messages: bool = False  # param last_message_reads
     parts: PartReads | None = None  # param run_traces: each run's parts, whole and limited
+    message_runs: bool = False  # param message_runs: judge every message's run
 
 
 class Refused(Exception):
@@ -896,6 +902,8 @@ async def _make_agent(
         "plain_calls": False,
         "last_message_reads": False,  # also list conversations by last_message_at, both ways
         "run_traces": False,  # also read each run's trace, steps and messages by limit (svcT)
+        "empty_client_results": False,  # half the client's own results are "" (rtW)
+        "message_runs": False,  # judge that every message names a run of its thread (rtW)
     },
     bounds={"agents": (1, 10), "conversations": (1, 5), "span": (1, 3600)},
 )
@@ -940,12 +948,16 @@ async def _drive(
         threads += [(c, f"c{i}") for i, c in enumerate(log.conversations[agent])]
         for conv, label in threads:
             client = Client(ctx, services, f"records/{n}/{label}")
-            drivers.append(ThreadDriver(client, reader, log, n, agent, conv, label, plain, store))
+            empty = bool(ctx.params["empty_client_results"])
+            drivers.append(
+                ThreadDriver(client, reader, log, n, agent, conv, label, plain, store, empty)
+            )
     span = float(ctx.params["span"])
     async with trio.open_nursery() as nursery:
         for driver in drivers:
             nursery.start_soon(driver.run, span)
     reads = Reads(last_messages=bool(ctx.params["last_message_reads"]))
+    reads.message_runs = bool(ctx.params["message_runs"])
     if ctx.params["run_traces"]:
         reads.parts = PartReads()
     for agent in log.agents.values():
@@ -980,6 +992,8 @@ def check_records(log: RecordsLog, reads: Reads) -> list[str]:
             )
     problems += check_answers(log.answers, reads.threads)
     problems += check_calls_answered(reads.threads, reads.every, log.answers)
+    if reads.message_runs:
+        problems += check_message_runs(reads.threads, reads.every)
     problems += check_compactions(log.compactions, LOOP.history_window)
     if reads.parts is not None:
         problems += check_part_reads(reads.parts)

@@ -185,6 +185,21 @@ def test_conversations_by_last_completion_follow_the_latest_run() -> None:
             Shown("x", "r", "tool_return_message", "t1", "success", '{"message": "said"}'),
             False,
         ),
+        (  # an empty result kept empty (rtW)
+            Answer(A, C, "t1", "client", "", "success", acked=True),
+            Shown("x", "r", "tool_return_message", "t1", "success", '{"message": ""}'),
+            True,
+        ),
+        (  # an empty result the server replaced by its own run of the call
+            Answer(A, C, "t1", "client", "", "success", acked=True),
+            Shown("x", "r", "tool_return_message", "t1", "success", '{"message": "found 3"}'),
+            False,
+        ),
+        (  # a result that holds the client's text but is not it
+            Answer(A, C, "t1", "client", "said", "success", acked=True),
+            Shown("x", "r", "tool_return_message", "t1", "success", '{"message": "said more"}'),
+            False,
+        ),
     ],
 )
 def test_each_answered_call_returns_what_its_decision_gives(

@@ -34,6 +34,7 @@ import trio
 
 from .._public import current_simulation
 from ._agent_deletes_checks import DeletesLog
+from ._agent_deletes_repeat import repeat_rounds
 from ._agent_readback import _items
 from ._agent_walker import SdkWalker, sdk_method
 
@@ -76,11 +77,18 @@ class DeleteWalker(SdkWalker):
     PREFIX = "deletes"
 
     def __init__(
-        self, clients: Any, rng: Any, *, detaches: bool = False, at_once: bool = False
+        self,
+        clients: Any,
+        rng: Any,
+        *,
+        detaches: bool = False,
+        at_once: bool = False,
+        repeats: int = 0,
     ) -> None:
         super().__init__(clients, rng)
         self.detaches = detaches
         self.at_once = at_once  # param deletes_at_once: each retrieved right after its delete
+        self.repeats = repeats  # param deletes_repeat: rounds of _agent_deletes_repeat
         self.log = DeletesLog()
         self.problems = self.log.problems
         self.agent = ""  # the agent everything attaches to
@@ -99,6 +107,7 @@ class DeleteWalker(SdkWalker):
                 self._conversations,
                 self._schedules,
                 self._folders,
+                self._repeats,
                 self._deletes,
                 self._detaches,
                 self._read_back,
@@ -302,6 +311,11 @@ class DeleteWalker(SdkWalker):
     # -- deleting -----------------------------------------------------------------------------
     def _victim(self, kind: str, among: list[str] | None = None) -> str:
         return str(self.rng.choice(among if among is not None else self.log.made[kind]))
+
+    async def _repeats(self) -> None:
+        """With ``deletes_repeat``: rounds of detaches and an agent's delete (its module)."""
+        if self.repeats:
+            await repeat_rounds(self, self.repeats)
 
     async def _deletes(self) -> None:
         """One of each kind, in a random order (a passage of a kept archive too)."""

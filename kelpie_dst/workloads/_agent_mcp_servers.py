@@ -389,6 +389,7 @@ async def caller(service: Any, log: Log, i: int, first: int, count: int, rng: An
         "http": False,
         "catalog": False,
         "catalog_changes": False,
+        "catalog_errors": False,
     },
     sizes=("callers", "calls"),
     bounds={"rounds": (1, 50), "callers": (1, 20), "calls": (1, 200)},
@@ -412,6 +413,11 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
     # with ``catalog`` (svcU, session 24): the first node also walks the catalog of managed
     # servers (``_mcp_catalog_walk``), its own servers reached by their commands
     walk: CatalogLog | None = CatalogLog() if params["catalog"] else None
+    # with ``catalog_errors`` (svcW, session 26): the walk's tools refuse every third run
+    if params["catalog_errors"]:
+        if walk is None:
+            raise UsageError("workload.params.catalog_errors: needs catalog")
+        walk.refuse_every = 3
     if walk is not None:
         ctx.state["catalog"] = walk
     walked = [False]
@@ -481,6 +487,8 @@ async def agent_mcp_servers(ctx: WorkloadContext) -> None:
         ctx.metric("mcp.catalog.runs", walk.runs)
         ctx.metric("mcp.catalog.refusals", walk.refusals)
         ctx.metric("mcp.catalog.problems", len(walk.problems))
+        if walk.refuse_every:
+            ctx.metric("mcp.catalog.refused", len(walk.refused))
     if rotate:
         settled = [n for n, (_, start, end, _) in log.sent_for.items() if start == end]
         ctx.metric("mcp.rotation.settled_calls", len(settled))

@@ -374,6 +374,24 @@ async def _agent_client(client: Client, log: Log, agent_id: str, span: float) ->
         await trio.sleep(rng.uniform(2, 12))
 
 
+async def _stuck(client: Client) -> None:
+    """(``stuck``, svcW) One more agent, whose every scheduled fire fails: its replies
+    (``send_message``) wait for an approval nobody gives, so each fire's message is refused
+    (409) and its node's scheduler holds the occurrence back and tries again later, forever.
+    Its schedule is the client's own, never judged; the other agents' schedules must fire on
+    time meanwhile (``punctual``): one agent's failing fires hold back no one else's."""
+    request = CreateAgent(name="sched-stuck", agent_type="memgpt_agent")
+    view = await client.until_done(lambda s: s.create_agent(request))
+    agent_id = view.agent.id
+    await client.until_done(lambda s: s.set_tool_approval(agent_id, "send_message", True))
+    asked = (InputMessage("user", "Reply when you can.", otid="sched-stuck-ask"),)
+    with contextlib.suppress(ServiceError):  # a repeat after an unknown outcome: refused
+        await client.until_done(lambda s: s.send_message(agent_id, asked))
+    spec = {"type": "recurring", "cron_expression": "* * * * *"}
+    never = (InputMessage("user", "stuck: never sent"),)
+    await client.until_done(lambda s: schedules.create_schedule(s, agent_id, never, spec))
+
+
 async def _outage(ctx: WorkloadContext, nodes: list[kelpie_dst.Node], span: float) -> None:
     """Every server node down at once (a power cut), back after 5 to 30 s: the occurrences
     that came due meanwhile are sent by whichever node comes back first."""
@@ -451,6 +469,7 @@ def start_servers(ctx: WorkloadContext) -> tuple[dict[str, AgentService], list[k
         "calendar": False,
         "edges": False,
         "punctual": 0.0,
+        "stuck": False,
     },
     sizes=("agents",),
     bounds={
@@ -473,6 +492,8 @@ async def agent_schedules(ctx: WorkloadContext) -> None:
         view = await client.until_done(lambda s, r=request: s.create_agent(r))  # type: ignore[misc]
         agent_ids.append(view.agent.id)
     span = float(ctx.params["span"])
+    if ctx.params["stuck"]:
+        await _stuck(client)
     async with trio.open_nursery() as nursery:
         for agent_id in agent_ids:
             nursery.start_soon(_agent_client, client, log, agent_id, span)

@@ -14,7 +14,9 @@ by its command, so ``mcp.*`` faults apply) and a plain custom tool. What the wal
   fired meanwhile, or a refresh returned, the server's tools are the ones it lists;
 - **a success carries the server's answer**: a run of a server's tool that answers success
   ran on the server exactly once and returns what the server answered for it (a call cut by a
-  crash or a timeout is an error, never an empty success);
+  crash or a timeout is an error, never an empty success); with ``catalog_errors`` (svcW,
+  session 26) the tools refuse every third ``n`` with an error result (``isError``), and such
+  a run must answer an error: **the status is the server's**;
 - **no tool outlives or mislabels its server**: after a rename the tools name the new name and
   none the old one; after a delete none names the deleted server;
 - **a request changes only its own server**: after each step, every server of the walk still
@@ -76,16 +78,23 @@ class CatalogLog:
 
     executed: list[tuple[str, int]] = attrs.Factory(list)
     problems: list[str] = attrs.Factory(list)
+    refuse_every: int = 0  # catalog_errors: a tool refuses every n divisible by this (0: none)
+    refused: list[tuple[str, int]] = attrs.Factory(list)  # (tool, n) the server answered isError
     runs: int = 0
     refusals: int = 0
     done: bool = False
 
 
 def tool_spec(log: CatalogLog, tool: str) -> dict[str, Any]:
-    """A walk server's tool: it answers ``"<tool> <n>"`` and logs the run."""
+    """A walk server's tool: it answers ``"<tool> <n>"`` and logs the run; with
+    ``catalog_errors`` it refuses every ``log.refuse_every``-th n (it ran, and answers an
+    error result: ``isError``, as a real server does for a tool that raised)."""
 
     def run(args: dict[str, Any]) -> str:
         log.executed.append((tool, int(args["n"])))
+        if log.refuse_every and int(args["n"]) % log.refuse_every == 0:
+            log.refused.append((tool, int(args["n"])))
+            raise ValueError(f"{tool} refuses {args['n']}")
         return f"{tool} {args['n']}"
 
     return {"name": tool, "description": f"{tool}.", "input_schema": SCHEMA, "response": run}
@@ -266,7 +275,12 @@ class _Walk:
         result = await catalog.run_server_tool(self.service, record.id, tool.id, {"n": n})
         self.log.runs += 1
         ran = [t for t, m in self.log.executed if m == n]
-        if result.status == "success":
+        if result.status == "success" and (tool.name, n) in self.log.refused:
+            self.problem(
+                f"run {n} of {tool.name} through {record.server_name} answered success "
+                f"{result.func_return!r}, though the server answered an error (isError)"
+            )
+        elif result.status == "success":
             want = f"{tool.name} {n}"
             if result.func_return != want or ran != [tool.name]:
                 self.problem(

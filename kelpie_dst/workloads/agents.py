@@ -312,6 +312,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     # from its agent, gone from the agent's views only (_agent_deletes)
     "deletes_at_once": False,  # with deletes: each thing is also retrieved right after its
     # delete is acknowledged: gone at once (_agent_deletes)
+    "deletes_repeat": 0,  # with deletes: rounds in which the delete walker attaches its tools
+    # and blocks to an agent of the round, replaces its tools, detaches the rest and deletes
+    # the agent, each request sent once (_agent_deletes_repeat)
     "resources": False,  # after the clients, one more client sets tool rules of every type,
     # approvals, conversations (hidden, archived, PATCHed with null and ""), a searched send,
     # MCP servers with secrets and nesting at the documented limit, and reads each back
@@ -340,6 +343,7 @@ PARAMS: dict[str, int | float | str | bool] = {
 _OPTION_OF = {
     "detaches": "deletes",
     "deletes_at_once": "deletes",
+    "deletes_repeat": "deletes",
     "wire_cut_bodies": "wire",
     "wire_threads": "wire",
     "input_roles": "message_fields",
@@ -383,6 +387,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "gateway_errors": (0, 1),
     "follow_breaks": (0, 1),
     "graceful_stops": (0, 100),
+    "deletes_repeat": (0, 50),
 }
 
 
@@ -722,6 +727,7 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
             ctx.rng("deletes"),
             detaches=bool(ctx.params["detaches"]),
             at_once=bool(ctx.params["deletes_at_once"]),
+            repeats=int(ctx.params["deletes_repeat"]),
         )
         ctx.state["deletes"] = deletes
         await deletes.run()

@@ -27,6 +27,7 @@ from typing import Any
 
 import trio
 
+from ._agent_contract_checks import StatusSeen
 from ._contract_probes_checks import CancelSeen, DeleteSeen, ProbeLog, RankSeen, SizeSeen
 
 __all__ = ["LONG_TEXT", "WORD", "probe_all"]
@@ -93,10 +94,14 @@ async def _ranks(walker: Any, log: ProbeLog, agent: str) -> None:
         got = tuple(str(r["id"]) for r in found.get("results") or ())
         log.ranks.append(RankSeen("the agent's archival search", want, got))
     for top_k in (0, 1):  # the smallest searches: nothing, then the best one alone
-        found = await _json(walker, "GET", f"{path}/search", params={"query": WORD, "top_k": top_k})
+        what = f"the agent's archival search top_k={top_k}"
+        answer = await walker._raw("GET", f"{path}/search", params={"query": WORD, "top_k": top_k})
+        if answer is None:
+            continue
+        walker.log.statuses.append(StatusSeen(f"GET {what}", 200, answer.status_code))
+        found = answer.json() if answer.status_code == 200 else None
         if isinstance(found, dict):
             got = tuple(str(r["id"]) for r in found.get("results") or ())
-            what = f"the agent's archival search top_k={top_k}"
             log.sizes.append(SizeSeen(what, top_k, got))
             if top_k:
                 log.ranks.append(RankSeen(what, want, got))

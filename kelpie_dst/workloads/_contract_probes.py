@@ -15,7 +15,8 @@ Shapes no other scenario made, each read the way a letta-client user reads it, l
    searched with ``top_k`` 0 (nothing) and 1 (that passage alone).
 3. **A file deleted, then read at once.** Two small files are uploaded to a folder of the
    probes, each deleted, and right after each acknowledged delete retrieved (404 wanted) and
-   looked for in the folder's list.
+   looked for in the folder's list; the same for two MCP servers (SSE: stored, never
+   connected to) and two custom tools, and their lists.
 
 Every request goes through :meth:`ContractWalker._raw` (another node after a 5xx or a cut
 connection); the 500s any of them met are judged on the server side (``no_internal_errors``).
@@ -54,6 +55,8 @@ async def probe_all(walker: Any, log: ProbeLog) -> None:
     await _cancel(walker, log, agent)
     await _ranks(walker, log, agent)
     await _deletes(walker, log)
+    await _server_deletes(walker, log)
+    await _tool_deletes(walker, log)
 
 
 async def _cancel(walker: Any, log: ProbeLog, agent: str) -> None:
@@ -150,5 +153,61 @@ async def _deletes(walker: Any, log: ProbeLog) -> None:
                 f"file {name} ({file_id})",
                 got.status_code if got is not None else 0,
                 None if listed is None else any(str(f["id"]) == file_id for f in listed),
+            )
+        )
+
+
+async def _server_deletes(walker: Any, log: ProbeLog) -> None:
+    """Two MCP servers (SSE: stored, never connected to) made, each deleted and read at once."""
+    for k in range(2):
+        config = {"mcp_server_type": "sse", "server_url": f"http://probe-{k}.invalid:9/sse"}
+        body = {"server_name": f"probe-mcp-{k}", "config": config}
+        made = await _json(walker, "POST", "/v1/mcp-servers/", body=body)
+        if not isinstance(made, dict):
+            continue
+        server = str(made["id"])
+        gone = await walker._raw("DELETE", f"/v1/mcp-servers/{server}")
+        if gone is None or gone.status_code >= 300:
+            continue
+        got = await walker._raw("GET", f"/v1/mcp-servers/{server}")
+        listed = await _json(walker, "GET", "/v1/mcp-servers/")
+        log.deletes.append(
+            DeleteSeen(
+                f"mcp server probe-mcp-{k} ({server})",
+                got.status_code if got is not None else 0,
+                None if listed is None else any(str(m["id"]) == server for m in listed),
+            )
+        )
+
+
+TOOL_SOURCE = '''def probe_double_{k}(x: int) -> int:
+    """Double a number.
+
+    Args:
+        x: the number to double.
+    """
+    return 2 * x
+'''
+
+
+async def _tool_deletes(walker: Any, log: ProbeLog) -> None:
+    """Two custom tools made, each deleted and read at once (by id, and listed by name)."""
+    for k in range(2):
+        made = await _json(
+            walker, "POST", "/v1/tools/", body={"source_code": TOOL_SOURCE.format(k=k)}
+        )
+        if not isinstance(made, dict):
+            continue
+        tool = str(made["id"])
+        gone = await walker._raw("DELETE", f"/v1/tools/{tool}")
+        if gone is None or gone.status_code >= 300:
+            continue
+        got = await walker._raw("GET", f"/v1/tools/{tool}")
+        listed = await _json(walker, "GET", "/v1/tools/", params={"name": f"probe_double_{k}"})
+        log.deletes.append(
+            DeleteSeen(
+                f"tool probe_double_{k} ({tool})",
+                got.status_code if got is not None else 0,
+                None if listed is None else any(str(t["id"]) == tool for t in listed),
             )
         )

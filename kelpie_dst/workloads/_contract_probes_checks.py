@@ -22,7 +22,8 @@ A search answers as many hits as it asked for (``top_k`` 0: none, 1: one) when t
 holds that many passages.
 
 **A deleted file is gone at once** (``file_deletes_at_once``). Right after its delete is
-acknowledged, the folder's file is not found (404) and its folder does not list it.
+acknowledged, the folder's file is not found (404) and its folder does not list it; so is an
+MCP server, and the servers' list.
 """
 
 from __future__ import annotations
@@ -130,5 +131,5 @@ def check_file_deletes(log: ProbeLog) -> list[str]:
         if d.status and d.status != 404:
             problems.append(f"{d.what}: retrieved at once after its delete, answered {d.status}")
         if d.listed:
-            problems.append(f"{d.what}: still listed by its folder at once after its delete")
+            problems.append(f"{d.what}: still listed at once after its delete")
     return problems

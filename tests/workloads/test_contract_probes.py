@@ -56,4 +56,4 @@ def test_a_file_still_there_after_its_delete_is_named() -> None:
     log.deletes.append(DeleteSeen("file c", 200, True))
     found, listed = check_file_deletes(log)
     assert "file c" in found and "200" in found
-    assert "still listed" in listed
+    assert "still listed at once" in listed

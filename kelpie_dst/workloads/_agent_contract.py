@@ -48,6 +48,8 @@ from ._agent_walker import SdkWalker
 from ._agent_wire import _BROKEN, _head, _Raw
 from ._agent_world import PORT, SERVER
 from ._contract_edges import probe_edges
+from ._contract_probes import probe_all
+from ._contract_probes_checks import ProbeLog
 from ._contract_uploads import probe_uploads
 
 __all__ = ["CONTRACT_KEY", "CONTRACT_PING", "CONTRACT_SERVER", "ContractWalker"]
@@ -108,11 +110,14 @@ class ContractWalker(SdkWalker):
         creates: bool = False,
         edges: bool = False,
         uploads: bool = False,
+        probes: bool = False,
     ) -> None:
         super().__init__(clients, rng)
         self.creates = creates  # param contract_creates: refused creates too (REFUSED_CREATES)
         self.edges = edges  # param contract_edges: limits and scopes below an agent
         self.uploads = uploads  # param contract_uploads: files stored whole
+        self.probes = probes  # param contract_probes: cancels, long passages, deletes
+        self.probe_log = ProbeLog()
         self.log = ContractLog()
         self.problems = self.log.problems
         self.agent: str | None = None
@@ -126,6 +131,8 @@ class ContractWalker(SdkWalker):
         lists = (self._lists, self._edges) if self.edges else (self._lists,)
         if self.uploads:
             lists = (*lists, self._uploads)
+        if self.probes:
+            lists = (*lists, self._probes)
         await self._phases(
             (
                 self._setup,
@@ -330,6 +337,9 @@ class ContractWalker(SdkWalker):
 
     async def _uploads(self) -> None:
         await probe_uploads(self)
+
+    async def _probes(self) -> None:
+        await probe_all(self, self.probe_log)
 
     async def _same(
         self,

@@ -126,6 +126,7 @@ class Journal:
         self.runs: list[RunWrite] = []  # every run record written (_agent_recovery)
         self.crashes: list[tuple[int, str]] = []  # (position, node): a node crashed there
         self.mcp_calls: list[McpCallOutcome] = []  # every static MCP call, as it ended
+        self.internal_errors: list[str] = []  # every 500 an API app reported (no_internal_errors)
 
     def activation(self) -> str | None:
         """Which activation is committing: the nearest enclosing actor task (the dispatcher
@@ -216,6 +217,9 @@ class Journal:
                 )
             )
             self.counts[kind] = self.counts.get(kind, 0) + 1
+            if kind in ("api.error", "api.stream_error") and fields.get("status") == 500:
+                where = f"{fields.get('method', '')} {fields.get('path', '')}".strip()
+                self.internal_errors.append(f"{node}: {where or 'a stream'}: {fields.get('error')}")
             kelpie_dst.log(kind, node=node, **fields)
 
         return observe

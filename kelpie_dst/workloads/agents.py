@@ -113,6 +113,13 @@ from ._agent_threads import Threads
 from ._agent_wire import WIRE_SERVER, WireWalker
 from ._agent_wire_checks import check_message_views, check_wire
 from ._agent_world import OPTIONS, World
+from ._contract_probes_checks import (
+    ProbeLog,
+    check_cancels,
+    check_file_deletes,
+    check_internal_errors,
+    check_ranks,
+)
 from ._lease_checks import handoffs_requested, lease_records_consistent
 from ._mcp_checks import check_mcp_recovers
 from ._prompt_history import ShownCalls
@@ -131,6 +138,7 @@ __all__ = [
     "acknowledged_is_durable",
     "agents",
     "api_surface_contract",
+    "cancels_reach_only_their_runs",
     "catalog_contract",
     "check_acknowledged",
     "check_blocks",
@@ -144,6 +152,7 @@ __all__ = [
     "created_once",
     "deletes_are_total",
     "every_request_completed",
+    "file_deletes_at_once",
     "graceful_stops_bounded",
     "handoffs_requested",
     "handover_contract",
@@ -162,6 +171,7 @@ __all__ = [
     "message_fields_kept",
     "message_views_agree",
     "no_acknowledged_message_lost",
+    "no_internal_errors",
     "no_mixing_across_agents",
     "polls_consistent",
     "prompts_show_stored_memory",
@@ -169,6 +179,7 @@ __all__ = [
     "resources_consistent",
     "retry_advice_honest",
     "runs_end_cleanly",
+    "searches_read_whole_texts",
     "server_raised_nothing",
     "settings_contract",
     "single_activation",
@@ -286,6 +297,9 @@ PARAMS: dict[str, int | float | str | bool] = {
     # after passages stored in it and in another agent (_contract_edges)
     "contract_uploads": False,  # with contract: four files of about 8, 64, 128 and 270 KiB
     # uploaded to a folder and read back: stored whole (_contract_uploads)
+    "contract_probes": False,  # with contract: a conversation cancelled while the agent's own
+    # history runs, a long passage searched for its last word, files read right after their
+    # delete (_contract_probes)
     "settings": False,  # after the clients, agents made with random settings in each of
     # Letta's shapes, PATCHed with random subsets of their fields, exported and imported
     # twice, judged against the model (via http; _agent_settings)
@@ -352,6 +366,7 @@ _OPTION_OF = {
     "contract_creates": "contract",
     "contract_edges": "contract",
     "contract_uploads": "contract",
+    "contract_probes": "contract",
 }
 VIAS = ("direct", "http")
 STOP_WINDOW = 30.0
@@ -690,11 +705,16 @@ async def _drive(ctx: WorkloadContext, clients: Clients, plans: list[AgentPlan])
             bool(ctx.params["contract_creates"]),
             bool(ctx.params["contract_edges"]),
             bool(ctx.params["contract_uploads"]),
+            bool(ctx.params["contract_probes"]),
         )
         ctx.state["contract"] = contract
         await contract.run()
         ctx.metric("contract.requests", contract.requests)
         ctx.metric("contract.quiet_streams", contract.quiet)
+        if contract.probes:
+            ctx.metric("probes.cancels", len(contract.probe_log.cancels))
+            ctx.metric("probes.ranks", len(contract.probe_log.ranks))
+            ctx.metric("probes.deletes", len(contract.probe_log.deletes))
         ctx.metric("contract.auth_probes", len(contract.log.auth))
         ctx.metric("contract.list_reads", len(contract.log.lists))
         ctx.metric(
@@ -1533,3 +1553,47 @@ def limits_accepted(ctx: WorkloadContext) -> None:
     limits = ctx.state.get("limits")
     if isinstance(limits, LimitsWalker):
         _holds(check_limits(limits.log), "a value at a documented limit was not accepted")
+
+
+def _probes(ctx: WorkloadContext) -> ProbeLog | None:
+    contract = _contract(ctx)
+    return contract.probe_log if contract is not None and contract.probes else None
+
+
+@invariant
+def no_internal_errors(ctx: WorkloadContext) -> None:
+    """No request is answered 500: the error table gives every failure the server expects a
+    status of its own, so a 500 is an exception no layer meant (judged from the API apps' own
+    reports of the 5xx they answered; _contract_probes_checks)."""
+    _holds(
+        check_internal_errors(_world(ctx).journal.internal_errors),
+        "the server answered 500 Internal Server Error",
+    )
+
+
+@invariant
+def cancels_reach_only_their_runs(ctx: WorkloadContext) -> None:
+    """(With ``contract_probes``.) Cancelling a conversation asks only its runs to stop: a run
+    of the agent's own history never ends cancelled (_contract_probes_checks)."""
+    log = _probes(ctx)
+    if log is not None:
+        _holds(check_cancels(log), "a cancel reached runs it did not name")
+
+
+@invariant
+def searches_read_whole_texts(ctx: WorkloadContext) -> None:
+    """(With ``contract_probes``.) A passage holding the word searched for ranks above
+    passages sharing nothing with it, also when the word ends a long passage
+    (_contract_probes_checks)."""
+    log = _probes(ctx)
+    if log is not None:
+        _holds(check_ranks(log), "a search missed a word of a stored text")
+
+
+@invariant
+def file_deletes_at_once(ctx: WorkloadContext) -> None:
+    """(With ``contract_probes``.) Right after its delete is acknowledged, a folder's file is
+    not found and not listed (_contract_probes_checks)."""
+    log = _probes(ctx)
+    if log is not None:
+        _holds(check_file_deletes(log), "a deleted file was still there")

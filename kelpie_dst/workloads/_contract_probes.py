@@ -143,18 +143,40 @@ async def _deletes(walker: Any, log: ProbeLog) -> None:
         if not isinstance(made, dict):
             continue
         file_id = str(made["id"])
-        gone = await walker._raw("DELETE", f"/v1/folders/{folder}/{file_id}")
-        if gone is None or gone.status_code >= 300:
-            continue
-        got = await walker._raw("GET", f"/v1/folders/{folder}/files/{file_id}")
-        listed = await _json(walker, "GET", f"/v1/folders/{folder}/files", params={"limit": 1000})
-        log.deletes.append(
-            DeleteSeen(
-                f"file {name} ({file_id})",
-                got.status_code if got is not None else 0,
-                None if listed is None else any(str(f["id"]) == file_id for f in listed),
-            )
+        await _delete_and_read(
+            walker,
+            log,
+            f"file {name} ({file_id})",
+            file_id,
+            (f"/v1/folders/{folder}/{file_id}", f"/v1/folders/{folder}/files/{file_id}"),
+            f"/v1/folders/{folder}/files",
+            {"limit": 1000},
         )
+
+
+async def _delete_and_read(
+    walker: Any,
+    log: ProbeLog,
+    what: str,
+    thing: str,
+    paths: tuple[str, str],
+    listing: str,
+    params: dict[str, Any] | None = None,
+) -> None:
+    """Delete ``thing`` (``paths``: where to delete it and where to read it); once the delete
+    is acknowledged, read it and its list at once."""
+    gone = await walker._raw("DELETE", paths[0])
+    if gone is None or gone.status_code >= 300:
+        return
+    got = await walker._raw("GET", paths[1])
+    listed = await _json(walker, "GET", listing, **({"params": params} if params else {}))
+    log.deletes.append(
+        DeleteSeen(
+            what,
+            got.status_code if got is not None else 0,
+            None if listed is None else any(str(x["id"]) == thing for x in listed),
+        )
+    )
 
 
 async def _server_deletes(walker: Any, log: ProbeLog) -> None:
@@ -166,18 +188,9 @@ async def _server_deletes(walker: Any, log: ProbeLog) -> None:
         if not isinstance(made, dict):
             continue
         server = str(made["id"])
-        gone = await walker._raw("DELETE", f"/v1/mcp-servers/{server}")
-        if gone is None or gone.status_code >= 300:
-            continue
-        got = await walker._raw("GET", f"/v1/mcp-servers/{server}")
-        listed = await _json(walker, "GET", "/v1/mcp-servers/")
-        log.deletes.append(
-            DeleteSeen(
-                f"mcp server probe-mcp-{k} ({server})",
-                got.status_code if got is not None else 0,
-                None if listed is None else any(str(m["id"]) == server for m in listed),
-            )
-        )
+        where = f"/v1/mcp-servers/{server}"
+        what = f"mcp server probe-mcp-{k} ({server})"
+        await _delete_and_read(walker, log, what, server, (where, where), "/v1/mcp-servers/")
 
 
 TOOL_SOURCE = '''def probe_double_{k}(x: int) -> int:
@@ -198,16 +211,8 @@ async def _tool_deletes(walker: Any, log: ProbeLog) -> None:
         )
         if not isinstance(made, dict):
             continue
-        tool = str(made["id"])
-        gone = await walker._raw("DELETE", f"/v1/tools/{tool}")
-        if gone is None or gone.status_code >= 300:
-            continue
-        got = await walker._raw("GET", f"/v1/tools/{tool}")
-        listed = await _json(walker, "GET", "/v1/tools/", params={"name": f"probe_double_{k}"})
-        log.deletes.append(
-            DeleteSeen(
-                f"tool probe_double_{k} ({tool})",
-                got.status_code if got is not None else 0,
-                None if listed is None else any(str(t["id"]) == tool for t in listed),
-            )
+        tool, name = str(made["id"]), f"probe_double_{k}"
+        where = f"/v1/tools/{tool}"
+        await _delete_and_read(
+            walker, log, f"tool {name} ({tool})", tool, (where, where), "/v1/tools/", {"name": name}
         )

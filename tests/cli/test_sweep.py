@@ -168,6 +168,8 @@ COSTLY = frozenset(  # 7 s a seed or more
         "agent_node_stops",
         "agent_anthropic_gateway",
         "agent_collections",
+        "agent_lost_answers_settled",
+        "agent_wire_probes",
     }
 )
 

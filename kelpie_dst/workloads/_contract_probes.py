@@ -169,7 +169,7 @@ async def _delete_and_read(
     if gone is None or gone.status_code >= 300:
         return
     got = await walker._raw("GET", paths[1])
-    listed = await _json(walker, "GET", listing, **({"params": params} if params else {}))
+    listed = await _json(walker, "GET", listing, params=params)
     log.deletes.append(
         DeleteSeen(
             what,
